@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs everything cairn's build, tests and benchmarks need on a fresh
+# Debian 12 machine: system packages with apt-get, Python packages with pip.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+apt_pkgs=(build-essential cmake ninja-build ccache pkg-config
+  libzstd-dev libblosc-dev zlib1g-dev libisal-dev nlohmann-json3-dev libcli11-dev
+  libgtest-dev libgmock-dev clang libclang-rt-14-dev fio)
+missing=()
+for p in "${apt_pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+fi
+python3 -m pip install -q -r requirements-dev.txt

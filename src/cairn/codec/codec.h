@@ -1,0 +1,115 @@
+// Codecs: pure functions that turn a chunk of array elements into stored
+// bytes and back, as zarr v3 defines them (array->array, array->bytes,
+// bytes->bytes), also used for zarr v2 compressors.
+//
+// A decoded chunk is always a C-order array of native-endian elements of
+// `ChunkSpec.dtype` and `ChunkSpec.shape`. Codecs do no I/O, start no
+// threads and never block. Decoders take untrusted bytes: every length is
+// checked against the bytes present, and failures are DataLoss with a message
+// that says which codec and what is wrong. No allocation is sized by an
+// unchecked field: a decoder's output size is known from the ChunkSpec.
+//
+// Thread safety: codec objects are immutable after construction; every
+// method may be called concurrently.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cairn/dtype/dtype.h"
+#include "cairn/util/box.h"
+#include "cairn/util/buffer.h"
+#include "cairn/util/result.h"
+
+namespace cairn {
+
+using Json = nlohmann::json;
+
+// What a decoded chunk is: element type, shape, and the fill value (one
+// native-endian element) that stands for missing data.
+struct ChunkSpec {
+  DType dtype;
+  Shape shape;
+  std::vector<uint8_t> fill_value;  // DTypeSize(dtype) bytes
+
+  size_t num_bytes() const { return static_cast<size_t>(NumElements(shape)) * DTypeSize(dtype); }
+};
+
+class Codec {
+ public:
+  virtual ~Codec() = default;
+  // The codec's zarr v3 name ("zstd").
+  virtual std::string_view name() const = 0;
+  // `{"name": ..., "configuration": {...}}` exactly as TensorStore writes it
+  // (configuration omitted when empty).
+  virtual Json ToJson() const = 0;
+};
+
+// bytes -> bytes (zstd, gzip, blosc, crc32c, zlib).
+class BytesCodec : public Codec {
+ public:
+  virtual Result<Buffer> Encode(ByteView decoded) const = 0;
+  virtual Result<Buffer> Decode(ByteView encoded) const = 0;
+};
+
+// array -> array (transpose).
+class ArrayCodec : public Codec {
+ public:
+  // The spec of the encoded array given the decoded one.
+  virtual ChunkSpec EncodedSpec(const ChunkSpec& decoded) const = 0;
+  // `array` has `decoded`'s layout; returns the encoded array (C order of
+  // EncodedSpec(decoded).shape).
+  virtual Result<Buffer> Encode(const ChunkSpec& decoded, ByteView array) const = 0;
+  // Inverse of Encode: `encoded` has EncodedSpec(decoded)'s layout.
+  virtual Result<Buffer> Decode(const ChunkSpec& decoded, ByteView encoded) const = 0;
+};
+
+// array -> bytes (bytes, sharding_indexed).
+class ArrayToBytesCodec : public Codec {
+ public:
+  virtual Result<Buffer> Encode(const ChunkSpec& spec, ByteView array) const = 0;
+  virtual Result<Buffer> Decode(const ChunkSpec& spec, ByteView encoded) const = 0;
+  // True if Encode of a native little-endian array is the identity (bytes
+  // codec with the host's byte order): lets writers skip a copy.
+  virtual bool IsIdentity(const ChunkSpec&) const { return false; }
+};
+
+// A validated zarr v3 codec chain: [array->array]* array->bytes [bytes->bytes]*.
+class CodecChain {
+ public:
+  CodecChain() = default;
+  CodecChain(std::vector<std::shared_ptr<const ArrayCodec>> array_codecs,
+             std::shared_ptr<const ArrayToBytesCodec> array_to_bytes,
+             std::vector<std::shared_ptr<const BytesCodec>> bytes_codecs)
+      : array_codecs_(std::move(array_codecs)),
+        array_to_bytes_(std::move(array_to_bytes)),
+        bytes_codecs_(std::move(bytes_codecs)) {}
+
+  // Parses a zarr v3 `codecs` list for chunks described by `spec` (dtype,
+  // rank and chunk shape are needed to validate, e.g. transpose orders,
+  // sharding shapes, the bytes codec's `endian`). Unknown codec names,
+  // missing required fields and inconsistent shapes are InvalidArgument.
+  static Result<CodecChain> FromJson(const Json& codecs, const ChunkSpec& spec);
+
+  Json ToJson() const;
+
+  // Encodes a decoded chunk (`spec` layout) into stored bytes.
+  Result<Buffer> Encode(const ChunkSpec& spec, ByteView array) const;
+  // Decodes stored bytes into a decoded chunk of `spec` layout.
+  Result<Buffer> Decode(const ChunkSpec& spec, ByteView encoded) const;
+
+  const std::vector<std::shared_ptr<const ArrayCodec>>& array_codecs() const { return array_codecs_; }
+  const std::shared_ptr<const ArrayToBytesCodec>& array_to_bytes() const { return array_to_bytes_; }
+  const std::vector<std::shared_ptr<const BytesCodec>>& bytes_codecs() const { return bytes_codecs_; }
+
+ private:
+  std::vector<std::shared_ptr<const ArrayCodec>> array_codecs_;
+  std::shared_ptr<const ArrayToBytesCodec> array_to_bytes_;
+  std::vector<std::shared_ptr<const BytesCodec>> bytes_codecs_;
+};
+
+}  // namespace cairn

@@ -1,0 +1,83 @@
+#include "cairn/kvstore/kvstore.h"
+
+namespace cairn {
+
+std::string ByteRange::ToString() const {
+  if (suffix) return "last " + std::to_string(length.value_or(0)) + " bytes";
+  std::string s = "bytes [" + std::to_string(offset) + ", ";
+  s += length ? std::to_string(offset + *length) : std::string("end");
+  return s + ")";
+}
+
+Result<std::pair<uint64_t, uint64_t>> ResolveByteRange(const ByteRange& range, uint64_t size) {
+  if (range.suffix) {
+    uint64_t n = range.length.value_or(0);
+    if (n > size) {
+      return InvalidArgumentError("byte range " + range.ToString() + " exceeds value size " +
+                                  std::to_string(size));
+    }
+    return std::make_pair(size - n, size);
+  }
+  if (range.offset > size) {
+    return InvalidArgumentError("byte range " + range.ToString() + " exceeds value size " +
+                                std::to_string(size));
+  }
+  uint64_t end = size;
+  if (range.length) {
+    if (*range.length > size - range.offset) {
+      return InvalidArgumentError("byte range " + range.ToString() + " exceeds value size " +
+                                  std::to_string(size));
+    }
+    end = range.offset + *range.length;
+  }
+  return std::make_pair(range.offset, end);
+}
+
+Status KvStore::ApplyBatch(std::vector<KvMutation> mutations) {
+  for (auto& m : mutations) {
+    if (m.value) {
+      CAIRN_RETURN_IF_ERROR(Put(m.key, m.value->view()));
+    } else {
+      CAIRN_RETURN_IF_ERROR(Delete(m.key));
+    }
+  }
+  return Status::OK();
+}
+
+Status KvStore::DeletePrefix(std::string_view prefix) {
+  CAIRN_ASSIGN_OR_RETURN(auto keys, List(prefix));
+  for (const auto& k : keys) CAIRN_RETURN_IF_ERROR(Delete(k.key));
+  return Status::OK();
+}
+
+std::string KvStore::Describe(std::string_view key) const {
+  std::string s = "key `";
+  s += key;
+  s += "` of ";
+  s += url();
+  return s;
+}
+
+Status ValidateKey(std::string_view key) {
+  auto bad = [&](std::string_view why) {
+    std::string k(key.substr(0, 200));
+    for (char& c : k) {
+      if (c == '\0') c = '?';
+    }
+    return InvalidArgumentError("invalid key `" + k + "`: " + std::string(why));
+  };
+  if (key.empty()) return bad("empty");
+  if (key.front() == '/') return bad("absolute path");
+  if (key.find('\0') != std::string_view::npos) return bad("contains a NUL byte");
+  size_t start = 0;
+  while (start <= key.size()) {
+    size_t end = key.find('/', start);
+    if (end == std::string_view::npos) end = key.size();
+    std::string_view comp = key.substr(start, end - start);
+    if (comp == "." || comp == "..") return bad("contains a `.` or `..` component");
+    start = end + 1;
+  }
+  return Status::OK();
+}
+
+}  // namespace cairn

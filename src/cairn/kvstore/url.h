@@ -1,0 +1,30 @@
+// Opening a KvStore from a URL in TensorStore's pipeline syntax.
+//
+//   memory://[path]              the process-wide in-memory store, under path
+//   file:///abs/dir/             files under /abs/dir/ (created on first write)
+//   <base>|ocdbt:[path]          an OCDBT database stored in <base>
+//
+// The returned store is rooted at the URL's path: its keys are relative to
+// it. Driver and adapter schemes are listed explicitly in url.cc.
+//
+// Thread safety: OpenKvStore may be called concurrently.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cairn/kvstore/kvstore.h"
+
+namespace cairn {
+
+// Splits a pipeline URL at its '|' separators: "file:///a/|ocdbt:p/|zarr3:"
+// -> {"file:///a/", "ocdbt:p/", "zarr3:"}. InvalidArgument for empty parts.
+Result<std::vector<std::string>> SplitUrlPipeline(std::string_view url);
+
+// Opens the store a kvstore URL (no array driver part) names. InvalidArgument
+// for an unknown scheme or a malformed URL; the message quotes the URL.
+Result<std::shared_ptr<KvStore>> OpenKvStore(std::string_view url);
+
+}  // namespace cairn

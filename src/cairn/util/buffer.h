@@ -1,0 +1,90 @@
+// Byte buffers.
+//
+// `ByteView` borrows bytes (the caller keeps them alive). `Buffer` owns a
+// heap block that is 4096-byte aligned (so it can go to O_DIRECT I/O as is)
+// and is NOT zero-initialized on allocation: every byte a caller reads it must
+// have written. Growing with `resize` keeps existing bytes.
+//
+// Thread safety: a value type; const methods may be called concurrently.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace cairn {
+
+using ByteView = std::span<const uint8_t>;
+using MutableByteView = std::span<uint8_t>;
+
+inline ByteView AsBytes(std::string_view s) {
+  return ByteView(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+}
+inline std::string_view AsStringView(ByteView b) {
+  return std::string_view(reinterpret_cast<const char*>(b.data()), b.size());
+}
+
+class Buffer {
+ public:
+  static constexpr size_t kAlignment = 4096;
+
+  Buffer() = default;
+  // Allocates `size` uninitialized bytes.
+  explicit Buffer(size_t size) { resize(size); }
+  // Copies `bytes`.
+  static Buffer CopyOf(ByteView bytes);
+  static Buffer CopyOf(std::string_view bytes) { return CopyOf(AsBytes(bytes)); }
+
+  Buffer(Buffer&& other) noexcept
+      : data_(std::move(other.data_)), size_(other.size_), capacity_(other.capacity_) {
+    other.size_ = other.capacity_ = 0;
+  }
+  Buffer& operator=(Buffer&& other) noexcept {
+    data_ = std::move(other.data_);
+    size_ = other.size_;
+    capacity_ = other.capacity_;
+    other.size_ = other.capacity_ = 0;
+    return *this;
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  uint8_t* data() { return data_.get(); }
+  const uint8_t* data() const { return data_.get(); }
+  size_t size() const { return size_; }
+  size_t capacity() const { return capacity_; }
+  bool empty() const { return size_ == 0; }
+
+  // Changes the size; new bytes are uninitialized. May reallocate.
+  void resize(size_t size);
+  // Ensures capacity without changing the size.
+  void reserve(size_t capacity);
+  // Appends bytes (amortized growth).
+  void append(ByteView bytes);
+  void append(std::string_view s) { append(AsBytes(s)); }
+  void clear() { size_ = 0; }
+
+  ByteView view() const { return ByteView(data(), size_); }
+  MutableByteView mutable_view() { return MutableByteView(data(), size_); }
+  operator ByteView() const { return view(); }  // NOLINT implicit
+  std::string_view as_string_view() const { return AsStringView(view()); }
+  std::string ToString() const { return std::string(as_string_view()); }
+
+  bool operator==(const Buffer& other) const {
+    return size_ == other.size_ && (size_ == 0 || std::memcmp(data(), other.data(), size_) == 0);
+  }
+
+ private:
+  struct Free {
+    void operator()(uint8_t* p) const;
+  };
+  std::unique_ptr<uint8_t, Free> data_;
+  size_t size_ = 0;
+  size_t capacity_ = 0;
+};
+
+}  // namespace cairn

@@ -1,0 +1,81 @@
+// ZarrArray: a Zarr v2 or v3 array stored in a KvStore under a key prefix,
+// read and written exactly as TensorStore's `zarr`/`zarr3` drivers do.
+//
+// Element buffers passed to Read/Write are native-endian elements of the
+// array's dtype. A chunk that is missing from the store reads as the fill
+// value. Writes of part of a chunk read, modify and rewrite the chunk.
+// Chunks (or shards) are encoded and decoded on the thread pool, many at once.
+//
+// Thread safety: Read/Write may be called concurrently; concurrent writes
+// touching the same chunk race (last writer wins per chunk), as in TensorStore
+// without transactions.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "cairn/kvstore/kvstore.h"
+#include "cairn/util/box.h"
+#include "cairn/util/json.h"
+#include "cairn/zarr/metadata.h"
+
+namespace cairn {
+
+// Where the elements of a Read/Write buffer live: a base pointer and one
+// byte stride per dimension of the box (C order when strides are empty).
+struct StridedLayout {
+  std::vector<Index> byte_strides;  // empty = C-contiguous
+};
+
+struct CreateOptions {
+  // Replace an existing array's metadata (chunks are not deleted).
+  bool overwrite = false;
+};
+
+class ZarrArray {
+ public:
+  // Opens the array whose metadata is at `prefix` + "zarr.json" (v3) or
+  // `prefix` + ".zarray" (v2). With `format` unset, v3 is tried first.
+  // `prefix` is "" or ends with '/'. NotFound if neither exists;
+  // InvalidArgument for metadata cairn cannot read, naming the key.
+  static Result<std::shared_ptr<ZarrArray>> Open(std::shared_ptr<KvStore> store,
+                                                 std::string prefix,
+                                                 std::optional<ZarrFormat> format = std::nullopt);
+
+  // Creates an array from full or partial metadata in the format's own JSON
+  // (fields of zarr.json or .zarray); missing fields take TensorStore's
+  // defaults (metadata.h). Writes the metadata document. AlreadyExists if an
+  // array is there and !options.overwrite.
+  static Result<std::shared_ptr<ZarrArray>> Create(std::shared_ptr<KvStore> store,
+                                                   std::string prefix, ZarrFormat format,
+                                                   const Json& metadata,
+                                                   const CreateOptions& options = {});
+
+  const ArrayMetadata& metadata() const { return *metadata_; }
+  DType dtype() const { return metadata_->dtype; }
+  const Shape& shape() const { return metadata_->shape; }
+  const KvStore& store() const { return *store_; }
+  const std::string& prefix() const { return prefix_; }
+
+  // Reads `box` (within the array's shape, else InvalidArgument) into `dst`,
+  // laid out as `layout` over box.shape. REQUIRES: dst large enough.
+  Status Read(const Box& box, void* dst, const StridedLayout& layout = {}) const;
+
+  // Writes `src` (laid out as `layout` over box.shape) to `box`.
+  Status Write(const Box& box, const void* src, const StridedLayout& layout = {}) const;
+
+  // The key of the stored chunk (or shard) at grid position `cell`.
+  std::string ChunkKey(std::span<const Index> cell) const;
+
+ private:
+  ZarrArray(std::shared_ptr<KvStore> store, std::string prefix,
+            std::shared_ptr<const ArrayMetadata> metadata)
+      : store_(std::move(store)), prefix_(std::move(prefix)), metadata_(std::move(metadata)) {}
+
+  std::shared_ptr<KvStore> store_;
+  std::string prefix_;
+  std::shared_ptr<const ArrayMetadata> metadata_;
+};
+
+}  // namespace cairn
