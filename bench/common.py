@@ -1,0 +1,119 @@
+"""Shared helpers for cairn's benchmarks: device bandwidth, cache dropping, timing.
+
+Benchmarks are not tests: they print cairn against the peer doing the same
+work in the same run, and against the device's own bandwidth measured in that
+run. These machines are noisy, so every figure is the median of `repeat` runs.
+"""
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+
+GB = 1e9
+
+
+def drop_caches(paths=()):
+    """Evicts `paths` (files or directory trees) from the page cache.
+
+    Uses /proc/sys/vm/drop_caches when we may (root), and per-file
+    posix_fadvise(DONTNEED) otherwise, so reads measure the device."""
+    os.sync()
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return
+    except OSError:
+        pass
+    for p in paths:
+        for root, _, files in os.walk(p) if os.path.isdir(p) else [(os.path.dirname(p), [], [os.path.basename(p)])]:
+            for name in files:
+                fd = os.open(os.path.join(root, name), os.O_RDONLY)
+                try:
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                finally:
+                    os.close(fd)
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def median_seconds(fn, repeat, setup=None):
+    times = []
+    for _ in range(repeat):
+        if setup is not None:
+            setup()
+        times.append(timed(fn))
+    return statistics.median(times)
+
+
+def _fio(directory, rw, size_bytes):
+    out = subprocess.run(
+        ["fio", "--name=bw", f"--directory={directory}", f"--rw={rw}", "--bs=4M",
+         f"--size={size_bytes}", "--direct=1", "--ioengine=libaio", "--iodepth=16",
+         "--numjobs=1", "--end_fsync=1", "--output-format=json"],
+        check=True, capture_output=True, text=True).stdout
+    job = json.loads(out)["jobs"][0]
+    side = job["write" if "write" in rw else "read"]
+    return side["bw_bytes"] / GB
+
+
+def _plain_odirect(directory, size_bytes):
+    """Fallback without fio: one large O_DIRECT sequential write + fsync, then read."""
+    path = os.path.join(directory, "odirect.bin")
+    block = 64 << 20
+    buf = mmap.mmap(-1, block)
+    buf.write(os.urandom(1 << 20) * (block >> 20))
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_DIRECT)
+    t0 = time.perf_counter()
+    for _ in range(size_bytes // block):
+        os.write(fd, buf)
+    os.fsync(fd)
+    w = size_bytes / (time.perf_counter() - t0) / GB
+    os.close(fd)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    t0 = time.perf_counter()
+    for _ in range(size_bytes // block):
+        os.readv(fd, [buf])
+    r = size_bytes / (time.perf_counter() - t0) / GB
+    os.close(fd)
+    os.unlink(path)
+    return w, r
+
+
+def device_bandwidth(directory, size_bytes=1 << 30, repeat=3):
+    """Median sequential O_DIRECT write and read bandwidth (GB/s) of the device
+    holding `directory`, measured now. Returns (write, read, tool)."""
+    d = tempfile.mkdtemp(prefix="devbw-", dir=directory)
+    try:
+        if shutil.which("fio"):
+            ws, rs = [], []
+            for _ in range(repeat):
+                ws.append(_fio(d, "write", size_bytes))
+                drop_caches([d])
+                rs.append(_fio(d, "read", size_bytes))
+                for f in os.listdir(d):
+                    os.unlink(os.path.join(d, f))
+            return statistics.median(ws), statistics.median(rs), "fio O_DIRECT 4MiB qd16"
+        pairs = [_plain_odirect(d, size_bytes) for _ in range(repeat)]
+        return (statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs),
+                "O_DIRECT 64MiB writes")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def print_table(headers, rows):
+    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
+    line = " | ".join(str(h).ljust(w) for h, w in zip(headers, widths))
+    print(line)
+    print("-|-".join("-" * w for w in widths))
+    for r in rows:
+        print(" | ".join(str(c).ljust(w) for c, w in zip(r, widths)))
