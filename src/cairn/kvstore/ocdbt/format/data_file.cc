@@ -144,9 +144,9 @@ Status ReadDataFileIndex(FieldReader& r, const std::vector<DataFileId>& table,
   uint64_t index;
   CAIRN_RETURN_IF_ERROR(r.Varint64(&index, field));
   if (index >= table.size()) {
-    return r.Error("`" + std::string(field) + "` = " + std::to_string(index) +
-                   " is out of range for a data file table of " + std::to_string(table.size()) +
-                   " files");
+    return r.Error(StrCat("`", field, "` = ", std::to_string(index),
+                          " is out of range for a data file table of ",
+                          std::to_string(table.size()), " files"));
   }
   *out = table[index];
   return Status::OK();

@@ -12,7 +12,7 @@ Status FieldReader::Error(std::string_view message) const {
 
 namespace {
 std::string Truncated(std::string_view field) {
-  return "truncated or invalid `" + std::string(field) + "`";
+  return StrCat("truncated or invalid `", field, "`");
 }
 }  // namespace
 
@@ -44,15 +44,15 @@ Status FieldReader::Varint32(uint32_t* v, std::string_view field) {
 Status FieldReader::Varint16(uint32_t* v, std::string_view field) {
   CAIRN_RETURN_IF_ERROR(Varint32(v, field));
   if (*v > 65535) {
-    return Error("`" + std::string(field) + "` = " + std::to_string(*v) + " exceeds 65535");
+    return Error(StrCat("`", field, "` = ", std::to_string(*v), " exceeds 65535"));
   }
   return Status::OK();
 }
 
 Status FieldReader::Bytes(uint64_t n, ByteView* out, std::string_view field) {
   if (n > reader_.remaining() || !reader_.ReadBytes(static_cast<size_t>(n), out)) {
-    return Error("`" + std::string(field) + "` needs " + std::to_string(n) + " bytes, only " +
-                 std::to_string(reader_.remaining()) + " remain");
+    return Error(StrCat("`", field, "` needs ", std::to_string(n), " bytes, only ",
+                        std::to_string(reader_.remaining()), " remain"));
   }
   return Status::OK();
 }
@@ -62,8 +62,8 @@ Status FieldReader::CheckCount(uint64_t count, uint64_t min_bytes_each,
   uint64_t avail = reader_.remaining();
   if (min_bytes_each == 0) min_bytes_each = 1;
   if (count > avail / min_bytes_each) {
-    return Error("`" + std::string(field) + "` = " + std::to_string(count) +
-                 " is more than the " + std::to_string(avail) + " remaining bytes can hold");
+    return Error(StrCat("`", field, "` = ", std::to_string(count), " is more than the ",
+                        std::to_string(avail), " remaining bytes can hold"));
   }
   return Status::OK();
 }

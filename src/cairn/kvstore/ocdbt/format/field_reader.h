@@ -15,6 +15,15 @@
 
 namespace cairn::ocdbt {
 
+// Concatenates string-like parts (avoids GCC 12's -Wrestrict false positives
+// on chains of std::string operator+).
+template <typename... Parts>
+std::string StrCat(const Parts&... parts) {
+  std::string s;
+  (s.append(std::string_view(parts)), ...);
+  return s;
+}
+
 class FieldReader {
  public:
   // `what` names the object in errors ("b+tree node d/ab..@[0,+89)").

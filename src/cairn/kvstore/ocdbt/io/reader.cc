@@ -1,0 +1,180 @@
+#include "cairn/kvstore/ocdbt/io/reader.h"
+
+#include <algorithm>
+
+namespace cairn::ocdbt {
+namespace {
+
+bool StartsWith(std::string_view s, std::string_view p) {
+  return s.size() >= p.size() && s.substr(0, p.size()) == p;
+}
+
+// Reads a node and checks its first key against the parent's lower bound.
+Result<BtreeNode> ReadChild(const IndirectDataReference& ref, uint8_t height,
+                            std::string_view inclusive_min, const ReadObjectFn& read) {
+  CAIRN_ASSIGN_OR_RETURN(BtreeNode node, ReadBtreeNode(ref, height, read));
+  std::string_view first = height == 0 ? std::string_view(node.leaf_entries.front().key)
+                                       : std::string_view(node.interior_entries.front().key);
+  if (first < inclusive_min) {
+    return DataLossError("b+tree node " + ref.ToString() +
+                         ": first key is below the bound its parent gives");
+  }
+  return node;
+}
+
+Result<VersionTreeNode> ReadVersionNode(const VersionNodeReference& ref, uint8_t arity_log2,
+                                        const ReadObjectFn& read) {
+  std::string what = "version tree node " + ref.location.ToString();
+  CAIRN_ASSIGN_OR_RETURN(Buffer bytes,
+                         read(ref.location.file_id, ref.location.offset, ref.location.length));
+  CAIRN_ASSIGN_OR_RETURN(VersionTreeNode node,
+                         DecodeVersionTreeNode(bytes.view(), arity_log2,
+                                               ref.location.file_id.base_path, what));
+  if (node.height != ref.height) {
+    return DataLossError(what + ": height " + std::to_string(node.height) + ", expected " +
+                         std::to_string(ref.height));
+  }
+  uint64_t last = node.height == 0 ? node.leaf_entries.back().generation_number
+                                   : node.interior_entries.back().generation_number;
+  if (last != ref.generation_number) {
+    return DataLossError(what + ": latest generation " + std::to_string(last) +
+                         ", expected " + std::to_string(ref.generation_number));
+  }
+  return node;
+}
+
+std::optional<BtreeGenerationReference> FindInLeaf(
+    const std::vector<BtreeGenerationReference>& entries, uint64_t generation) {
+  auto it = std::lower_bound(
+      entries.begin(), entries.end(), generation,
+      [](const BtreeGenerationReference& e, uint64_t g) { return e.generation_number < g; });
+  if (it == entries.end() || it->generation_number != generation) return std::nullopt;
+  return *it;
+}
+
+Status ListRecursive(const BtreeNode& node, const std::string& node_prefix,
+                     std::string_view prefix, const ReadObjectFn& read, const LeafEntryFn& fn) {
+  if (node.height == 0) {
+    std::string full;
+    for (const auto& e : node.leaf_entries) {
+      full = node_prefix;
+      full += e.key;
+      if (StartsWith(full, prefix)) {
+        CAIRN_RETURN_IF_ERROR(fn(full, e.value));
+      } else if (std::string_view(full) > prefix) {
+        return Status::OK();  // past every key with the prefix
+      }
+    }
+    return Status::OK();
+  }
+  const auto& es = node.interior_entries;
+  for (size_t i = 0; i < es.size(); ++i) {
+    std::string lo = node_prefix + es[i].key;
+    // Past the prefix range: lo > prefix and lo does not start with it.
+    if (std::string_view(lo) > prefix && !StartsWith(lo, prefix)) break;
+    if (i + 1 < es.size()) {
+      std::string hi = node_prefix + es[i + 1].key;
+      if (std::string_view(hi) <= prefix) continue;  // child entirely below
+    }
+    std::string child_prefix = node_prefix + es[i].key.substr(0, es[i].subtree_common_prefix_length);
+    if (!StartsWith(child_prefix, prefix) && !StartsWith(prefix, child_prefix)) continue;
+    CAIRN_ASSIGN_OR_RETURN(
+        BtreeNode child,
+        ReadChild(es[i].node.location, node.height - 1,
+                  std::string_view(es[i].key).substr(es[i].subtree_common_prefix_length), read));
+    CAIRN_RETURN_IF_ERROR(ListRecursive(child, child_prefix, prefix, read, fn));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<BtreeNode> ReadBtreeNode(const IndirectDataReference& ref, uint8_t height,
+                                const ReadObjectFn& read) {
+  std::string what = "b+tree node " + ref.ToString();
+  CAIRN_ASSIGN_OR_RETURN(Buffer bytes, read(ref.file_id, ref.offset, ref.length));
+  CAIRN_ASSIGN_OR_RETURN(BtreeNode node,
+                         DecodeBtreeNode(bytes.view(), ref.file_id.base_path, what));
+  if (node.height != height) {
+    return DataLossError(what + ": height " + std::to_string(node.height) + ", expected " +
+                         std::to_string(height));
+  }
+  return node;
+}
+
+Result<std::optional<BtreeGenerationReference>> FindGeneration(const Manifest& manifest,
+                                                               uint64_t generation,
+                                                               const ReadObjectFn& read) {
+  if (manifest.versions.empty()) return std::optional<BtreeGenerationReference>();
+  if (generation == 0) return std::optional(manifest.versions.back());
+  if (generation >= manifest.versions.front().generation_number) {
+    return FindInLeaf(manifest.versions, generation);
+  }
+  const uint8_t a = manifest.config.version_tree_arity_log2;
+  const VersionNodeReference* ref = nullptr;
+  for (const auto& e : manifest.version_nodes) {
+    uint64_t span = uint64_t{1} << (a * (e.height + 1));
+    uint64_t first = e.generation_number - ((e.generation_number - 1) % span);
+    if (generation >= first && generation <= e.generation_number) {
+      ref = &e;
+      break;
+    }
+  }
+  if (ref == nullptr) return std::optional<BtreeGenerationReference>();
+  VersionNodeReference current = *ref;
+  while (true) {
+    CAIRN_ASSIGN_OR_RETURN(VersionTreeNode node, ReadVersionNode(current, a, read));
+    if (node.height == 0) return FindInLeaf(node.leaf_entries, generation);
+    const auto& cs = node.interior_entries;
+    auto it = std::lower_bound(
+        cs.begin(), cs.end(), generation,
+        [](const VersionNodeReference& e, uint64_t g) { return e.generation_number < g; });
+    if (it == cs.end()) return std::optional<BtreeGenerationReference>();
+    current = *it;
+  }
+}
+
+Result<std::optional<LeafValue>> FindKey(const BtreeGenerationReference& root,
+                                         std::string_view key, const ReadObjectFn& read) {
+  if (root.root.location.IsMissing()) return std::optional<LeafValue>();
+  CAIRN_ASSIGN_OR_RETURN(BtreeNode node,
+                         ReadChild(root.root.location, root.root_height, "", read));
+  std::string_view rest = key;  // key relative to the node's prefix
+  while (node.height > 0) {
+    const auto& es = node.interior_entries;
+    auto it = std::upper_bound(es.begin(), es.end(), rest,
+                               [](std::string_view k, const InteriorEntry& e) { return k < e.key; });
+    if (it == es.begin()) return std::optional<LeafValue>();
+    const InteriorEntry& e = *(it - 1);
+    std::string_view common = std::string_view(e.key).substr(0, e.subtree_common_prefix_length);
+    if (!StartsWith(rest, common)) return std::optional<LeafValue>();
+    rest.remove_prefix(common.size());
+    CAIRN_ASSIGN_OR_RETURN(
+        node, ReadChild(e.node.location, node.height - 1,
+                        std::string_view(e.key).substr(e.subtree_common_prefix_length), read));
+  }
+  const auto& ls = node.leaf_entries;
+  auto it = std::lower_bound(ls.begin(), ls.end(), rest,
+                             [](const LeafEntry& e, std::string_view k) { return e.key < k; });
+  if (it == ls.end() || it->key != rest) return std::optional<LeafValue>();
+  return std::optional(it->value);
+}
+
+Status ListEntries(const BtreeGenerationReference& root, std::string_view prefix,
+                   const ReadObjectFn& read, const LeafEntryFn& fn) {
+  if (root.root.location.IsMissing()) return Status::OK();
+  CAIRN_ASSIGN_OR_RETURN(BtreeNode node,
+                         ReadChild(root.root.location, root.root_height, "", read));
+  return ListRecursive(node, "", prefix, read, fn);
+}
+
+Result<Buffer> ReadValueRange(const LeafValue& value, uint64_t begin, uint64_t end,
+                              const ReadObjectFn& read) {
+  if (value.is_inline) {
+    return Buffer::CopyOf(std::string_view(value.inline_value).substr(begin, end - begin));
+  }
+  if (end == begin) return Buffer();
+  return read(value.ref.file_id, value.ref.offset + begin, end - begin);
+}
+
+}  // namespace cairn::ocdbt
