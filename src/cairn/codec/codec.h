@@ -13,6 +13,7 @@
 // method may be called concurrently.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -49,11 +50,31 @@ class Codec {
   virtual Json ToJson() const = 0;
 };
 
+// The largest decoded size a bytes->bytes decoder produces when the caller
+// gives no tighter bound (16 GiB). Larger outputs are DataLoss.
+inline constexpr uint64_t kDefaultMaxDecodedBytes = uint64_t{1} << 34;
+
+// Options for encoding a chunk.
+struct EncodeOptions {
+  // sharding_indexed: store inner chunks equal entirely to the fill value
+  // (TensorStore's `store_data_equal_to_fill_value`, set by Orbax). When
+  // false they are omitted from the shard and read back as the fill value.
+  bool store_data_equal_to_fill_value = false;
+};
+
 // bytes -> bytes (zstd, gzip, blosc, crc32c, zlib).
 class BytesCodec : public Codec {
  public:
   virtual Result<Buffer> Encode(ByteView decoded) const = 0;
-  virtual Result<Buffer> Decode(ByteView encoded) const = 0;
+  // Decodes with the default bound kDefaultMaxDecodedBytes.
+  virtual Result<Buffer> Decode(ByteView encoded) const {
+    return Decode(encoded, kDefaultMaxDecodedBytes);
+  }
+  // Decodes `encoded`; DataLoss if the decoded bytes would exceed
+  // `max_decoded_size` (checked before allocating, and while streaming).
+  virtual Result<Buffer> Decode(ByteView encoded, uint64_t max_decoded_size) const = 0;
+  // An upper bound of Encode's output size for `decoded_size` input bytes.
+  virtual uint64_t MaxEncodedSize(uint64_t decoded_size) const = 0;
 };
 
 // array -> array (transpose).
@@ -72,6 +93,13 @@ class ArrayCodec : public Codec {
 class ArrayToBytesCodec : public Codec {
  public:
   virtual Result<Buffer> Encode(const ChunkSpec& spec, ByteView array) const = 0;
+  // Encode with options (only sharding_indexed uses them).
+  virtual Result<Buffer> Encode(const ChunkSpec& spec, ByteView array,
+                                const EncodeOptions& options) const {
+    return Encode(spec, array);
+  }
+  // An upper bound of the encoded size of a chunk of `spec`.
+  virtual uint64_t MaxEncodedSize(const ChunkSpec& spec) const = 0;
   virtual Result<Buffer> Decode(const ChunkSpec& spec, ByteView encoded) const = 0;
   // True if Encode of a native little-endian array is the identity (bytes
   // codec with the host's byte order): lets writers skip a copy.
@@ -97,10 +125,24 @@ class CodecChain {
 
   Json ToJson() const;
 
-  // Encodes a decoded chunk (`spec` layout) into stored bytes.
-  Result<Buffer> Encode(const ChunkSpec& spec, ByteView array) const;
-  // Decodes stored bytes into a decoded chunk of `spec` layout.
+  // Encodes a decoded chunk (`spec` layout) into stored bytes. REQUIRES:
+  // array.size() == spec.num_bytes() (else InvalidArgument).
+  Result<Buffer> Encode(const ChunkSpec& spec, ByteView array) const {
+    return Encode(spec, array, EncodeOptions());
+  }
+  Result<Buffer> Encode(const ChunkSpec& spec, ByteView array, const EncodeOptions& options) const;
+  // Decodes stored bytes into a decoded chunk of `spec` layout. Every
+  // intermediate size is bounded by what `spec` allows (MaxEncodedSize), so
+  // corrupt bytes cannot make it allocate more.
   Result<Buffer> Decode(const ChunkSpec& spec, ByteView encoded) const;
+
+  // An upper bound of the stored size of a chunk of `spec`.
+  uint64_t MaxEncodedSize(const ChunkSpec& spec) const;
+  // The spec seen by the array->bytes codec (after the array->array codecs).
+  ChunkSpec ArrayToBytesSpec(const ChunkSpec& spec) const;
+  // True if Encode of a native array is the identity (no array->array or
+  // bytes->bytes codecs, and an identity array->bytes codec).
+  bool IsIdentity(const ChunkSpec& spec) const;
 
   const std::vector<std::shared_ptr<const ArrayCodec>>& array_codecs() const { return array_codecs_; }
   const std::shared_ptr<const ArrayToBytesCodec>& array_to_bytes() const { return array_to_bytes_; }
@@ -111,5 +153,9 @@ class CodecChain {
   std::shared_ptr<const ArrayToBytesCodec> array_to_bytes_;
   std::vector<std::shared_ptr<const BytesCodec>> bytes_codecs_;
 };
+
+// True if every element of `array` (a chunk of `spec`) equals
+// spec.fill_value bytewise.
+bool IsFillValue(const ChunkSpec& spec, ByteView array);
 
 }  // namespace cairn
