@@ -1,0 +1,25 @@
+"""cairn: a checkpoint engine for large-model training.
+
+Arrays (zarr v2/v3, as TensorStore writes them) and key-value stores (file,
+memory, OCDBT), addressed by TensorStore-style pipeline URLs::
+
+    import cairn
+    a = cairn.create("file:///tmp/w/|zarr3:", shape=[4, 4], dtype="bfloat16", chunks=[2, 4])
+    a.write(values)
+    cairn.open("file:///tmp/w/|zarr3:").read(origin=[0, 0], shape=[2, 2])
+    cairn.kvstore.open("file:///tmp/db/|ocdbt:").keys()
+
+Errors from the native library arrive as Python exceptions, one table for
+all (python/src/status_translation.cc): ValueError (bad argument, spec or
+metadata), FileNotFoundError, FileExistsError, CorruptDataError (a subclass
+of OSError: corrupt or truncated stored bytes), OSError (storage unavailable
+or out of space), NotImplementedError, RuntimeError. Messages name the key
+and URL.
+"""
+
+from cairn._core import CorruptDataError
+from cairn import kvstore
+from cairn.array import Array, create, open
+
+__all__ = ["Array", "CorruptDataError", "create", "kvstore", "open"]
+__version__ = "0.1.0"

@@ -1,0 +1,77 @@
+"""Key-value stores: `cairn.kvstore.open(url)` for file://, memory:// and
+`|ocdbt:` pipelines."""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+from cairn import _core
+
+
+class KvStore:
+    """A key-value store. Keys are str ('/'-separated paths by convention);
+    values are bytes."""
+
+    def __init__(self, core: _core.KvStore):
+        self._core = core
+
+    @property
+    def url(self) -> str:
+        return self._core.url
+
+    def __repr__(self) -> str:
+        return f"cairn.kvstore.KvStore({self.url!r})"
+
+    def keys(self, prefix: str = "") -> list[str]:
+        """The keys starting with `prefix`, sorted bytewise."""
+        return self._core.keys(prefix)
+
+    def list(self, prefix: str = "") -> list[tuple[str, int]]:
+        """(key, size in bytes) of the keys starting with `prefix`, sorted."""
+        return self._core.list(prefix)
+
+    def get(self, key: str, start: int | None = None, stop: int | None = None) -> bytes:
+        """The value of `key`, or its bytes [start, stop) (a negative `start`
+        with no `stop`: the last -start bytes). KeyError when `key` is missing."""
+        value = self._core.get(key, start, stop)
+        if value is None:
+            err = KeyError(key)
+            err.add_note(f"no key {key!r} in {self.url}")
+            raise err
+        return value
+
+    def __getitem__(self, key: str) -> bytes:
+        return self.get(key)
+
+    def __contains__(self, key: str) -> bool:
+        return self._core.get(key, 0, 0) is not None
+
+    def put(self, key: str, value) -> None:
+        """Stores `value` (bytes-like) under `key`."""
+        self._core.put(key, bytes(value))
+
+    def __setitem__(self, key: str, value) -> None:
+        self.put(key, value)
+
+    def put_many(self, items: Mapping[str, object] | Iterable[tuple[str, object]]) -> None:
+        """Stores many values as one batch: one atomic commit (one new
+        generation) in OCDBT. A value of None deletes its key."""
+        pairs = items.items() if isinstance(items, Mapping) else items
+        self._core.put_many([(k, None if v is None else bytes(v)) for k, v in pairs])
+
+    def delete(self, key: str) -> None:
+        """Removes `key` (no error when it is absent)."""
+        self._core.delete(key)
+
+    def __delitem__(self, key: str) -> None:
+        self.delete(key)
+
+    def delete_prefix(self, prefix: str) -> None:
+        """Removes every key starting with `prefix`."""
+        self._core.delete_prefix(prefix)
+
+
+def open(url: str) -> KvStore:  # noqa: A001 (mirrors tensorstore.KvStore.open)
+    """Opens the store a kvstore URL names: `file:///dir/`, `memory://name/`,
+    `file:///dir/|ocdbt:` (a local path stands for file://)."""
+    return KvStore(_core.KvStore.open(_core.normalize_url(url)))

@@ -1,0 +1,21 @@
+// cairn._core: the native half of the `cairn` Python package. The pure-Python
+// modules in python/cairn/ wrap these classes; see their docstrings for the
+// public API.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+
+#include "bindings.h"
+#include "cairn/zarr/array_url.h"
+#include "status_translation.h"
+
+namespace nb = nanobind;
+
+NB_MODULE(_core, m) {
+  m.doc() = "Native core of cairn (KvStore and zarr Array).";
+  cairn::python::RegisterExceptions(m);
+  cairn::python::BindKvStore(m);
+  cairn::python::BindArray(m);
+  m.def("normalize_url", [](const std::string& url) { return cairn::NormalizeUrl(url); },
+        nb::arg("url"),
+        "Turns a local path into a file:// URL; leaves URLs (and later pipeline parts) alone.");
+}

@@ -1,0 +1,64 @@
+// The Status -> Python exception table.
+//
+//   InvalidArgument     ValueError
+//   NotFound            FileNotFoundError
+//   AlreadyExists       FileExistsError
+//   FailedPrecondition  RuntimeError
+//   ResourceExhausted   OSError             (out of space, over a memory budget:
+//                                            storage-side exhaustion, not the
+//                                            Python heap, so not MemoryError)
+//   Unavailable         OSError
+//   DataLoss            cairn.CorruptDataError (a subclass of OSError: corrupt
+//                                            stored bytes are an I/O failure,
+//                                            and `except OSError` catches it)
+//   Unimplemented       NotImplementedError
+//   Internal            RuntimeError
+//
+// The exception's message is the status message, which says what failed and
+// where (key and URL).
+#include "status_translation.h"
+
+#include <string>
+
+namespace nb = nanobind;
+
+namespace cairn::python {
+namespace {
+
+PyObject* corrupt_data_error = nullptr;
+
+PyObject* ExceptionFor(StatusCode code) {
+  switch (code) {
+    case StatusCode::kInvalidArgument: return PyExc_ValueError;
+    case StatusCode::kNotFound: return PyExc_FileNotFoundError;
+    case StatusCode::kAlreadyExists: return PyExc_FileExistsError;
+    case StatusCode::kFailedPrecondition: return PyExc_RuntimeError;
+    case StatusCode::kResourceExhausted: return PyExc_OSError;
+    case StatusCode::kUnavailable: return PyExc_OSError;
+    case StatusCode::kDataLoss: return corrupt_data_error;
+    case StatusCode::kUnimplemented: return PyExc_NotImplementedError;
+    case StatusCode::kInternal: return PyExc_RuntimeError;
+    case StatusCode::kOk: break;
+  }
+  return PyExc_RuntimeError;
+}
+
+}  // namespace
+
+void RegisterExceptions(nb::module_& m) {
+  corrupt_data_error = PyErr_NewExceptionWithDoc(
+      "cairn.CorruptDataError",
+      "Stored bytes are corrupt or truncated (a checksum mismatch, a chunk shorter than its "
+      "codecs require, an index pointing past the end of a shard). Subclass of OSError.",
+      PyExc_OSError, nullptr);
+  if (corrupt_data_error == nullptr) throw nb::python_error();
+  m.attr("CorruptDataError") = nb::handle(corrupt_data_error);
+}
+
+void ThrowStatus(const Status& status) {
+  std::string message(status.message());
+  PyErr_SetString(ExceptionFor(status.code()), message.c_str());
+  throw nb::python_error();
+}
+
+}  // namespace cairn::python
