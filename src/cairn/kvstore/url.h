@@ -27,4 +27,9 @@ Result<std::vector<std::string>> SplitUrlPipeline(std::string_view url);
 // for an unknown scheme or a malformed URL; the message quotes the URL.
 Result<std::shared_ptr<KvStore>> OpenKvStore(std::string_view url);
 
+// For drivers and adapters: turns the path of a URL part ("a/b", "a/b/",
+// "a%20b/", "") into a key prefix: percent-decoded, "" or ending in '/', each
+// component a valid key component. InvalidArgument quoting `url` otherwise.
+Result<std::string> UrlPathToKeyPrefix(std::string_view encoded_path, std::string_view url);
+
 }  // namespace cairn

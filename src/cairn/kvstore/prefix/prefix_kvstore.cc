@@ -1,0 +1,62 @@
+#include "cairn/kvstore/prefix/prefix_kvstore.h"
+
+namespace cairn {
+
+PrefixKvStore::PrefixKvStore(std::shared_ptr<KvStore> base, std::string prefix, std::string url)
+    : base_(std::move(base)), prefix_(std::move(prefix)), url_(std::move(url)) {
+  if (url_.empty()) url_ = base_->url() + prefix_;
+}
+
+std::string PrefixKvStore::Full(std::string_view key) const {
+  std::string full = prefix_;
+  full += key;
+  return full;
+}
+
+// Keys are validated against the view (so "../x" cannot escape the prefix)
+// before the base store sees the prefixed key.
+Result<std::optional<Buffer>> PrefixKvStore::Get(std::string_view key, const ByteRange& range) {
+  CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate("reading from " + url_));
+  return base_->Get(Full(key), range);
+}
+
+Status PrefixKvStore::Put(std::string_view key, ByteView value) {
+  CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate("writing to " + url_));
+  return base_->Put(Full(key), value);
+}
+
+Result<bool> PrefixKvStore::PutIfAbsent(std::string_view key, ByteView value) {
+  CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate("writing to " + url_));
+  return base_->PutIfAbsent(Full(key), value);
+}
+
+Status PrefixKvStore::Delete(std::string_view key) {
+  CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate("deleting from " + url_));
+  return base_->Delete(Full(key));
+}
+
+Result<std::vector<KeyInfo>> PrefixKvStore::List(std::string_view prefix) {
+  CAIRN_ASSIGN_OR_RETURN(auto keys, base_->List(Full(prefix)));
+  for (KeyInfo& k : keys) k.key.erase(0, prefix_.size());
+  return keys;
+}
+
+Status PrefixKvStore::ApplyBatch(std::vector<KvMutation> mutations) {
+  for (KvMutation& m : mutations) {
+    CAIRN_RETURN_IF_ERROR(ValidateKey(m.key).Annotate("batch write to " + url_));
+    m.key.insert(0, prefix_);
+  }
+  return base_->ApplyBatch(std::move(mutations));
+}
+
+Status PrefixKvStore::DeletePrefix(std::string_view prefix) {
+  return base_->DeletePrefix(Full(prefix));
+}
+
+std::shared_ptr<KvStore> MakePrefixKvStore(std::shared_ptr<KvStore> base, std::string prefix,
+                                           std::string url) {
+  if (prefix.empty()) return base;
+  return std::make_shared<PrefixKvStore>(std::move(base), std::move(prefix), std::move(url));
+}
+
+}  // namespace cairn

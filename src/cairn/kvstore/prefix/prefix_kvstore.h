@@ -1,0 +1,50 @@
+// PrefixKvStore: a view of another KvStore rooted at a key prefix.
+//
+// Key `k` of the view is key `prefix + k` of the base store; List strips the
+// prefix again. Used for `memory://name/path/` and for adapter paths such as
+// `|ocdbt:path/`. Batches are forwarded as one batch, so a base store that
+// applies batches atomically (OCDBT) still does.
+//
+// Thread safety: as thread-safe as the base store (all drivers are).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cairn/kvstore/kvstore.h"
+
+namespace cairn {
+
+class PrefixKvStore : public KvStore {
+ public:
+  // REQUIRES: base != nullptr. `prefix` is prepended verbatim (normally it
+  // ends with '/'). `url` names the view in errors; empty = base url + prefix.
+  PrefixKvStore(std::shared_ptr<KvStore> base, std::string prefix, std::string url = "");
+
+  Result<std::optional<Buffer>> Get(std::string_view key, const ByteRange& range = {}) override;
+  Status Put(std::string_view key, ByteView value) override;
+  Result<bool> PutIfAbsent(std::string_view key, ByteView value) override;
+  Status Delete(std::string_view key) override;
+  Result<std::vector<KeyInfo>> List(std::string_view prefix = "") override;
+  Status ApplyBatch(std::vector<KvMutation> mutations) override;
+  Status DeletePrefix(std::string_view prefix) override;
+  std::string url() const override { return url_; }
+
+  const std::shared_ptr<KvStore>& base() const { return base_; }
+  const std::string& prefix() const { return prefix_; }
+
+ private:
+  std::string Full(std::string_view key) const;
+
+  std::shared_ptr<KvStore> base_;
+  std::string prefix_;
+  std::string url_;
+};
+
+// Returns `base` itself when `prefix` is empty, else a PrefixKvStore.
+std::shared_ptr<KvStore> MakePrefixKvStore(std::shared_ptr<KvStore> base, std::string prefix,
+                                           std::string url = "");
+
+}  // namespace cairn

@@ -1,0 +1,80 @@
+#include "cairn/kvstore/testing/fault_kvstore.h"
+
+namespace cairn {
+
+FaultKvStore::FaultKvStore(std::shared_ptr<KvStore> base) : base_(std::move(base)) {}
+
+void FaultKvStore::FailNthWrite(uint64_t n, Status error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  fail_at_ = n;
+  fail_after_ = false;
+  error_ = std::move(error);
+}
+
+void FaultKvStore::FailWritesFrom(uint64_t n, Status error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  fail_at_ = n;
+  fail_after_ = true;
+  error_ = std::move(error);
+}
+
+void FaultKvStore::Reset() {
+  std::lock_guard<std::mutex> lock(mu_);
+  fail_at_.reset();
+  fail_after_ = false;
+  error_ = Status::OK();
+  count_ = 0;
+  failed_ = 0;
+}
+
+uint64_t FaultKvStore::writes_attempted() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return count_;
+}
+
+uint64_t FaultKvStore::writes_failed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failed_;
+}
+
+Status FaultKvStore::NextWrite(std::string_view what) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t n = count_++;
+  if (!fail_at_ || error_.ok()) return Status::OK();
+  const bool fail = fail_after_ ? n >= *fail_at_ : n == *fail_at_;
+  if (!fail) return Status::OK();
+  ++failed_;
+  return error_.Annotate("injected fault on write #" + std::to_string(n) + " (" +
+                         std::string(what) + ")");
+}
+
+Result<std::optional<Buffer>> FaultKvStore::Get(std::string_view key, const ByteRange& range) {
+  return base_->Get(key, range);
+}
+
+Status FaultKvStore::Put(std::string_view key, ByteView value) {
+  CAIRN_RETURN_IF_ERROR(NextWrite("writing " + Describe(key)));
+  return base_->Put(key, value);
+}
+
+Result<bool> FaultKvStore::PutIfAbsent(std::string_view key, ByteView value) {
+  CAIRN_RETURN_IF_ERROR(NextWrite("writing " + Describe(key)));
+  return base_->PutIfAbsent(key, value);
+}
+
+Status FaultKvStore::Delete(std::string_view key) {
+  CAIRN_RETURN_IF_ERROR(NextWrite("deleting " + Describe(key)));
+  return base_->Delete(key);
+}
+
+Result<std::vector<KeyInfo>> FaultKvStore::List(std::string_view prefix) {
+  return base_->List(prefix);
+}
+
+Status FaultKvStore::ApplyBatch(std::vector<KvMutation> mutations) {
+  CAIRN_RETURN_IF_ERROR(NextWrite("batch of " + std::to_string(mutations.size()) +
+                                  " mutations to " + url()));
+  return base_->ApplyBatch(std::move(mutations));
+}
+
+}  // namespace cairn
