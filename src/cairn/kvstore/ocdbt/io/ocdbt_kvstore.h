@@ -1,0 +1,78 @@
+// OcdbtKvStore: an OCDBT database (TensorStore's format) stored in another
+// KvStore, usually `file://…/` (URL form `<base>|ocdbt:`).
+//
+// Reads follow the latest manifest (or a fixed older generation), reading at
+// most one B+tree node per level for a Get. Every write (Put, Delete,
+// PutIfAbsent, ApplyBatch, DeletePrefix) is one atomic commit: one new
+// generation, one new data file, then the manifest (protocol in
+// ocdbt_kvstore.cc). Databases written here are read by TensorStore.
+//
+// Concurrency: commits from this object are serialized by a mutex. Two
+// processes must not commit to the same single-kind database at the same
+// time (the base store offers no compare-and-swap on `manifest.ocdbt`);
+// numbered-kind databases commit with PutIfAbsent and retry on conflict.
+//
+// Thread safety: all methods may be called concurrently.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "cairn/kvstore/kvstore.h"
+#include "cairn/kvstore/ocdbt/format/manifest.h"
+#include "cairn/kvstore/ocdbt/io/reader.h"
+
+namespace cairn::ocdbt {
+
+struct OcdbtOptions {
+  // The config of a database created by the first commit (a random uuid is
+  // drawn when it is all zero). An existing database keeps its own config.
+  Config config;
+  // Read this generation instead of the latest; the store is then read-only
+  // (writes fail with FailedPrecondition).
+  std::optional<uint64_t> generation;
+  // Prefix of new data files under the database root.
+  std::string data_prefix = "d/";
+};
+
+class OcdbtKvStore : public KvStore {
+ public:
+  OcdbtKvStore(std::shared_ptr<KvStore> base, OcdbtOptions options);
+
+  Result<std::optional<Buffer>> Get(std::string_view key, const ByteRange& range = {}) override;
+  Status Put(std::string_view key, ByteView value) override;
+  Result<bool> PutIfAbsent(std::string_view key, ByteView value) override;
+  Status Delete(std::string_view key) override;
+  Result<std::vector<KeyInfo>> List(std::string_view prefix = "") override;
+  // One commit; later mutations of the same key win. An empty batch commits
+  // nothing.
+  Status ApplyBatch(std::vector<KvMutation> mutations) override;
+  Status DeletePrefix(std::string_view prefix) override;
+  std::string url() const override { return base_->url() + "|ocdbt:"; }
+
+  // The current manifest (latest numbered one for that kind), or nullopt for
+  // an empty database. Errors: DataLoss for a corrupt manifest.
+  Result<std::optional<Manifest>> ReadManifest();
+
+ private:
+  ReadObjectFn Reader() const;
+  // The generation reads use (nullopt: no such generation / empty database).
+  Result<std::optional<BtreeGenerationReference>> ReadRoot();
+  // REQUIRES: commit_mu_ held. Commits `mutations` (sorted, unique keys).
+  Status CommitLocked(std::vector<KvMutation> mutations);
+
+  std::shared_ptr<KvStore> base_;
+  OcdbtOptions options_;
+  std::mutex commit_mu_;
+};
+
+// Opens the OCDBT database stored under `base` (the factory behind
+// `<base>|ocdbt:`). Nothing is read or written until the first operation.
+// Errors: InvalidArgument for a null base.
+Result<std::shared_ptr<KvStore>> OpenOcdbtKvStore(std::shared_ptr<KvStore> base,
+                                                  const OcdbtOptions& options = {});
+
+}  // namespace cairn::ocdbt
