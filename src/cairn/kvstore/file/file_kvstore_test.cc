@@ -126,7 +126,7 @@ TEST(FileKvStoreTest, MissingRootListsEmpty) {
   EXPECT_EQ(ReadFile(*dir + "/does/not/exist/k"), "v");
 }
 
-TEST(FileKvStoreTest, TruncatedFileIsDataLossForRangesInsideTheOldSize) {
+TEST(FileKvStoreTest, RangeIsCheckedAgainstTheCurrentFileSize) {
   auto dir = TempDir();
   ASSERT_TRUE(dir);
   FileKvStore store(*dir);

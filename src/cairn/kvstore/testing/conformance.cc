@@ -9,6 +9,15 @@
 namespace cairn {
 namespace {
 
+// "t<t>/k<i>" (built with += : GCC 12 warns falsely on "lit" + std::string).
+std::string ThreadKey(int t, int i) {
+  std::string key = "t";
+  key += std::to_string(t);
+  key += "/k";
+  key += std::to_string(i);
+  return key;
+}
+
 std::string Str(const std::optional<Buffer>& b) { return b ? b->ToString() : "<missing>"; }
 
 // Reads `key`, failing the test on error; "<missing>" for an absent key.
@@ -102,7 +111,9 @@ void PutIfAbsent(KvStore& s) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {
-      auto r = s.PutIfAbsent("race", AsBytes("v" + std::to_string(t)));
+      std::string value = "v";
+      value += std::to_string(t);
+      auto r = s.PutIfAbsent("race", AsBytes(value));
       EXPECT_TRUE(r.ok());
       if (r.ok() && *r) ++wins;
     });
@@ -176,7 +187,7 @@ void ConcurrentPuts(KvStore& s) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kPerThread; ++i) {
-        std::string key = "t" + std::to_string(t) + "/k" + std::to_string(i);
+        std::string key = ThreadKey(t, i);
         Buffer value = TestBytes(100 + t * 7 + i, t * 1000 + i);
         EXPECT_TRUE(s.Put(key, value).ok());
         EXPECT_TRUE(s.Put("shared", value).ok());
@@ -189,7 +200,7 @@ void ConcurrentPuts(KvStore& s) {
   EXPECT_EQ(list->size(), size_t{kThreads * kPerThread + 1});
   for (int t = 0; t < kThreads; ++t) {
     for (int i = 0; i < kPerThread; ++i) {
-      auto r = s.Get("t" + std::to_string(t) + "/k" + std::to_string(i));
+      auto r = s.Get(ThreadKey(t, i));
       ASSERT_TRUE(r.ok() && r->has_value());
       EXPECT_TRUE(**r == TestBytes(100 + t * 7 + i, t * 1000 + i));
     }
