@@ -164,7 +164,8 @@ Result<std::string> FileKvStore::WriteTemp(std::string_view key, ByteView value)
   const uint64_t size = value.size();
   uint64_t done = 0;
   if (options_.use_direct_io && size >= options_.direct_io_min_bytes &&
-      reinterpret_cast<uintptr_t>(data) % kDirectAlign == 0) {
+      reinterpret_cast<uintptr_t>(data) % kDirectAlign == 0 &&
+      !direct_refused_.load(std::memory_order_relaxed)) {
     const uint64_t bulk = size / kDirectAlign * kDirectAlign;
     int dfd = ::open(tmp.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
     if (dfd >= 0) {
@@ -173,10 +174,14 @@ Result<std::string> FileKvStore::WriteTemp(std::string_view key, ByteView value)
       ::close(dfd);
       // EINVAL: the file system refused this O_DIRECT write; the rest goes
       // through the page cache. A short aligned write is simply continued.
+      if (err == EINVAL) direct_refused_.store(true, std::memory_order_relaxed);
       if (err != 0 && err != EINVAL) return fail(err, "direct write");
       done = done / kDirectAlign * kDirectAlign;
+    } else if (errno == EINVAL) {
+      // open() refusing O_DIRECT (older tmpfs, some FUSE and network file
+      // systems): everything goes through the buffered descriptor.
+      direct_refused_.store(true, std::memory_order_relaxed);
     }
-    // open() refusing O_DIRECT (EINVAL on tmpfs and some others): buffered.
   }
   int err = 0;
   PwriteAll(fd, data + done, size - done, done, options_.write_chunk_bytes, &err);

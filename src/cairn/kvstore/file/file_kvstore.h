@@ -19,6 +19,7 @@
 // processes on the same directory (distinct temporary names per process).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -67,6 +68,9 @@ class FileKvStore : public KvStore {
   std::string root_;
   std::string url_;
   FileKvStoreOptions options_;
+  // Set once the file system refuses O_DIRECT (EINVAL); later writes go
+  // straight to buffered I/O.
+  std::atomic<bool> direct_refused_{false};
 };
 
 // Returns `key` if it is a valid key for FileKvStore, else InvalidArgument.
