@@ -57,7 +57,9 @@ void DataFileTableBuilder::Encode(std::string_view transitive_path, Buffer* out)
     index = i++;
     ids.push_back(&id);
   }
-  auto base = [&](size_t k) { return std::string_view(ids[k]->base_path).substr(transitive_path.size()); };
+  auto base = [&](size_t k) {
+    return std::string_view(ids[k]->base_path).substr(transitive_path.size());
+  };
   AppendVarint64(out, ids.size());
   std::vector<uint64_t> prefix(ids.size(), 0);
   for (size_t k = 1; k < ids.size(); ++k) {

@@ -63,18 +63,23 @@ TEST(OcdbtKvStoreTest, EveryGenerationReadableAfterManyCommits) {
     auto store = NewStore(base, o);
     const int n = 70;
     for (int i = 1; i <= n; ++i) {
-      ASSERT_TRUE(store->Put("key" + std::to_string(i), AsBytes("version " + std::to_string(i))).ok());
+      std::string value = "version " + std::to_string(i);
+      ASSERT_TRUE(store->Put("key" + std::to_string(i), AsBytes(value)).ok());
     }
     auto manifest = store->ReadManifest();
     ASSERT_TRUE(manifest.ok() && manifest->has_value());
     EXPECT_EQ((*manifest)->latest_generation(), uint64_t(n));
-    if (arity == 1) EXPECT_GE((*manifest)->version_nodes.size(), 5u);
+    if (arity == 1) {
+      EXPECT_GE((*manifest)->version_nodes.size(), 5u);
+    }
     for (int g = 1; g <= n; ++g) {
       OcdbtOptions at = o;
       at.generation = g;
       auto old = NewStore(base, at);
       Model model;
-      for (int j = 1; j <= g; ++j) model["key" + std::to_string(j)] = "version " + std::to_string(j);
+      for (int j = 1; j <= g; ++j) {
+        model["key" + std::to_string(j)] = "version " + std::to_string(j);
+      }
       ExpectMatches(*old, model);
       EXPECT_EQ(old->Put("x", AsBytes("y")).code(), StatusCode::kFailedPrecondition);
     }
@@ -172,7 +177,8 @@ TEST(OcdbtKvStoreTest, NumberedManifestKind) {
   o.config.manifest_kind = ManifestKind::kNumbered;
   auto store = NewStore(base, o);
   for (int i = 1; i <= 20; ++i) {
-    ASSERT_TRUE(store->Put("k" + std::to_string(i), AsBytes(std::to_string(i))).ok());
+    std::string key = StrCat("k", std::to_string(i));
+    ASSERT_TRUE(store->Put(key, AsBytes(std::to_string(i))).ok());
   }
   auto keys = base->List("manifest.");
   ASSERT_TRUE(keys.ok());

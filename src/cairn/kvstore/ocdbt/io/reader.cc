@@ -76,7 +76,8 @@ Status ListRecursive(const BtreeNode& node, const std::string& node_prefix,
       std::string hi = node_prefix + es[i + 1].key;
       if (std::string_view(hi) <= prefix) continue;  // child entirely below
     }
-    std::string child_prefix = node_prefix + es[i].key.substr(0, es[i].subtree_common_prefix_length);
+    std::string child_prefix =
+        node_prefix + es[i].key.substr(0, es[i].subtree_common_prefix_length);
     if (!StartsWith(child_prefix, prefix) && !StartsWith(prefix, child_prefix)) continue;
     CAIRN_ASSIGN_OR_RETURN(
         BtreeNode child,
@@ -142,8 +143,9 @@ Result<std::optional<LeafValue>> FindKey(const BtreeGenerationReference& root,
   std::string_view rest = key;  // key relative to the node's prefix
   while (node.height > 0) {
     const auto& es = node.interior_entries;
-    auto it = std::upper_bound(es.begin(), es.end(), rest,
-                               [](std::string_view k, const InteriorEntry& e) { return k < e.key; });
+    auto it = std::upper_bound(
+        es.begin(), es.end(), rest,
+        [](std::string_view k, const InteriorEntry& e) { return k < e.key; });
     if (it == es.begin()) return std::optional<LeafValue>();
     const InteriorEntry& e = *(it - 1);
     std::string_view common = std::string_view(e.key).substr(0, e.subtree_common_prefix_length);
