@@ -2,6 +2,7 @@
 
 #include "cairn/kvstore/file/file_kvstore.h"
 #include "cairn/kvstore/memory/memory_kvstore.h"
+#include "cairn/kvstore/ocdbt/io/ocdbt_kvstore.h"
 #include "cairn/kvstore/prefix/prefix_kvstore.h"
 
 namespace cairn {
@@ -95,10 +96,20 @@ struct Adapter {
                                            std::string_view url);
 };
 
-// Every kvstore adapter cairn applies over the store built so far. The OCDBT
-// driver registers {"ocdbt", OpenOcdbtAdapter} here.
+// `<base>|ocdbt:[path]`: the OCDBT database stored in `base`, rooted at `path`.
+// A database created through a URL gets TensorStore's default config.
+Result<std::shared_ptr<KvStore>> OpenOcdbtAdapter(std::shared_ptr<KvStore> base,
+                                                  std::string_view path, std::string_view url) {
+  CAIRN_ASSIGN_OR_RETURN(std::string prefix, UrlPathToKeyPrefix(path, url));
+  CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<KvStore> db, ocdbt::OpenOcdbtKvStore(std::move(base)));
+  if (prefix.empty()) return db;
+  std::string name = db->url() + prefix;
+  return MakePrefixKvStore(std::move(db), prefix, std::move(name));
+}
+
+// Every kvstore adapter cairn applies over the store built so far.
 constexpr Adapter kAdapters[] = {
-    {"", nullptr},  // placeholder so the table is never empty; never matches
+    {"ocdbt", OpenOcdbtAdapter},
 };
 
 Result<std::shared_ptr<KvStore>> ApplyAdapter(std::shared_ptr<KvStore> base,

@@ -91,5 +91,22 @@ TEST(UrlTest, UrlPathToKeyPrefix) {
   EXPECT_FALSE(UrlPathToKeyPrefix("/abs/", "u").ok());
 }
 
+TEST(UrlTest, OcdbtAdapterOverMemoryAndPrefix) {
+  auto db = OpenKvStore("memory://url_test_ocdbt/|ocdbt:");
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  ASSERT_TRUE((*db)->Put("params.w/zarr.json", AsBytes("{}")).ok());
+  auto sub = OpenKvStore("memory://url_test_ocdbt/|ocdbt:params.w/");
+  ASSERT_TRUE(sub.ok()) << sub.status().ToString();
+  auto v = (*sub)->Get("zarr.json");
+  ASSERT_TRUE(v.ok() && v->has_value());
+  EXPECT_EQ((*v)->ToString(), "{}");
+  // The database lives in the base store as a manifest plus data files.
+  auto base = OpenKvStore("memory://url_test_ocdbt/");
+  ASSERT_TRUE(base.ok());
+  auto m = (*base)->Get("manifest.ocdbt");
+  ASSERT_TRUE(m.ok() && m->has_value());
+  EXPECT_EQ((*sub)->url(), "memory://url_test_ocdbt/|ocdbt:params.w/");
+}
+
 }  // namespace
 }  // namespace cairn
