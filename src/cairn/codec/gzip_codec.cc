@@ -83,19 +83,21 @@ Result<Buffer> DeflateCodec::Decode(ByteView encoded, uint64_t max_decoded_size)
   if (inflateInit2(&zs, WindowBits(format_)) != Z_OK) {
     return ResourceExhaustedError(what + ": inflateInit2 failed");
   }
-  Buffer out(static_cast<size_t>(std::min<uint64_t>(
-      max_decoded_size, std::max<uint64_t>(64 * 1024, 4 * uint64_t{encoded.size()}))));
+  // One byte more than allowed, so that exceeding the bound is observable.
+  const uint64_t cap = max_decoded_size == UINT64_MAX ? UINT64_MAX : max_decoded_size + 1;
+  Buffer out(static_cast<size_t>(
+      std::min<uint64_t>(cap, std::max<uint64_t>(64 * 1024, 4 * uint64_t{encoded.size()}))));
   size_t in_pos = 0, produced = 0;
   int rc = Z_OK;
   Status error;
   while (true) {
     if (produced == out.size()) {
-      if (out.size() >= max_decoded_size) {
+      if (out.size() >= cap) {
         error = DataLossError(what + ": stream decodes to more than " +
                               std::to_string(max_decoded_size) + " bytes");
         break;
       }
-      out.resize(static_cast<size_t>(std::min<uint64_t>(max_decoded_size, 2 * uint64_t{out.size()})));
+      out.resize(static_cast<size_t>(std::min<uint64_t>(cap, 2 * uint64_t{out.size()})));
     }
     const size_t in_step = static_cast<size_t>(std::min<uint64_t>(kMaxStep, encoded.size() - in_pos));
     zs.next_in = const_cast<Bytef*>(encoded.data() + in_pos);
@@ -119,6 +121,10 @@ Result<Buffer> DeflateCodec::Decode(ByteView encoded, uint64_t max_decoded_size)
   }
   inflateEnd(&zs);
   CAIRN_RETURN_IF_ERROR(error);
+  if (produced > max_decoded_size) {
+    return DataLossError(what + ": stream decodes to more than " +
+                         std::to_string(max_decoded_size) + " bytes");
+  }
   if (in_pos != encoded.size()) {
     return DataLossError(what + ": " + std::to_string(encoded.size() - in_pos) +
                          " bytes after the end of the stream");

@@ -111,10 +111,12 @@ Result<Buffer> ZstdCodec::Decode(ByteView encoded, uint64_t max_decoded_size) co
       return out;
     }
   }
-  // Streaming decode, growing the output up to the bound.
+  // Streaming decode, growing the output up to one byte past the bound so
+  // that exceeding it is observable.
   const uint64_t limit = declared != ZSTD_CONTENTSIZE_UNKNOWN ? declared : max_decoded_size;
+  const uint64_t cap = limit == UINT64_MAX ? UINT64_MAX : limit + 1;
   Buffer out(static_cast<size_t>(std::min<uint64_t>(
-      limit, std::max<uint64_t>(64 * 1024, 4 * static_cast<uint64_t>(encoded.size())))));
+      cap, std::max<uint64_t>(64 * 1024, 4 * static_cast<uint64_t>(encoded.size())))));
   ZSTD_inBuffer in = {encoded.data(), encoded.size(), 0};
   size_t produced = 0;
   for (;;) {
@@ -130,11 +132,12 @@ Result<Buffer> ZstdCodec::Decode(ByteView encoded, uint64_t max_decoded_size) co
       }
       continue;
     }
-    if (out.size() >= limit) {
-      return DataLossError("zstd codec: frame decodes to more than " + std::to_string(limit) +
-                           " bytes");
-    }
-    out.resize(static_cast<size_t>(std::min<uint64_t>(limit, 2 * uint64_t{out.size()})));
+    if (out.size() >= cap) break;  // reported below
+    out.resize(static_cast<size_t>(std::min<uint64_t>(cap, 2 * uint64_t{out.size()})));
+  }
+  if (produced > limit) {
+    return DataLossError("zstd codec: frame decodes to more than " + std::to_string(limit) +
+                         " bytes");
   }
   if (in.pos != in.size) {
     return DataLossError("zstd codec: " + std::to_string(in.size - in.pos) +
