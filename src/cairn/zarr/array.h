@@ -31,6 +31,15 @@ struct StridedLayout {
 struct CreateOptions {
   // Replace an existing array's metadata (chunks are not deleted).
   bool overwrite = false;
+  // Store chunks (and inner chunks of shards) equal entirely to the fill
+  // value instead of deleting them (TensorStore's option; Orbax sets it).
+  bool store_data_equal_to_fill_value = false;
+};
+
+struct OpenOptions {
+  // With `format` unset, v3 is tried first, then v2.
+  std::optional<ZarrFormat> format;
+  bool store_data_equal_to_fill_value = false;  // as in CreateOptions
 };
 
 class ZarrArray {
@@ -42,6 +51,8 @@ class ZarrArray {
   static Result<std::shared_ptr<ZarrArray>> Open(std::shared_ptr<KvStore> store,
                                                  std::string prefix,
                                                  std::optional<ZarrFormat> format = std::nullopt);
+  static Result<std::shared_ptr<ZarrArray>> Open(std::shared_ptr<KvStore> store,
+                                                 std::string prefix, const OpenOptions& options);
 
   // Creates an array from full or partial metadata in the format's own JSON
   // (fields of zarr.json or .zarray); missing fields take TensorStore's
@@ -58,11 +69,23 @@ class ZarrArray {
   const KvStore& store() const { return *store_; }
   const std::string& prefix() const { return prefix_; }
 
+  bool store_data_equal_to_fill_value() const { return store_fill_; }
+
   // Reads `box` (within the array's shape, else InvalidArgument) into `dst`,
   // laid out as `layout` over box.shape. REQUIRES: dst large enough.
+  // Missing chunks read as the fill value. For an array sharded with a
+  // top-level `sharding_indexed` codec, a box covering only part of a shard
+  // fetches the shard index and then only the inner chunks it needs.
+  // Errors (DataLoss for corrupt chunks, Unavailable from the store) name
+  // the chunk key: "reading key `c/0/1` of memory://: ...".
   Status Read(const Box& box, void* dst, const StridedLayout& layout = {}) const;
 
-  // Writes `src` (laid out as `layout` over box.shape) to `box`.
+  // Writes `src` (laid out as `layout` over box.shape) to `box`. Chunks only
+  // partly covered are read, modified and rewritten. A chunk (or shard)
+  // equal entirely to the fill value is deleted instead of stored unless
+  // store_data_equal_to_fill_value (v2 arrays with a null fill value store
+  // every chunk, as TensorStore does). Stored chunks have the full chunk
+  // shape, padded with the fill value at the array's edge.
   Status Write(const Box& box, const void* src, const StridedLayout& layout = {}) const;
 
   // The key of the stored chunk (or shard) at grid position `cell`.
@@ -70,12 +93,25 @@ class ZarrArray {
 
  private:
   ZarrArray(std::shared_ptr<KvStore> store, std::string prefix,
-            std::shared_ptr<const ArrayMetadata> metadata)
-      : store_(std::move(store)), prefix_(std::move(prefix)), metadata_(std::move(metadata)) {}
+            std::shared_ptr<const ArrayMetadata> metadata, bool store_fill)
+      : store_(std::move(store)),
+        prefix_(std::move(prefix)),
+        metadata_(std::move(metadata)),
+        store_fill_(store_fill) {}
+
+  Status CheckBox(const Box& box, const StridedLayout& layout) const;
+  Status ReadChunk(std::span<const Index> cell, const Box& box, uint8_t* dst,
+                   std::span<const Index> dst_strides) const;
+  Status WriteChunk(std::span<const Index> cell, const Box& box, const uint8_t* src,
+                    std::span<const Index> src_strides) const;
+  // Decodes the stored chunk at `key` into `chunk` (chunk_spec() layout),
+  // or fills it when the key is missing.
+  Status LoadChunk(const std::string& key, Buffer& chunk) const;
 
   std::shared_ptr<KvStore> store_;
   std::string prefix_;
   std::shared_ptr<const ArrayMetadata> metadata_;
+  bool store_fill_ = false;
 };
 
 }  // namespace cairn

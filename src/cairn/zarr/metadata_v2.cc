@@ -3,83 +3,13 @@
 #include <algorithm>
 #include <string>
 
-#include "cairn/codec/blosc_codec.h"
 #include "cairn/codec/bytes_codec.h"
-#include "cairn/codec/gzip_codec.h"
 #include "cairn/codec/transpose_codec.h"
-#include "cairn/codec/zstd_codec.h"
+#include "cairn/codec/zarr2_compressor.h"
 #include "cairn/zarr/fill_value.h"
 #include "cairn/zarr/metadata_internal.h"
 
 namespace cairn::internal_zarr {
-namespace {
-
-Result<int64_t> IntMember(const Json& obj, std::string_view field, int64_t default_value) {
-  const Json* f = FindField(obj, field);
-  if (f == nullptr) return default_value;
-  return JsonToInt(*f, "compressor." + std::string(field));
-}
-
-struct ParsedCompressor {
-  std::shared_ptr<const BytesCodec> codec;
-  Json json;  // normalized, as TensorStore writes it
-};
-
-// Parses a v2 `compressor` object (missing members take TensorStore's
-// defaults) into a bytes->bytes codec for elements of `dtype`.
-Result<ParsedCompressor> ParseCompressor(const Json& j, DType dtype) {
-  if (!j.is_object()) {
-    return InvalidArgumentError("compressor: expected null or an object, got " + DumpJson(j));
-  }
-  CAIRN_ASSIGN_OR_RETURN(std::string id, GetStringField(j, "id"));
-  ParsedCompressor out;
-  if (id == "zstd") {
-    CAIRN_RETURN_IF_ERROR(CheckOnlyMembers(j, {"id", "level"}, "compressor"));
-    CAIRN_ASSIGN_OR_RETURN(int64_t level, IntMember(j, "level", 1));
-    CAIRN_RETURN_IF_ERROR(CheckZstdLevel(level, "compressor.level"));
-    out.codec = std::make_shared<ZstdCodec>(static_cast<int>(level), false);
-    out.json = {{"id", id}, {"level", level}};
-  } else if (id == "zlib" || id == "gzip") {
-    CAIRN_RETURN_IF_ERROR(CheckOnlyMembers(j, {"id", "level"}, "compressor"));
-    CAIRN_ASSIGN_OR_RETURN(int64_t level, IntMember(j, "level", 1));
-    CAIRN_RETURN_IF_ERROR(CheckDeflateLevel(level, "compressor.level"));
-    out.codec = std::make_shared<DeflateCodec>(
-        id == "zlib" ? DeflateCodec::Format::kZlib : DeflateCodec::Format::kGzip,
-        static_cast<int>(level));
-    out.json = {{"id", id}, {"level", level}};
-  } else if (id == "blosc") {
-    CAIRN_RETURN_IF_ERROR(
-        CheckOnlyMembers(j, {"id", "cname", "clevel", "shuffle", "blocksize"}, "compressor"));
-    std::string cname = "lz4";
-    if (const Json* c = FindField(j, "cname")) {
-      CAIRN_ASSIGN_OR_RETURN(cname, JsonToString(*c, "compressor.cname"));
-    }
-    CAIRN_RETURN_IF_ERROR(CheckBloscCname(cname, "compressor.cname"));
-    CAIRN_ASSIGN_OR_RETURN(int64_t clevel, IntMember(j, "clevel", 5));
-    CAIRN_RETURN_IF_ERROR(CheckBloscClevel(clevel, "compressor.clevel"));
-    CAIRN_ASSIGN_OR_RETURN(int64_t shuffle, IntMember(j, "shuffle", -1));
-    if (shuffle < -1 || shuffle > 2) {
-      return InvalidArgumentError("compressor.shuffle: expected -1, 0, 1 or 2, got " +
-                                  std::to_string(shuffle));
-    }
-    CAIRN_ASSIGN_OR_RETURN(int64_t blocksize, IntMember(j, "blocksize", 0));
-    if (blocksize < 0) return InvalidArgumentError("compressor.blocksize: must be >= 0");
-    const int typesize = static_cast<int>(DTypeSize(dtype));
-    BloscCodec::Shuffle mode = static_cast<BloscCodec::Shuffle>(shuffle);
-    if (shuffle == -1) {
-      mode = typesize == 1 ? BloscCodec::Shuffle::kBitShuffle : BloscCodec::Shuffle::kShuffle;
-    }
-    out.codec = std::make_shared<BloscCodec>(cname, static_cast<int>(clevel), mode, typesize,
-                                             static_cast<uint64_t>(blocksize));
-    out.json = {{"blocksize", blocksize}, {"clevel", clevel}, {"cname", cname},
-                {"id", id},               {"shuffle", shuffle}};
-  } else {
-    return InvalidArgumentError("compressor: unsupported id \"" + id + "\"");
-  }
-  return out;
-}
-
-}  // namespace
 
 Result<ArrayMetadata> ParseV2(const Json& j, bool allow_extra_members) {
   ArrayMetadata m;
@@ -143,9 +73,10 @@ Result<ArrayMetadata> ParseV2(const Json& j, bool allow_extra_members) {
   std::vector<std::shared_ptr<const BytesCodec>> bytes_codecs;
   m.v2_compressor = nullptr;
   if (const Json* compressor = FindField(j, "compressor"); compressor && !compressor->is_null()) {
-    CAIRN_ASSIGN_OR_RETURN(ParsedCompressor c, ParseCompressor(*compressor, m.dtype));
-    bytes_codecs.push_back(std::move(c.codec));
-    m.v2_compressor = std::move(c.json);
+    auto c = ParseZarr2Compressor(*compressor, m.dtype);
+    if (!c.ok()) return c.status().Annotate("compressor");
+    if (c->codec != nullptr) bytes_codecs.push_back(c->codec);
+    m.v2_compressor = c->json;
   }
   m.codecs = CodecChain(std::move(array_codecs), std::move(bytes), std::move(bytes_codecs));
 
@@ -181,10 +112,7 @@ Result<Json> CompleteV2(const Json& partial) {
   CAIRN_ASSIGN_OR_RETURN(Shape shape, ParseShape(*shape_json, "shape"));
   CAIRN_RETURN_IF_ERROR(GetField(j, "dtype").status());
   if (!j.contains("chunks")) j["chunks"] = DefaultChunkShape(shape);
-  if (!j.contains("compressor")) {
-    j["compressor"] = {{"blocksize", 0}, {"clevel", 5}, {"cname", "lz4"}, {"id", "blosc"},
-                       {"shuffle", -1}};
-  }
+  if (!j.contains("compressor")) j["compressor"] = {{"id", "blosc"}};
   if (!j.contains("fill_value")) j["fill_value"] = nullptr;
   if (!j.contains("order")) j["order"] = "C";
   if (!j.contains("filters")) j["filters"] = nullptr;
