@@ -23,7 +23,9 @@ Buffer Arange16() {
 // Written by TensorStore 0.1.86: uint16 arange(16), blosc lz4 clevel 5
 // shuffle typesize 2 (too small to compress: stored memcpy'd).
 constexpr std::string_view kTensorStoreBlosc =
-    "0201330220000000200000003000000000000100020003000400050006000700080009000a000b000c000d000e000f00";
+    "02013302200000002000000030000000"
+    "000001000200030004000500060007000800090"
+    "00a000b000c000d000e000f00";
 
 TEST(BloscCodec, DecodesTensorStoreBuffer) {
   BloscCodec codec("lz4", 5, Shuffle::kShuffle, 2, 0);

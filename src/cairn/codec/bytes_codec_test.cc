@@ -24,7 +24,8 @@ TEST(BytesCodec, LittleEndianIsIdentity) {
   auto dec = (*codec)->Decode(spec, *enc);
   ASSERT_TRUE(dec.ok());
   EXPECT_EQ(*dec, in);
-  EXPECT_EQ((*codec)->ToJson(), ParseOrDie(R"({"configuration":{"endian":"little"},"name":"bytes"})"));
+  EXPECT_EQ((*codec)->ToJson(),
+            ParseOrDie(R"({"configuration":{"endian":"little"},"name":"bytes"})"));
 }
 
 TEST(BytesCodec, BigEndianSwapsBySwapUnit) {

@@ -144,9 +144,13 @@ class CodecChain {
   // bytes->bytes codecs, and an identity array->bytes codec).
   bool IsIdentity(const ChunkSpec& spec) const;
 
-  const std::vector<std::shared_ptr<const ArrayCodec>>& array_codecs() const { return array_codecs_; }
+  const std::vector<std::shared_ptr<const ArrayCodec>>& array_codecs() const {
+    return array_codecs_;
+  }
   const std::shared_ptr<const ArrayToBytesCodec>& array_to_bytes() const { return array_to_bytes_; }
-  const std::vector<std::shared_ptr<const BytesCodec>>& bytes_codecs() const { return bytes_codecs_; }
+  const std::vector<std::shared_ptr<const BytesCodec>>& bytes_codecs() const {
+    return bytes_codecs_;
+  }
 
  private:
   std::vector<std::shared_ptr<const ArrayCodec>> array_codecs_;

@@ -58,7 +58,8 @@ Result<Buffer> DeflateCodec::Encode(ByteView decoded) const {
   int rc = Z_OK;
   while (rc != Z_STREAM_END) {
     if (zs.total_out == out.size()) out.resize(out.size() * 2 + 64);
-    const size_t in_step = static_cast<size_t>(std::min<uint64_t>(kMaxStep, decoded.size() - in_pos));
+    const size_t in_step =
+        static_cast<size_t>(std::min<uint64_t>(kMaxStep, decoded.size() - in_pos));
     zs.next_in = const_cast<Bytef*>(decoded.data() + in_pos);
     zs.avail_in = static_cast<uInt>(in_step);
     const size_t out_pos = zs.total_out;
@@ -99,7 +100,8 @@ Result<Buffer> DeflateCodec::Decode(ByteView encoded, uint64_t max_decoded_size)
       }
       out.resize(static_cast<size_t>(std::min<uint64_t>(cap, 2 * uint64_t{out.size()})));
     }
-    const size_t in_step = static_cast<size_t>(std::min<uint64_t>(kMaxStep, encoded.size() - in_pos));
+    const size_t in_step =
+        static_cast<size_t>(std::min<uint64_t>(kMaxStep, encoded.size() - in_pos));
     zs.next_in = const_cast<Bytef*>(encoded.data() + in_pos);
     zs.avail_in = static_cast<uInt>(in_step);
     zs.next_out = out.data() + produced;

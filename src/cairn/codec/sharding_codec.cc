@@ -223,11 +223,16 @@ Result<Buffer> ShardingCodec::Encode(const ChunkSpec& spec, ByteView array,
   const std::vector<Index> shard_strides = CStrides(spec.shape, es);
   const std::vector<Index> inner_strides = CStrides(chunk_shape_, es);
 
-  Buffer out;
-  out.reserve(static_cast<size_t>(
+  // Room for the whole shard when chunks stay uncompressed; compressed
+  // shards are usually smaller. Pages never written are never touched.
+  const uint64_t reserve =
       std::min<uint64_t>(SatAdd(array.size(), SatAdd(index_size, 4096)),
-                         SatAdd(index_size, SatMul(n, inner_codecs_.MaxEncodedSize(inner))))));
-  if (index_location_ == ShardIndexLocation::kStart) out.resize(static_cast<size_t>(index_size));
+                         SatAdd(index_size, SatMul(n, inner_codecs_.MaxEncodedSize(inner))));
+  Buffer out;
+  if (index_location_ == ShardIndexLocation::kStart) {
+    out.reserve(static_cast<size_t>(reserve));
+    out.resize(static_cast<size_t>(index_size));
+  }
   Buffer index(static_cast<size_t>(n * 16));
   Buffer scratch;
   if (!contiguous) scratch.resize(inner.num_bytes());
@@ -245,10 +250,19 @@ Result<Buffer> ShardingCodec::Encode(const ChunkSpec& spec, ByteView array,
     if (options.store_data_equal_to_fill_value || !IsFillValue(inner, chunk)) {
       e.offset = out.size();
       if (identity) {
+        if (out.capacity() == 0) out.reserve(static_cast<size_t>(reserve));
         out.append(chunk);
       } else {
         CAIRN_ASSIGN_OR_RETURN(Buffer encoded, inner_codecs_.Encode(inner, chunk, options));
-        out.append(encoded.view());
+        if (out.capacity() == 0) {
+          // First chunk of an index-at-end shard: take the buffer as is (no
+          // copy; a one-chunk shard then only appends its index).
+          out = std::move(encoded);
+          out.reserve(static_cast<size_t>(
+              std::min<uint64_t>(reserve, SatAdd(SatMul(out.size(), n - i), index_size + 64))));
+        } else {
+          out.append(encoded.view());
+        }
       }
       e.nbytes = out.size() - e.offset;
     }
@@ -281,6 +295,19 @@ Result<Buffer> ShardingCodec::Decode(const ChunkSpec& spec, ByteView encoded) co
   const ChunkSpec inner = InnerSpec(spec);
   const std::vector<Index> shard_strides = CStrides(spec.shape, es);
   const std::vector<Index> inner_strides = CStrides(chunk_shape_, es);
+  if (entries.size() == 1 && !entries[0].missing()) {
+    // One inner chunk spanning the shard (Orbax's layout): decoded in place.
+    const ByteView bytes = encoded.subspan(static_cast<size_t>(entries[0].offset),
+                                           static_cast<size_t>(entries[0].nbytes));
+    auto chunk = inner_codecs_.Decode(inner, bytes);
+    if (!chunk.ok()) return chunk.status().Annotate("sharding_indexed inner chunk 0");
+    if (chunk->size() != spec.num_bytes()) {
+      return DataLossError("sharding_indexed: inner chunk 0 decoded to " +
+                           std::to_string(chunk->size()) + " bytes, expected " +
+                           std::to_string(spec.num_bytes()));
+    }
+    return std::move(chunk).value();
+  }
   Buffer out(spec.num_bytes());
   bool any_missing = false;
   for (const ShardIndexEntry& e : entries) any_missing |= e.missing();

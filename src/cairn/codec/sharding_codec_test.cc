@@ -290,3 +290,34 @@ TEST(ShardingCodec, CorruptCompressedInnerChunksNeverCrash) {
 
 }  // namespace
 }  // namespace cairn
+
+namespace cairn {
+namespace {
+
+TEST(ShardingCodec, OrbaxLayoutOneInnerChunkThenTwentyByteIndex) {
+  // Orbax sets chunk_grid and sharding chunk_shape equal: the shard is one
+  // zstd frame followed by the index (0, nbytes) and its CRC-32C.
+  ChunkSpec spec = MakeSpec(DType::kBFloat16, {64, 96});
+  auto codec = Parse(
+      R"({"chunk_shape":[64,96],"codecs":[{"configuration":{"endian":"little"},"name":"bytes"},)"
+      R"({"configuration":{"checksum":false,"level":3},"name":"zstd"}],"index_codecs":[)"
+      R"({"configuration":{"endian":"little"},"name":"bytes"},{"name":"crc32c"}]})",
+      spec);
+  ASSERT_NE(codec, nullptr);
+  Buffer in = RandomBytes(spec.num_bytes(), 21, /*runs=*/true);
+  auto enc = codec->Encode(spec, in);
+  ASSERT_TRUE(enc.ok());
+  ASSERT_GT(enc->size(), 20u);
+  const size_t data_size = enc->size() - 20;
+  EXPECT_EQ(LoadLE32(enc->data()), 0xFD2FB528u);  // zstd magic at offset 0
+  EXPECT_EQ(LoadLE64(enc->data() + data_size), 0u);
+  EXPECT_EQ(LoadLE64(enc->data() + data_size + 8), data_size);
+  EXPECT_EQ(LoadLE32(enc->data() + data_size + 16),
+            Crc32c(ByteView(enc->data() + data_size, 16)));
+  auto dec = codec->Decode(spec, *enc);
+  ASSERT_TRUE(dec.ok());
+  EXPECT_EQ(*dec, in);
+}
+
+}  // namespace
+}  // namespace cairn
