@@ -50,6 +50,38 @@ Status KvStore::DeletePrefix(std::string_view prefix) {
   return Status::OK();
 }
 
+namespace {
+
+// The default KvWriter: the value in memory, one Put on Commit.
+class BufferedKvWriter : public KvWriter {
+ public:
+  BufferedKvWriter(KvStore* store, std::string key) : store_(store), key_(std::move(key)) {}
+  Status Append(ByteView bytes) override {
+    if (committed_) return FailedPreconditionError("append after commit of " + store_->Describe(key_));
+    data_.append(bytes);
+    return Status::OK();
+  }
+  Status Commit() override {
+    if (committed_) return FailedPreconditionError("second commit of " + store_->Describe(key_));
+    committed_ = true;
+    return store_->Put(key_, data_.view());
+  }
+  uint64_t size() const override { return data_.size(); }
+
+ private:
+  KvStore* store_;
+  std::string key_;
+  Buffer data_;
+  bool committed_ = false;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<KvWriter>> KvStore::OpenWriter(std::string_view key) {
+  CAIRN_RETURN_IF_ERROR(ValidateKey(key));
+  return std::unique_ptr<KvWriter>(std::make_unique<BufferedKvWriter>(this, std::string(key)));
+}
+
 std::string KvStore::Describe(std::string_view key) const {
   std::string s = "key `";
   s += key;

@@ -61,6 +61,25 @@ struct KvMutation {
   std::optional<Buffer> value;
 };
 
+// A value written in pieces (KvStore::OpenWriter). Nothing is visible under
+// the key until Commit returns OK; Commit is atomic and durable like Put.
+// Destroying a writer without a successful Commit abandons the value (the
+// key keeps its old value; a driver may leave an unlisted temporary file).
+//
+// Thread safety: one writer is used by one thread at a time.
+class KvWriter {
+ public:
+  virtual ~KvWriter() = default;
+  // Appends `bytes`. The writer does not keep a reference to them after it
+  // returns. Errors: those of the driver's writes (ENOSPC, EIO, ...).
+  virtual Status Append(ByteView bytes) = 0;
+  // Makes the appended bytes the value of the key, durably. Call at most
+  // once; Append after Commit is FailedPrecondition.
+  virtual Status Commit() = 0;
+  // Bytes appended so far.
+  virtual uint64_t size() const = 0;
+};
+
 class KvStore {
  public:
   virtual ~KvStore() = default;
@@ -92,6 +111,12 @@ class KvStore {
 
   // Deletes every key starting with `prefix`.
   virtual Status DeletePrefix(std::string_view prefix);
+
+  // Starts writing `key` in pieces. The default collects the pieces in
+  // memory and calls Put on Commit; drivers that can stream (file) write
+  // them as they come, so a large value needs no second copy in memory.
+  // Errors: InvalidArgument for a bad key.
+  virtual Result<std::unique_ptr<KvWriter>> OpenWriter(std::string_view key);
 
   // The store's URL ("file:///ckpt/7/", "memory://x/|ocdbt:"), for errors.
   virtual std::string url() const = 0;

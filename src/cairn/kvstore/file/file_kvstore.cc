@@ -24,6 +24,8 @@
 
 #include "cairn/kvstore/file/file_kvstore.h"
 
+#include "cairn/kvstore/file/posix_io.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -36,55 +38,11 @@
 namespace cairn {
 namespace {
 
-constexpr uint64_t kDirectAlign = 4096;
-
-std::string_view DirName(std::string_view path) {
-  size_t slash = path.rfind('/');
-  if (slash == std::string_view::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
-Status FsyncDir(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError(errno, "opening directory " + dir + " to sync it");
-  int rc = ::fsync(fd);
-  int err = errno;
-  ::close(fd);
-  if (rc != 0) return ErrnoError(err, "syncing directory " + dir);
-  return Status::OK();
-}
-
-// mkdir, syncing the parent when a directory was created. OK if it exists.
-Status MakeDir(const std::string& path) {
-  if (::mkdir(path.c_str(), 0755) == 0) return FsyncDir(std::string(DirName(path)));
-  if (errno == EEXIST) return Status::OK();
-  return ErrnoError(errno, "creating directory " + path);
-}
-
-// Writes all of [data, data + size) at file offset `offset` with pwrite calls
-// of at most `chunk` bytes. Returns the number of bytes written before an
-// error; `err` is 0 on success.
-uint64_t PwriteAll(int fd, const uint8_t* data, uint64_t size, uint64_t offset, uint64_t chunk,
-                   int* err) {
-  uint64_t done = 0;
-  *err = 0;
-  while (done < size) {
-    size_t n = static_cast<size_t>(std::min<uint64_t>(chunk, size - done));
-    ssize_t w = ::pwrite(fd, data + done, n, static_cast<off_t>(offset + done));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      *err = errno;
-      return done;
-    }
-    if (w == 0) {
-      *err = EIO;
-      return done;
-    }
-    done += static_cast<uint64_t>(w);
-  }
-  return done;
-}
+using file_internal::DirName;
+using file_internal::FsyncDir;
+using file_internal::kDirectAlign;
+using file_internal::MakeDir;
+using file_internal::PwriteAll;
 
 bool StartsWith(std::string_view s, std::string_view prefix) {
   return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
@@ -139,20 +97,26 @@ Status FileKvStore::EnsureParentDirs(std::string_view key) {
   return Status::OK();
 }
 
-Result<std::string> FileKvStore::WriteTemp(std::string_view key, ByteView value) {
+Result<int> FileKvStore::CreateTemp(std::string_view key, std::string* tmp) {
   static std::atomic<uint64_t> counter{0};
   const std::string path = PathOf(key);
-  std::string tmp(DirName(path));
-  tmp += '/';
-  tmp += kTempMarker;
-  tmp += std::to_string(::getpid()) + "_" + std::to_string(counter.fetch_add(1));
+  *tmp = std::string(DirName(path));
+  *tmp += '/';
+  *tmp += kTempMarker;
+  *tmp += std::to_string(::getpid()) + "_" + std::to_string(counter.fetch_add(1));
 
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  int fd = ::open(tmp->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0 && errno == ENOENT) {
     CAIRN_RETURN_IF_ERROR(EnsureParentDirs(key).Annotate("writing " + Describe(key)));
-    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    fd = ::open(tmp->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   }
-  if (fd < 0) return ErrnoError(errno, "writing " + Describe(key) + ": creating " + tmp);
+  if (fd < 0) return ErrnoError(errno, "writing " + Describe(key) + ": creating " + *tmp);
+  return fd;
+}
+
+Result<std::string> FileKvStore::WriteTemp(std::string_view key, ByteView value) {
+  std::string tmp;
+  CAIRN_ASSIGN_OR_RETURN(int fd, CreateTemp(key, &tmp));
 
   auto fail = [&](int err, std::string_view what) {
     ::close(fd);

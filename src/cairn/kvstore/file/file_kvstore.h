@@ -49,6 +49,10 @@ class FileKvStore : public KvStore {
   Result<bool> PutIfAbsent(std::string_view key, ByteView value) override;
   Status Delete(std::string_view key) override;
   Result<std::vector<KeyInfo>> List(std::string_view prefix = "") override;
+  // Streams the value into a temporary file (O_DIRECT for aligned bulk, a
+  // small aligned staging buffer otherwise); Commit = steps 3-5 of Put.
+  // See file_writer.cc.
+  Result<std::unique_ptr<KvWriter>> OpenWriter(std::string_view key) override;
   std::string url() const override { return url_; }
 
   // The root directory, without a trailing '/' (except for "/").
@@ -62,6 +66,10 @@ class FileKvStore : public KvStore {
   std::string PathOf(std::string_view key) const;
   // Creates the directories of `key`'s path below (and including) the root.
   Status EnsureParentDirs(std::string_view key);
+  friend class FileKvWriter;
+  // Creates a new temporary file beside `key` (its directories too); returns
+  // its descriptor and sets `tmp` to its path.
+  Result<int> CreateTemp(std::string_view key, std::string* tmp);
   // Writes `value` to a new temporary file in the key's directory, durably.
   Result<std::string> WriteTemp(std::string_view key, ByteView value);
 

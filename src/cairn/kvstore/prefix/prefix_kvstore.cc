@@ -25,6 +25,11 @@ Status PrefixKvStore::Put(std::string_view key, ByteView value) {
   return base_->Put(Full(key), value);
 }
 
+Result<std::unique_ptr<KvWriter>> PrefixKvStore::OpenWriter(std::string_view key) {
+  CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate("writing to " + url_));
+  return base_->OpenWriter(Full(key));
+}
+
 Result<bool> PrefixKvStore::PutIfAbsent(std::string_view key, ByteView value) {
   CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate("writing to " + url_));
   return base_->PutIfAbsent(Full(key), value);

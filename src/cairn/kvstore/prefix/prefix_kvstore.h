@@ -30,6 +30,7 @@ class PrefixKvStore : public KvStore {
   Result<std::vector<KeyInfo>> List(std::string_view prefix = "") override;
   Status ApplyBatch(std::vector<KvMutation> mutations) override;
   Status DeletePrefix(std::string_view prefix) override;
+  Result<std::unique_ptr<KvWriter>> OpenWriter(std::string_view key) override;
   std::string url() const override { return url_; }
 
   const std::shared_ptr<KvStore>& base() const { return base_; }

@@ -93,7 +93,8 @@ Result<std::vector<FullChild>> EncodeLeafLevel(const std::vector<FullLeaf>& entr
     stats.num_keys = g.size();
     CAIRN_ASSIGN_OR_RETURN(Buffer encoded, EncodeBtreeNode(node, ctx.config.compression));
     stats.num_tree_bytes = encoded.size();
-    result.push_back({g.front().key, plen, {ctx.out->Append(encoded.view()), stats}});
+    CAIRN_ASSIGN_OR_RETURN(IndirectDataReference where, ctx.out->Append(encoded.view()));
+    result.push_back({g.front().key, plen, {std::move(where), stats}});
   }
   return result;
 }
@@ -119,7 +120,8 @@ Result<std::vector<FullChild>> EncodeInteriorLevel(const std::vector<FullChild>&
     }
     CAIRN_ASSIGN_OR_RETURN(Buffer encoded, EncodeBtreeNode(node, ctx.config.compression));
     stats.num_tree_bytes += encoded.size();
-    result.push_back({g.front().key, plen, {ctx.out->Append(encoded.view()), stats}});
+    CAIRN_ASSIGN_OR_RETURN(IndirectDataReference where, ctx.out->Append(encoded.view()));
+    result.push_back({g.front().key, plen, {std::move(where), stats}});
   }
   return result;
 }

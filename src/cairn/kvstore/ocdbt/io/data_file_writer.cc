@@ -4,21 +4,47 @@
 
 namespace cairn::ocdbt {
 
-DataFileWriter::DataFileWriter(std::string_view prefix) {
-  std::random_device rd;
+std::string NewDataFileName(std::string_view prefix) {
+  thread_local std::mt19937_64 rng{std::random_device{}() ^
+                                   (uint64_t{std::random_device{}()} << 32)};
   static constexpr char kHex[] = "0123456789abcdef";
   std::string name(prefix);
-  for (int i = 0; i < 4; ++i) {
-    uint32_t v = rd();
-    for (int j = 0; j < 8; ++j) name.push_back(kHex[(v >> (4 * j)) & 0xf]);
+  for (int i = 0; i < 2; ++i) {
+    uint64_t v = rng();
+    for (int j = 0; j < 16; ++j) name.push_back(kHex[(v >> (4 * j)) & 0xf]);
   }
-  id_.relative_path = std::move(name);
+  return name;
 }
 
-IndirectDataReference DataFileWriter::Append(ByteView bytes) {
-  IndirectDataReference ref{id_, data_.size(), bytes.size()};
-  data_.append(bytes);
+DataFileWriter::DataFileWriter(KvStore* base, std::string prefix, uint64_t target_size)
+    : base_(base), prefix_(std::move(prefix)), target_size_(target_size) {}
+
+Status DataFileWriter::Start() {
+  DataFileId id{"", NewDataFileName(prefix_)};
+  CAIRN_ASSIGN_OR_RETURN(open_, base_->OpenWriter(id.relative_path));
+  files_.push_back(std::move(id));
+  return Status::OK();
+}
+
+Result<IndirectDataReference> DataFileWriter::Append(ByteView bytes) {
+  if (open_ && target_size_ != 0 && open_->size() != 0 &&
+      open_->size() + bytes.size() > target_size_) {
+    CAIRN_RETURN_IF_ERROR(Finish());
+  }
+  if (!open_) CAIRN_RETURN_IF_ERROR(Start());
+  IndirectDataReference ref{files_.back(), open_->size(), bytes.size()};
+  CAIRN_RETURN_IF_ERROR(open_->Append(bytes).Annotate("writing OCDBT data file " +
+                                                      base_->Describe(files_.back().relative_path)));
+  bytes_written_ += bytes.size();
   return ref;
+}
+
+Status DataFileWriter::Finish() {
+  if (!open_) return Status::OK();
+  Status st = open_->Commit().Annotate("writing OCDBT data file " +
+                                       base_->Describe(files_.back().relative_path));
+  open_.reset();
+  return st;
 }
 
 }  // namespace cairn::ocdbt

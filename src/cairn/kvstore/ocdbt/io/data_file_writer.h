@@ -1,12 +1,27 @@
-// DataFileWriter: accumulates the blobs of one new data file (values, B+tree
-// nodes, version-tree nodes) in memory; the caller writes it as one object.
+// DataFileWriter: appends blobs (out-of-line values, B+tree nodes,
+// version-tree nodes) to new data files `<prefix><32 random hex>` of a base
+// KvStore, streaming them through KvStore::OpenWriter, so a large value goes
+// from the caller's buffer to the file without a second in-memory copy.
+//
+// When a blob would take the open file past `target_size` (and the file is
+// not empty), the open file is committed first and a new one started; a
+// single blob larger than target_size gets a file of its own. target_size 0
+// means unlimited (one file per Finish).
+//
+// Durability: a file is durable (KvWriter::Commit) when it rolls over and on
+// Finish; the caller writes the manifest that refers to the files only after
+// Finish returned OK (protocol in ocdbt_kvstore.cc). Files of an abandoned
+// writer are unlinked if still open, or stay behind unreferenced.
 //
 // Thread safety: not thread-safe; one writer per commit.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "cairn/kvstore/kvstore.h"
 #include "cairn/kvstore/ocdbt/format/data_file.h"
 #include "cairn/util/buffer.h"
 
@@ -14,18 +29,32 @@ namespace cairn::ocdbt {
 
 class DataFileWriter {
  public:
-  // A new file named `prefix` + 32 random lowercase hex digits.
-  explicit DataFileWriter(std::string_view prefix = "d/");
+  // REQUIRES: `base` outlives the writer.
+  DataFileWriter(KvStore* base, std::string prefix = "d/", uint64_t target_size = 0);
 
-  const DataFileId& id() const { return id_; }
-  // Appends `bytes` and returns where they are.
-  IndirectDataReference Append(ByteView bytes);
-  const Buffer& contents() const { return data_; }
-  bool empty() const { return data_.empty(); }
+  // Appends `bytes` to the open data file (starting one if needed) and
+  // returns where they are. Errors: those of the base store's writes.
+  Result<IndirectDataReference> Append(ByteView bytes);
+
+  // Commits the open data file, if any. Later Appends start a new file.
+  Status Finish();
+
+  // Ids of every file started so far (committed or open).
+  const std::vector<DataFileId>& files() const { return files_; }
+  uint64_t bytes_written() const { return bytes_written_; }
 
  private:
-  DataFileId id_;
-  Buffer data_;
+  Status Start();
+
+  KvStore* base_;
+  std::string prefix_;
+  uint64_t target_size_;
+  std::unique_ptr<KvWriter> open_;
+  std::vector<DataFileId> files_;
+  uint64_t bytes_written_ = 0;
 };
+
+// A new data file name: `prefix` + 32 random lowercase hex digits.
+std::string NewDataFileName(std::string_view prefix);
 
 }  // namespace cairn::ocdbt

@@ -1,25 +1,30 @@
 // OcdbtKvStore commit: durability protocol.
 //
-// A commit (ApplyBatch, and every single-key write) makes one new generation
-// N = G + 1 visible atomically, or nothing:
+// A commit (ApplyBatch, every single-key write, CommitEntries) makes one new
+// generation N = G + 1 visible atomically, or nothing:
 //
-//  1. Stage: validate keys, sort mutations, keep the last one per key. Values
-//     larger than config.max_inline_value_bytes are appended to a new
-//     in-memory data file `d/<32 random hex>`; smaller ones stay inline.
-//  2. Read the current manifest (none: a new database with the options'
-//     config). Its config is kept for the whole life of the database.
+//  1. Read the current manifest (none: a new database with the options'
+//     config, random uuid). Its config is kept for the whole life of the
+//     database.
+//  2. Stage: validate keys, sort mutations, keep the last one per key. Values
+//     of at most config.max_inline_value_bytes stay inline; larger ones are
+//     streamed, in key order, straight from the caller's buffers into new
+//     data files `d/<32 random hex>` (data_file_writer.h). A data file that
+//     reaches target_data_file_size is committed (made durable) and the next
+//     one started. Nothing refers to these files yet.
 //  3. Copy-on-write update of generation G's B+tree (btree_writer.h): new
-//     nodes are appended to the same data file, children before parents.
+//     nodes are appended to the open data file, children before parents.
 //  4. Build generation N's manifest (version_writer.h, TensorStore's
 //     algorithm): version-tree nodes, if a version block fills up, also go to
 //     the data file. commit_time = max(now, previous + 1 ns).
-//  5. Write the data file with the base store's Put, which is durable when it
-//     returns (file driver: write, fsync, rename, fsync the directory).
-//     Nothing refers to it yet: a crash here leaves an unreferenced file.
+//  5. Commit the last data file (KvWriter::Commit: fdatasync, rename, fsync
+//     of the directory). From here every data file the new manifest refers
+//     to is durable; a crash leaves only unreferenced files.
 //  6. Only then write the manifest, last: single kind = Put of
 //     `manifest.ocdbt` (atomic replace, so a reader sees G or N, never a mix);
-//     numbered kind = PutIfAbsent of `manifest.%016x` for N, retried from
-//     step 2 when another writer took N.
+//     numbered kind = PutIfAbsent of `manifest.%016x` for N. When another
+//     writer took N, re-read the manifest and redo steps 3-6 (the values of
+//     step 2 stay where they are; the config must not have changed).
 //
 // Commits of one OcdbtKvStore are serialized by commit_mu_.
 #include "cairn/kvstore/ocdbt/io/ocdbt_kvstore.h"
@@ -28,8 +33,8 @@
 #include <chrono>
 #include <random>
 
-#include "cairn/kvstore/ocdbt/io/btree_writer.h"
-#include "cairn/kvstore/ocdbt/io/data_file_writer.h"
+#include "cairn/util/thread_pool.h"
+
 #include "cairn/kvstore/ocdbt/io/version_writer.h"
 
 namespace cairn::ocdbt {
@@ -114,6 +119,40 @@ Result<std::optional<Buffer>> OcdbtKvStore::Get(std::string_view key, const Byte
   return std::optional(std::move(bytes));
 }
 
+Result<std::vector<std::optional<Buffer>>> OcdbtKvStore::GetMany(
+    const std::vector<std::string>& keys) {
+  for (const auto& k : keys) CAIRN_RETURN_IF_ERROR(ValidateKey(k));
+  std::vector<std::optional<Buffer>> out(keys.size());
+  CAIRN_ASSIGN_OR_RETURN(auto root, ReadRoot());
+  if (!root) return out;
+  // Sorted order for the descent, then the values in parallel.
+  std::vector<size_t> order(keys.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return keys[a] < keys[b]; });
+  std::vector<std::string> sorted;
+  sorted.reserve(keys.size());
+  for (size_t i : order) sorted.push_back(keys[i]);
+  auto read = Reader();
+  TaskGroup group;
+  CAIRN_RETURN_IF_ERROR(
+      FindKeys(*root, sorted, read, [&](size_t i, const LeafValue* value) -> Status {
+        if (value == nullptr) return Status::OK();
+        std::optional<Buffer>* slot = &out[order[i]];
+        if (value->is_inline) {
+          *slot = Buffer::CopyOf(value->inline_value);
+          return Status::OK();
+        }
+        group.Run([slot, v = *value, &read]() -> Status {
+          CAIRN_ASSIGN_OR_RETURN(Buffer bytes, ReadValueRange(v, 0, v.size(), read));
+          *slot = std::move(bytes);
+          return Status::OK();
+        });
+        return Status::OK();
+      }));
+  CAIRN_RETURN_IF_ERROR(group.Wait());
+  return out;
+}
+
 Result<std::vector<KeyInfo>> OcdbtKvStore::List(std::string_view prefix) {
   std::vector<KeyInfo> out;
   CAIRN_ASSIGN_OR_RETURN(auto root, ReadRoot());
@@ -179,42 +218,76 @@ Status OcdbtKvStore::ApplyBatch(std::vector<KvMutation> mutations) {
   return CommitLocked(std::move(unique));
 }
 
-Status OcdbtKvStore::CommitLocked(std::vector<KvMutation> mutations) {
+Result<Config> OcdbtKvStore::ConfigForCommit(const std::optional<Manifest>& old) const {
   if (options_.generation) {
     return FailedPreconditionError(url() + ": opened at generation " +
                                    std::to_string(*options_.generation) + " (read-only)");
   }
-  auto read = Reader();
-  for (int attempt = 0; attempt < kMaxCommitAttempts; ++attempt) {
-    // Steps 1-2.
-    CAIRN_ASSIGN_OR_RETURN(auto old, ReadManifest());
-    Config config = old ? old->config : options_.config;
-    if (!old && config.uuid == std::array<uint8_t, 16>{}) {
-      std::random_device rd;
-      for (auto& b : config.uuid) b = static_cast<uint8_t>(rd());
-    }
-    const bool numbered = config.manifest_kind == ManifestKind::kNumbered;
-    DataFileWriter data(options_.data_prefix);
-    std::vector<BtreeMutation> staged;
-    staged.reserve(mutations.size());
-    for (const auto& m : mutations) {
-      BtreeMutation b{m.key, std::nullopt};
-      if (m.value) {
-        LeafValue v;
-        if (m.value->size() <= config.max_inline_value_bytes) {
-          v.inline_value = m.value->ToString();
-        } else {
-          v.is_inline = false;
-          v.ref = data.Append(m.value->view());
-        }
-        b.value = std::move(v);
+  Config config = old ? old->config : options_.config;
+  if (!old && config.uuid == std::array<uint8_t, 16>{}) {
+    std::random_device rd;
+    for (auto& b : config.uuid) b = static_cast<uint8_t>(rd());
+  }
+  return config;
+}
+
+Status OcdbtKvStore::CommitLocked(std::vector<KvMutation> mutations) {
+  // Step 1.
+  CAIRN_ASSIGN_OR_RETURN(auto old, ReadManifest());
+  CAIRN_ASSIGN_OR_RETURN(Config config, ConfigForCommit(old));
+  // Step 2.
+  DataFileWriter data(base_.get(), options_.data_prefix, options_.target_data_file_size);
+  std::vector<BtreeMutation> staged;
+  staged.reserve(mutations.size());
+  for (auto& m : mutations) {
+    BtreeMutation b{std::move(m.key), std::nullopt};
+    if (m.value) {
+      LeafValue v;
+      if (m.value->size() <= config.max_inline_value_bytes) {
+        v.inline_value = m.value->ToString();
+      } else {
+        v.is_inline = false;
+        CAIRN_ASSIGN_OR_RETURN(v.ref, data.Append(m.value->view()));
       }
-      staged.push_back(std::move(b));
+      b.value = std::move(v);
+    }
+    staged.push_back(std::move(b));
+  }
+  return CommitStagedLocked(std::move(staged), config, std::move(old), &data);
+}
+
+Status OcdbtKvStore::CommitEntries(std::vector<BtreeMutation> entries) {
+  for (size_t i = 0; i < entries.size(); ++i) {
+    CAIRN_RETURN_IF_ERROR(ValidateKey(entries[i].key));
+    if (i > 0 && !(entries[i - 1].key < entries[i].key)) {
+      return InvalidArgumentError("CommitEntries of " + url() + ": key `" + entries[i].key +
+                                  "` out of order or repeated");
+    }
+  }
+  if (entries.empty()) return Status::OK();
+  std::lock_guard<std::mutex> lock(commit_mu_);
+  CAIRN_ASSIGN_OR_RETURN(auto old, ReadManifest());
+  CAIRN_ASSIGN_OR_RETURN(Config config, ConfigForCommit(old));
+  DataFileWriter data(base_.get(), options_.data_prefix, options_.target_data_file_size);
+  return CommitStagedLocked(std::move(entries), config, std::move(old), &data);
+}
+
+Status OcdbtKvStore::CommitStagedLocked(std::vector<BtreeMutation> staged, const Config& config,
+                                        std::optional<Manifest> old, DataFileWriter* data) {
+  auto read = Reader();
+  const bool numbered = config.manifest_kind == ManifestKind::kNumbered;
+  for (int attempt = 0; attempt < kMaxCommitAttempts; ++attempt) {
+    if (attempt > 0) {
+      CAIRN_ASSIGN_OR_RETURN(old, ReadManifest());
+      if (old && !(old->config == config)) {
+        return UnavailableError(url() + ": the database was created concurrently with another "
+                                "config; commit abandoned");
+      }
     }
     // Step 3.
     std::optional<BtreeGenerationReference> old_root;
     if (old && !old->versions.empty()) old_root = old->versions.back();
-    CAIRN_ASSIGN_OR_RETURN(NewRoot root, UpdateBtree(old_root, staged, config, read, &data));
+    CAIRN_ASSIGN_OR_RETURN(NewRoot root, UpdateBtree(old_root, staged, config, read, data));
     // Step 4.
     BtreeGenerationReference version;
     version.root = root.root;
@@ -222,13 +295,9 @@ Status OcdbtKvStore::CommitLocked(std::vector<KvMutation> mutations) {
     version.generation_number = (old ? old->latest_generation() : 0) + 1;
     uint64_t prev_time = old_root ? old_root->commit_time : 0;
     version.commit_time = std::max(NowNanos(), prev_time + 1);
-    CAIRN_ASSIGN_OR_RETURN(Manifest manifest,
-                           CreateNewManifest(old, config, version, read, &data));
+    CAIRN_ASSIGN_OR_RETURN(Manifest manifest, CreateNewManifest(old, config, version, read, data));
     // Step 5.
-    if (!data.empty()) {
-      CAIRN_RETURN_IF_ERROR(base_->Put(data.id().FullPath(), data.contents().view())
-                                .Annotate("writing OCDBT data file of " + url()));
-    }
+    CAIRN_RETURN_IF_ERROR(data->Finish().Annotate("committing " + url()));
     // Step 6.
     if (!numbered) {
       CAIRN_ASSIGN_OR_RETURN(Buffer encoded, EncodeManifest(manifest));

@@ -2,9 +2,11 @@
 // KvStore, usually `file://…/` (URL form `<base>|ocdbt:`).
 //
 // Reads follow the latest manifest (or a fixed older generation), reading at
-// most one B+tree node per level for a Get. Every write (Put, Delete,
-// PutIfAbsent, ApplyBatch, DeletePrefix) is one atomic commit: one new
-// generation, one new data file, then the manifest (protocol in
+// most one B+tree node per level for a Get (GetMany reads each node on the
+// paths to all its keys once). Every write (Put, Delete, PutIfAbsent,
+// ApplyBatch, DeletePrefix) is one atomic commit: one new generation whose
+// values and nodes are streamed into new data files of at most
+// target_data_file_size bytes, then the manifest (protocol in
 // ocdbt_kvstore.cc). Databases written here are read by TensorStore.
 //
 // Concurrency: commits from this object are serialized by a mutex. Two
@@ -20,9 +22,12 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cairn/kvstore/kvstore.h"
 #include "cairn/kvstore/ocdbt/format/manifest.h"
+#include "cairn/kvstore/ocdbt/io/btree_writer.h"
+#include "cairn/kvstore/ocdbt/io/data_file_writer.h"
 #include "cairn/kvstore/ocdbt/io/reader.h"
 
 namespace cairn::ocdbt {
@@ -36,6 +41,10 @@ struct OcdbtOptions {
   std::optional<uint64_t> generation;
   // Prefix of new data files under the database root.
   std::string data_prefix = "d/";
+  // A data file is closed and a new one started before it would grow past
+  // this many bytes (a larger single value gets a file of its own); 0 =
+  // unlimited. TensorStore's and Orbax's local default: 2 GiB.
+  uint64_t target_data_file_size = uint64_t{2} << 30;
 };
 
 class OcdbtKvStore : public KvStore {
@@ -57,12 +66,33 @@ class OcdbtKvStore : public KvStore {
   // an empty database. Errors: DataLoss for a corrupt manifest.
   Result<std::optional<Manifest>> ReadManifest();
 
+  // Reads many keys against one manifest read; result i is the value of
+  // keys[i] (nullopt when absent). Each B+tree node on the paths is read
+  // once; values are read in parallel on the default thread pool.
+  Result<std::vector<std::optional<Buffer>>> GetMany(const std::vector<std::string>& keys);
+
+  // Commits entries whose values are already placed (inline bytes, or
+  // references to existing data files relative to this database's root,
+  // e.g. into a child database) as one generation; nullopt deletes.
+  // REQUIRES: sorted by key, keys unique. Used by MergeOcdbtDatabases.
+  Status CommitEntries(std::vector<BtreeMutation> entries);
+
+  const std::shared_ptr<KvStore>& base() const { return base_; }
+  const OcdbtOptions& options() const { return options_; }
+
  private:
   ReadObjectFn Reader() const;
   // The generation reads use (nullopt: no such generation / empty database).
   Result<std::optional<BtreeGenerationReference>> ReadRoot();
   // REQUIRES: commit_mu_ held. Commits `mutations` (sorted, unique keys).
   Status CommitLocked(std::vector<KvMutation> mutations);
+  // REQUIRES: commit_mu_ held. Steps 2-6 of a commit of placed entries;
+  // `old` is the manifest read at step 2 of the first attempt.
+  Status CommitStagedLocked(std::vector<BtreeMutation> staged, const Config& config,
+                            std::optional<Manifest> old, DataFileWriter* data);
+  // The config of the database `old` (a new one: the options' config with a
+  // random uuid). FailedPrecondition when opened at a fixed generation.
+  Result<Config> ConfigForCommit(const std::optional<Manifest>& old) const;
 
   std::shared_ptr<KvStore> base_;
   OcdbtOptions options_;

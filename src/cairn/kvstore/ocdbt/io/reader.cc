@@ -88,7 +88,76 @@ Status ListRecursive(const BtreeNode& node, const std::string& node_prefix,
   return Status::OK();
 }
 
+// One pending lookup of FindKeys: keys[index] relative to the node's prefix.
+struct Pending {
+  size_t index;
+  std::string_view rest;
+};
+
+Status FindKeysIn(const BtreeNode& node, std::vector<Pending> pending, const ReadObjectFn& read,
+                  const FoundKeyFn& fn) {
+  if (node.height == 0) {
+    const auto& ls = node.leaf_entries;
+    for (const Pending& p : pending) {
+      auto it = std::lower_bound(ls.begin(), ls.end(), p.rest,
+                                 [](const LeafEntry& e, std::string_view k) { return e.key < k; });
+      CAIRN_RETURN_IF_ERROR(
+          fn(p.index, (it != ls.end() && it->key == p.rest) ? &it->value : nullptr));
+    }
+    return Status::OK();
+  }
+  const auto& es = node.interior_entries;
+  size_t i = 0;
+  while (i < pending.size()) {
+    auto it = std::upper_bound(es.begin(), es.end(), pending[i].rest,
+                               [](std::string_view k, const InteriorEntry& e) { return k < e.key; });
+    if (it == es.begin()) {
+      CAIRN_RETURN_IF_ERROR(fn(pending[i].index, nullptr));
+      ++i;
+      continue;
+    }
+    const InteriorEntry& e = *(it - 1);
+    // The keys below the next child's bound all belong to child e.
+    size_t end = i + 1;
+    while (end < pending.size() && (it == es.end() || pending[end].rest < it->key)) ++end;
+    std::string_view common = std::string_view(e.key).substr(0, e.subtree_common_prefix_length);
+    std::vector<Pending> inner;
+    for (size_t j = i; j < end; ++j) {
+      if (StartsWith(pending[j].rest, common)) {
+        inner.push_back({pending[j].index, pending[j].rest.substr(common.size())});
+      }
+    }
+    if (!inner.empty()) {
+      CAIRN_ASSIGN_OR_RETURN(
+          BtreeNode child,
+          ReadChild(e.node.location, node.height - 1,
+                    std::string_view(e.key).substr(e.subtree_common_prefix_length), read));
+      CAIRN_RETURN_IF_ERROR(FindKeysIn(child, std::move(inner), read, fn));
+    }
+    for (size_t j = i; j < end; ++j) {
+      if (!StartsWith(pending[j].rest, common)) CAIRN_RETURN_IF_ERROR(fn(pending[j].index, nullptr));
+    }
+    i = end;
+  }
+  return Status::OK();
+}
+
 }  // namespace
+
+Status FindKeys(const BtreeGenerationReference& root, const std::vector<std::string>& keys,
+                const ReadObjectFn& read, const FoundKeyFn& fn) {
+  if (keys.empty()) return Status::OK();
+  if (root.root.location.IsMissing()) {
+    for (size_t i = 0; i < keys.size(); ++i) CAIRN_RETURN_IF_ERROR(fn(i, nullptr));
+    return Status::OK();
+  }
+  std::vector<Pending> pending;
+  pending.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) pending.push_back({i, keys[i]});
+  CAIRN_ASSIGN_OR_RETURN(BtreeNode node,
+                         ReadChild(root.root.location, root.root_height, "", read));
+  return FindKeysIn(node, std::move(pending), read, fn);
+}
 
 Result<BtreeNode> ReadBtreeNode(const IndirectDataReference& ref, uint8_t height,
                                 const ReadObjectFn& read) {

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "cairn/kvstore/ocdbt/format/btree.h"
 #include "cairn/kvstore/ocdbt/format/manifest.h"
@@ -43,6 +44,14 @@ Result<std::optional<BtreeGenerationReference>> FindGeneration(const Manifest& m
 // The value of `key` in the tree of `root`, or nullopt when absent.
 Result<std::optional<LeafValue>> FindKey(const BtreeGenerationReference& root,
                                          std::string_view key, const ReadObjectFn& read);
+
+// Looks up many keys in one descent: every node on the paths to them is read
+// once. REQUIRES: `keys` sorted (bytewise), duplicates allowed. Calls
+// `fn(i, value)` (value nullptr when keys[i] is absent) for every i, in
+// increasing i.
+using FoundKeyFn = std::function<Status(size_t index, const LeafValue* value)>;
+Status FindKeys(const BtreeGenerationReference& root, const std::vector<std::string>& keys,
+                const ReadObjectFn& read, const FoundKeyFn& fn);
 
 // Calls `fn(full_key, value)` for every key starting with `prefix`, in
 // increasing key order; stops at (and returns) the first error of `fn`.

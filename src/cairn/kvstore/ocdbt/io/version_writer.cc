@@ -9,7 +9,7 @@ Result<VersionNodeReference> WriteNode(const VersionTreeNode& node, const Config
                                        DataFileWriter* out) {
   CAIRN_ASSIGN_OR_RETURN(Buffer encoded, EncodeVersionTreeNode(node, config.compression));
   VersionNodeReference ref;
-  ref.location = out->Append(encoded.view());
+  CAIRN_ASSIGN_OR_RETURN(ref.location, out->Append(encoded.view()));
   ref.height = node.height;
   if (node.height == 0) {
     ref.generation_number = node.leaf_entries.back().generation_number;

@@ -1,0 +1,56 @@
+#include "cairn/kvstore/file/posix_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+namespace cairn::file_internal {
+
+std::string_view DirName(std::string_view path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string_view::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+Status FsyncDir(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(errno, "opening directory " + dir + " to sync it");
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) return ErrnoError(err, "syncing directory " + dir);
+  return Status::OK();
+}
+
+Status MakeDir(const std::string& path) {
+  if (::mkdir(path.c_str(), 0755) == 0) return FsyncDir(std::string(DirName(path)));
+  if (errno == EEXIST) return Status::OK();
+  return ErrnoError(errno, "creating directory " + path);
+}
+
+uint64_t PwriteAll(int fd, const uint8_t* data, uint64_t size, uint64_t offset, uint64_t chunk,
+                   int* err) {
+  uint64_t done = 0;
+  *err = 0;
+  while (done < size) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(chunk, size - done));
+    ssize_t w = ::pwrite(fd, data + done, n, static_cast<off_t>(offset + done));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      *err = errno;
+      return done;
+    }
+    if (w == 0) {
+      *err = EIO;
+      return done;
+    }
+    done += static_cast<uint64_t>(w);
+  }
+  return done;
+}
+
+}  // namespace cairn::file_internal
