@@ -112,22 +112,38 @@ void RandomRoundTrip(ZarrFormat format, const Json& metadata, uint32_t seed) {
 }
 
 TEST(ZarrArrayTest, RandomRoundTrips) {
-  const char* v3[] = {
-      R"({"shape":[],"data_type":"int32"})",
-      R"({"shape":[17],"data_type":"int32","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[5]}}})",
-      R"({"shape":[7,6,5,4,3],"data_type":"int32","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[3,4,2,4,2]}},"codecs":[{"name":"zstd"}]})",
-      R"({"shape":[9,10],"data_type":"int32","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[4,3]}},"codecs":[{"name":"transpose","configuration":{"order":[1,0]}},{"name":"bytes","configuration":{"endian":"big"}},{"name":"crc32c"}]})",
-      R"({"shape":[9,10],"data_type":"int32","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[8,6]}},"codecs":[{"name":"sharding_indexed","configuration":{"chunk_shape":[4,3],"codecs":[{"name":"gzip"}]}}]})",
-      R"({"shape":[9,10],"data_type":"int32","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[8,6]}},"codecs":[{"name":"sharding_indexed","configuration":{"chunk_shape":[2,3],"index_location":"start"}}]})",
-      R"({"shape":[9,10],"data_type":"int32","chunk_key_encoding":{"name":"v2"},"chunk_grid":{"name":"regular","configuration":{"chunk_shape":[8,6]}},"codecs":[{"name":"transpose","configuration":{"order":[1,0]}},{"name":"sharding_indexed","configuration":{"chunk_shape":[3,4]}}]})",
+  // `shape`, then `chunk_grid` with `chunk`, then any other members.
+  auto v3 = [](const char* shape, const char* chunk, const char* rest) {
+    return std::string(R"({"data_type":"int32","shape":)") + shape +
+           R"(,"chunk_grid":{"name":"regular","configuration":{"chunk_shape":)" + chunk + "}}" +
+           rest + "}";
+  };
+  const std::string v3_cases[] = {
+      v3("[]", "[]", ""),
+      v3("[17]", "[5]", ""),
+      v3("[7,6,5,4,3]", "[3,4,2,4,2]", R"(,"codecs":[{"name":"zstd"}])"),
+      v3("[9,10]", "[4,3]",
+         R"(,"codecs":[{"name":"transpose","configuration":{"order":[1,0]}},)"
+         R"({"name":"bytes","configuration":{"endian":"big"}},{"name":"crc32c"}])"),
+      v3("[9,10]", "[8,6]",
+         R"(,"codecs":[{"name":"sharding_indexed","configuration":{"chunk_shape":[4,3],)"
+         R"("codecs":[{"name":"gzip"}]}}])"),
+      v3("[9,10]", "[8,6]",
+         R"(,"codecs":[{"name":"sharding_indexed","configuration":{"chunk_shape":[2,3],)"
+         R"("index_location":"start"}}])"),
+      v3("[9,10]", "[8,6]",
+         R"(,"chunk_key_encoding":{"name":"v2"},"codecs":[{"name":"transpose",)"
+         R"("configuration":{"order":[1,0]}},{"name":"sharding_indexed",)"
+         R"("configuration":{"chunk_shape":[3,4]}}])"),
   };
   uint32_t seed = 1;
-  for (const char* m : v3) RandomRoundTrip(ZarrFormat::kV3, J(m), seed++);
+  for (const std::string& m : v3_cases) RandomRoundTrip(ZarrFormat::kV3, J(m), seed++);
   const char* v2[] = {
       R"({"shape":[],"dtype":"<i4"})",
       R"({"shape":[17],"dtype":"<i4","chunks":[5],"compressor":null})",
       R"({"shape":[7,6,5,4,3],"dtype":">i4","chunks":[3,4,2,4,2],"order":"F"})",
-      R"({"shape":[9,10],"dtype":"<i4","chunks":[4,3],"order":"F","compressor":{"id":"zlib"},"dimension_separator":"/"})",
+      R"({"shape":[9,10],"dtype":"<i4","chunks":[4,3],"order":"F","compressor":{"id":"zlib"},)"
+      R"("dimension_separator":"/"})",
       R"({"shape":[9,10],"dtype":">i4","chunks":[4,3],"compressor":{"id":"zstd"},"fill_value":0})",
   };
   for (const char* m : v2) RandomRoundTrip(ZarrFormat::kV2, J(m), seed++);
@@ -137,7 +153,8 @@ TEST(ZarrArrayTest, ChunkKeysAndEdgePadding) {
   auto store = NewStore();
   auto a = ZarrArray::Create(store, "w/", ZarrFormat::kV3,
                              J(R"({"shape":[5],"data_type":"uint16","fill_value":9,)"
-                               R"("chunk_grid":{"name":"regular","configuration":{"chunk_shape":[3]}}})"));
+                               R"("chunk_grid":{"name":"regular","configuration":{"chunk_shape":[)"
+                               R"(3]}}})"));
   ASSERT_TRUE(a.ok());
   EXPECT_EQ((*a)->ChunkKey(std::vector<Index>{1}), "c/1");
   const uint16_t v[5] = {1, 2, 3, 4, 5};
@@ -164,7 +181,8 @@ TEST(ZarrArrayTest, FillChunksDeletedUnlessAskedToStore) {
     options.store_data_equal_to_fill_value = store_fill;
     auto a = ZarrArray::Create(store, "", ZarrFormat::kV3,
                                J(R"({"shape":[4],"data_type":"float32","fill_value":"NaN",)"
-                                 R"("chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}}})"),
+                                 R"("chunk_grid":{"name":"regular","configuration":{"chunk_shape")"
+                                 R"(:[2]}}})"),
                                options);
     ASSERT_TRUE(a.ok());
     const float nan = std::nanf("");
@@ -204,7 +222,8 @@ TEST(ZarrArrayTest, StridedSourceAndDestination) {
   auto store = NewStore();
   auto a = ZarrArray::Create(store, "", ZarrFormat::kV3,
                              J(R"({"shape":[4,6],"data_type":"int32",)"
-                               R"("chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2,4]}}})"));
+                               R"("chunk_grid":{"name":"regular","configuration":{"chunk_shape":[)"
+                               R"(2,4]}}})"));
   ASSERT_TRUE(a.ok());
   // Source: a column-major 4x6 buffer (a numpy F-order array / transpose view).
   int32_t f[24];
@@ -247,8 +266,9 @@ TEST(ZarrArrayTest, ShardBytesMatchTensorStore) {
     auto a = ZarrArray::Create(
         store, "", ZarrFormat::kV3,
         J(std::string(R"({"shape":[5,5],"data_type":"int16","chunk_grid":{"name":"regular",)"
-                      R"("configuration":{"chunk_shape":[4,4]}},"codecs":[{"name":"sharding_indexed",)"
-                      R"("configuration":{"chunk_shape":[2,2],"index_location":")") +
+                      R"("configuration":{"chunk_shape":[4,4]}},"codecs":[{"name":)"
+                      R"("sharding_indexed","configuration":{"chunk_shape":[2,2],)"
+                      R"("index_location":")") +
           location + R"("}}]})"));
     ASSERT_TRUE(a.ok()) << a.status().ToString();
     const int16_t one = 1, seven = 7;
@@ -294,7 +314,8 @@ TEST(ZarrArrayTest, PartialShardReadFetchesIndexAndNeededInnerChunks) {
   std::vector<int32_t> all(64);
   ASSERT_TRUE((*a)->Read(Box({0, 0}, {8, 8}), all.data()).ok());
   EXPECT_EQ(all, v);
-  EXPECT_EQ(recording->TakeGets(), std::vector<std::string>{"c/0/0 " + ByteRange::All().ToString()});
+  EXPECT_EQ(recording->TakeGets(),
+            std::vector<std::string>{"c/0/0 " + ByteRange::All().ToString()});
 }
 
 // Every error below is a clean Status naming the key.
@@ -367,16 +388,19 @@ TEST(ZarrArrayTest, OpenAndCreateErrors) {
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
   // Stored metadata with an unknown codec / a fill value of the wrong type.
   ASSERT_TRUE(store->Put("bad/zarr.json",
-                         AsBytes(R"({"chunk_grid":{"configuration":{"chunk_shape":[4]},"name":"regular"},)"
-                                 R"("chunk_key_encoding":{"name":"default"},"codecs":[{"configuration":)"
-                                 R"({"endian":"little"},"name":"bytes"},{"name":"lzma"}],"data_type":)"
-                                 R"("int32","fill_value":0,"node_type":"array","shape":[4],"zarr_format":3})"))
+                         AsBytes(R"({"chunk_grid":{"configuration":{"chunk_shape":[4]},)"
+                                 R"("name":"regular"},"chunk_key_encoding":{"name":"default"},)"
+                                 R"("codecs":[{"configuration":{"endian":"little"},)"
+                                 R"("name":"bytes"},{"name":"lzma"}],"data_type":"int32",)"
+                                 R"("fill_value":0,"node_type":"array","shape":[4],)"
+                                 R"("zarr_format":3})"))
                   .ok());
   auto bad = ZarrArray::Open(store, "bad/");
   ExpectErrorNamingKey(bad.status(), StatusCode::kInvalidArgument, "bad/zarr.json");
   ASSERT_TRUE(store->Put("bad2/.zarray",
-                         AsBytes(R"({"chunks":[4],"compressor":null,"dtype":"<i4","fill_value":"x",)"
-                                 R"("filters":null,"order":"C","shape":[4],"zarr_format":2})"))
+                         AsBytes(R"({"chunks":[4],"compressor":null,"dtype":"<i4",)"
+                                 R"("fill_value":"x","filters":null,"order":"C",)"
+                                 R"("shape":[4],"zarr_format":2})"))
                   .ok());
   ExpectErrorNamingKey(ZarrArray::Open(store, "bad2/").status(), StatusCode::kInvalidArgument,
                        "bad2/.zarray");
@@ -384,12 +408,14 @@ TEST(ZarrArrayTest, OpenAndCreateErrors) {
   ExpectErrorNamingKey(ZarrArray::Open(store, "bad3/").status(), StatusCode::kInvalidArgument,
                        "bad3/zarr.json");
   // Format detection falls back to v2.
-  ASSERT_TRUE(ZarrArray::Create(store, "v2/", ZarrFormat::kV2, J(R"({"shape":[3],"dtype":"|u1"})")).ok());
+  ASSERT_TRUE(ZarrArray::Create(store, "v2/", ZarrFormat::kV2, J(
+      R"({"shape":[3],"dtype":"|u1"})")).ok());
   auto v2 = ZarrArray::Open(store, "v2/");
   ASSERT_TRUE(v2.ok());
   EXPECT_EQ((*v2)->metadata().format, ZarrFormat::kV2);
   // Create refuses to replace an array unless asked.
-  auto again = ZarrArray::Create(store, "v2/", ZarrFormat::kV2, J(R"({"shape":[3],"dtype":"|u1"})"));
+  auto again = ZarrArray::Create(store, "v2/", ZarrFormat::kV2, J(
+      R"({"shape":[3],"dtype":"|u1"})"));
   EXPECT_EQ(again.status().code(), StatusCode::kAlreadyExists);
   CreateOptions overwrite;
   overwrite.overwrite = true;
@@ -405,8 +431,9 @@ TEST(ZarrArrayTest, OpenAndCreateErrors) {
             StatusCode::kInvalidArgument);
   // Partial metadata that TensorStore would reject.
   EXPECT_EQ(ZarrArray::Create(store, "e/", ZarrFormat::kV3,
-                              J(R"({"shape":[10],"data_type":"int32","chunk_grid":{"name":"regular",)"
-                                R"("configuration":{"chunk_shape":[4]}},"codecs":[{"name":"sharding_indexed",)"
+                              J(R"({"shape":[10],"data_type":"int32","chunk_grid":)"
+                                R"({"name":"regular","configuration":{"chunk_shape":[4]}},)"
+                                R"("codecs":[{"name":"sharding_indexed",)"
                                 R"("configuration":{"chunk_shape":[3]}}]})"))
                 .status()
                 .code(),

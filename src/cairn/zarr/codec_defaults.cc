@@ -103,7 +103,8 @@ Result<Json> CompleteCodecsJson(const Json& codecs, DType dtype, size_t rank) {
   // Insert `bytes` after the leading array->array codecs when no
   // array->bytes codec follows them.
   size_t i = 0;
-  while (i < list.size() && KindOf(list[i]["name"].get<std::string>()) == CodecKind::kArrayToArray) {
+  while (i < list.size() &&
+         KindOf(list[i]["name"].get<std::string>()) == CodecKind::kArrayToArray) {
     ++i;
   }
   if (i == list.size() || KindOf(list[i]["name"].get<std::string>()) != CodecKind::kArrayToBytes) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 
+#include "cairn/codec/sharding_codec.h"
 #include "cairn/zarr/codec_defaults.h"
 #include "cairn/zarr/fill_value.h"
 #include "cairn/zarr/metadata_internal.h"
@@ -143,7 +144,9 @@ Result<Shape> ParseChunkGrid(const Json& j, const Shape& shape, DType dtype) {
     return InvalidArgumentError("chunk_grid: only \"regular\" is supported, got \"" + name + "\"");
   }
   CAIRN_ASSIGN_OR_RETURN(const Json* config, GetField(j, "configuration"));
-  if (!config->is_object()) return InvalidArgumentError("chunk_grid: configuration must be an object");
+  if (!config->is_object()) {
+    return InvalidArgumentError("chunk_grid: configuration must be an object");
+  }
   CAIRN_RETURN_IF_ERROR(CheckOnlyMembers(*config, {"chunk_shape"}, "chunk_grid.configuration"));
   CAIRN_ASSIGN_OR_RETURN(const Json* cs, GetField(*config, "chunk_shape"));
   CAIRN_ASSIGN_OR_RETURN(Shape chunk, JsonToIntVector(*cs, "chunk_grid.chunk_shape"));
@@ -276,6 +279,19 @@ Result<Json> CompleteV3(const Json& partial) {
 }
 
 }  // namespace
+
+Shape ReadChunkShape(const ArrayMetadata& metadata) {
+  Shape shape = metadata.chunk_shape;
+  const CodecChain* chain = &metadata.codecs;
+  // Only a sharding codec directly on the chunk grid keeps the grid's axes.
+  while (chain->array_codecs().empty()) {
+    const auto* sharding = dynamic_cast<const ShardingCodec*>(chain->array_to_bytes().get());
+    if (sharding == nullptr) break;
+    shape = sharding->chunk_shape();
+    chain = &sharding->inner_codecs();
+  }
+  return shape;
+}
 
 Result<ArrayMetadata> ParseArrayMetadata(ZarrFormat format, const Json& json) {
   if (!json.is_object()) {

@@ -81,6 +81,11 @@ inline const char* MetadataKey(ZarrFormat f) {
   return f == ZarrFormat::kV3 ? "zarr.json" : ".zarray";
 }
 
+// The shape of the smallest independently readable chunk: the innermost
+// `sharding_indexed` chunk_shape when the array is sharded (TensorStore's
+// read_chunk), else chunk_shape.
+Shape ReadChunkShape(const ArrayMetadata& metadata);
+
 // Parses and validates a stored metadata document.
 Result<ArrayMetadata> ParseArrayMetadata(ZarrFormat format, const Json& json);
 

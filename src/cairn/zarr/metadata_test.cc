@@ -63,6 +63,20 @@ TEST(MetadataTest, ParsedFields) {
   EXPECT_FALSE(m->dimension_names[1].has_value());
 }
 
+TEST(MetadataTest, ReadChunkShape) {
+  auto sharded = MetadataFromPartial(
+      ZarrFormat::kV3,
+      MustParse(R"({"shape":[8,8],"data_type":"uint8","chunk_grid":{"name":"regular",)"
+                R"("configuration":{"chunk_shape":[8,8]}},"codecs":[{"name":"sharding_indexed",)"
+                R"("configuration":{"chunk_shape":[4,8],"codecs":[{"name":"sharding_indexed",)"
+                R"("configuration":{"chunk_shape":[2,4]}}]}}]})"));
+  ASSERT_TRUE(sharded.ok()) << sharded.status().ToString();
+  EXPECT_EQ(ReadChunkShape(*sharded), (Shape{2, 4}));
+  auto plain = MetadataFromPartial(ZarrFormat::kV2, MustParse(R"({"shape":[8],"dtype":"|u1"})"));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(ReadChunkShape(*plain), (Shape{8}));
+}
+
 TEST(MetadataTest, V2Fields) {
   auto m = ParseArrayMetadata(
       ZarrFormat::kV2,
@@ -85,7 +99,8 @@ TEST(MetadataTest, V2Fields) {
 
 // Each invalid document fails with InvalidArgument naming the field.
 TEST(MetadataTest, InvalidDocuments) {
-  const std::string good_grid = R"("chunk_grid":{"configuration":{"chunk_shape":[4]},"name":"regular"})";
+  const std::string good_grid =
+      R"("chunk_grid":{"configuration":{"chunk_shape":[4]},"name":"regular"})";
   const std::string rest =
       R"("chunk_key_encoding":{"name":"default"},"data_type":"float32","fill_value":0.0,)"
       R"("node_type":"array","shape":[10],"zarr_format":3)";
@@ -97,18 +112,23 @@ TEST(MetadataTest, InvalidDocuments) {
       {"{" + good_grid + R"(,"codecs":[{"name":"bytes","configuration":{"endian":"little"}},)"
                          R"({"name":"lzma"}],)" + rest + "}",
        "lzma"},
-      {"{" + std::string(R"("chunk_grid":{"configuration":{"chunk_shape":[4,4]},"name":"regular"},)") +
+      {"{" + std::string(R"("chunk_grid":{"configuration":{"chunk_shape":[4,4]},"name":"regular"})"
+                         R"(,)") +
            bytes + "," + rest + "}",
        "chunk_grid"},
-      {"{" + std::string(R"("chunk_grid":{"configuration":{"chunk_shape":[0]},"name":"regular"},)") +
+      {"{" + std::string(R"("chunk_grid":{"configuration":{"chunk_shape":[0]},)"
+                         R"("name":"regular"},)") +
            bytes + "," + rest + "}",
        "chunk_grid"},
-      {"{" + std::string(R"("chunk_grid":{"configuration":{"chunk_shape":[4]},"name":"rectilinear"},)") +
+      {"{" + std::string(R"("chunk_grid":{"configuration":{"chunk_shape":[4]},)"
+                         R"("name":"rectilinear"},)") +
            bytes + "," + rest + "}",
        "chunk_grid"},
-      {"{" + good_grid + R"(,"codecs":[{"name":"sharding_indexed","configuration":{"chunk_shape":[3],)"
+      {"{" + good_grid + R"(,"codecs":[{"name":"sharding_indexed","configuration":{"chunk_shape":)"
+                         R"([3],)"
                          R"("codecs":[{"name":"bytes","configuration":{"endian":"little"}}],)"
-                         R"("index_codecs":[{"name":"bytes","configuration":{"endian":"little"}}]}}],)" +
+                         R"("index_codecs":[{"name":"bytes","configuration":{"endian":"little"}}])"
+                         R"(}}],)" +
            rest + "}",
        "codecs"},
       {"{" + good_grid + "," + bytes + "," + rest + R"(,"foo":{"x":1}})", "foo"},
