@@ -1,0 +1,69 @@
+// Opening the storage of an Orbax item directory, and reading an item.
+//
+// An item is one of four variants: OCDBT (root `manifest.ocdbt`, possibly
+// referring into `ocdbt.process_<i>/`) or one directory per array, each
+// with Zarr v3 or v2 arrays. `_METADATA` says which (`use_ocdbt`,
+// `use_zarr3`); when it does not, the presence of `manifest.ocdbt` decides
+// OCDBT and each array's metadata key decides the Zarr version.
+//
+// Thread safety: an OrbaxItem is immutable after OpenItem; its store and
+// arrays may be used from any thread.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cairn/kvstore/kvstore.h"
+#include "cairn/layout/orbax/metadata_files.h"
+#include "cairn/layout/orbax/tree_metadata.h"
+#include "cairn/zarr/array.h"
+
+namespace cairn::orbax {
+
+enum class StorageVariant { kOcdbtZarr3, kOcdbtZarr2, kDirZarr3, kDirZarr2 };
+const char* StorageVariantName(StorageVariant v);
+
+// The store process `process_index` writes its chunks into: the item
+// directory itself (per-array directories), its own OCDBT database
+// `ocdbt.process_<i>/`, or (one process) the root database.
+Result<std::shared_ptr<KvStore>> OpenItemWriteStore(const std::string& item_dir, bool use_ocdbt,
+                                                    int process_index, int process_count);
+
+// Builds the root OCDBT database of an item from the per-process databases
+// `ocdbt.process_0..N-1` (nothing to do for one process, which wrote the
+// root directly). The root manifest is written last.
+Status BuildRootDatabase(const std::string& item_dir, int process_count);
+
+struct OrbaxItem {
+  std::string dir;  // absolute
+  TreeMetadata metadata;
+  bool use_ocdbt = true;
+  bool use_zarr3 = false;
+  std::map<std::string, std::string> strings;                  // `_strings.json`
+  std::map<std::string, std::string> shardings;                // `_sharding`
+  std::map<std::string, ArrayMetadataRecord> array_metadatas;  // merged over processes
+  std::shared_ptr<KvStore> store;  // keys `<param>/<zarr key>`
+
+  StorageVariant variant() const;
+};
+
+// Opens the item at `item_dir`. Errors: NotFound when there is no
+// `_METADATA`; InvalidArgument / DataLoss for malformed metadata files,
+// naming the file.
+Result<OrbaxItem> OpenItem(const std::string& item_dir);
+
+// Opens the array of `param`. NotFound naming the param and item when it
+// has neither `zarr.json` nor `.zarray`.
+Result<std::shared_ptr<ZarrArray>> OpenItemArray(const OrbaxItem& item, const std::string& param);
+
+// Resolves what a user calls a checkpoint to an item directory: an item
+// directory (holds `_METADATA`) is returned as is; a step directory gives
+// its item `item_name`, else `default`, else its only item; a checkpoint
+// root gives the latest finalized step's item. NotFound / InvalidArgument
+// (several items, none named) say what was found at `path`.
+Result<std::string> ResolveItemDirectory(const std::string& path, const std::string& item_name = "");
+
+}  // namespace cairn::orbax
