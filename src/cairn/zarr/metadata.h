@@ -36,9 +36,10 @@ struct ChunkKeyEncoding {
   std::string FormatKey(std::span<const Index> cell) const;
 };
 
-// The largest stored chunk (or shard) cairn accepts, in bytes once decoded:
-// larger chunk shapes in metadata are rejected rather than allocated.
-inline constexpr int64_t kMaxChunkBytes = int64_t{1} << 40;
+// The largest chunk (or shard) cairn accepts, in bytes once decoded (the
+// codecs' own decode bound): larger chunk shapes in metadata are rejected
+// (InvalidArgument) rather than allocated.
+inline constexpr int64_t kMaxChunkBytes = static_cast<int64_t>(kDefaultMaxDecodedBytes);
 
 struct ArrayMetadata {
   ZarrFormat format = ZarrFormat::kV3;
