@@ -65,9 +65,9 @@ int PrintArray(const std::string& path, const ZarrArray& array, uint64_t bytes, 
 
 int RunLs(const LsOptions& opts) {
   auto parsed = ParseArrayUrl(opts.url);
-  if (!parsed.ok()) return Fail(opts.url, parsed.status());
+  if (!parsed.ok()) return Fail("`" + opts.url + "`", parsed.status());
   auto store = OpenKvStore(parsed->kvstore_url);
-  if (!store.ok()) return Fail("opening " + parsed->kvstore_url, store.status());
+  if (!store.ok()) return Fail("opening `" + parsed->kvstore_url + "`", store.status());
   std::optional<ZarrFormat> format = parsed->format;
   if (!format) {
     // An array when its metadata is at the root: zarr.json first, as
@@ -82,10 +82,10 @@ int RunLs(const LsOptions& opts) {
     }
   }
   auto keys = (*store)->List("");
-  if (!keys.ok()) return Fail("listing " + (*store)->url(), keys.status());
+  if (!keys.ok()) return Fail("listing `" + (*store)->url() + "`", keys.status());
   if (format) {
     auto array = ZarrArray::Open(*store, "", format);
-    if (!array.ok()) return Fail("opening array " + opts.url, array.status());
+    if (!array.ok()) return Fail("opening array `" + opts.url + "`", array.status());
     std::string path = NormalizeUrl(opts.url);
     if (!parsed->format) {
       path = parsed->kvstore_url + (*format == ZarrFormat::kV3 ? "|zarr3:" : "|zarr2:");

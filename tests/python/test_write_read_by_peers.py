@@ -158,3 +158,16 @@ def test_bfloat16_and_float8_come_back_as_ml_dtypes(tmp_path):
         a.write(v)
         assert_bit_exact(cairn.open(cairn_url(tmp_path / str(i), "zarr3")).read(), v)
         assert_bit_exact(ts_read(tmp_path / str(i), "zarr3"), v)
+
+
+def test_empty_boxes_and_default_extents(tmp_path):
+    a = cairn.create(cairn_url(tmp_path, "zarr3"), shape=[5, 4], dtype="int16", chunks=[2, 2])
+    values = random_array("int16", (5, 4), seed=17)
+    a.write(values)
+    a.write(np.zeros((0, 4), np.int16), origin=[5, 0])
+    assert a.read(origin=[2, 1], shape=[0, 3]).shape == (0, 3)
+    assert_bit_exact(a.read(origin=[3, 1]), values[3:, 1:])
+    assert_bit_exact(ts_read(tmp_path, "zarr3"), values)
+    # Python lists are converted to the array's dtype.
+    a.write([[7, 8]], origin=[0, 0])
+    assert a.read(shape=[1, 2]).tolist() == [[7, 8]]

@@ -144,9 +144,9 @@ Result<std::shared_ptr<ZarrArray>> OpenZarrArray(std::string_view url) {
   auto parsed = ParseArrayUrl(url);
   if (!parsed.ok()) return parsed.status();
   auto store = OpenKvStore(parsed->kvstore_url);
-  if (!store.ok()) return store.status().Annotate("opening array " + std::string(url));
+  if (!store.ok()) return store.status().Annotate("opening array `" + std::string(url) + "`");
   auto array = ZarrArray::Open(*std::move(store), "", parsed->format);
-  if (!array.ok()) return array.status().Annotate("opening array " + std::string(url));
+  if (!array.ok()) return array.status().Annotate("opening array `" + std::string(url) + "`");
   return array;
 }
 
@@ -155,32 +155,32 @@ Result<std::shared_ptr<ZarrArray>> CreateZarrArray(std::string_view url, const J
   auto parsed = ParseArrayUrl(url);
   if (!parsed.ok()) return parsed.status();
   if (!metadata.is_object()) {
-    return InvalidArgumentError("creating array " + std::string(url) +
-                                ": metadata must be a JSON object");
+    return InvalidArgumentError("creating array `" + std::string(url) +
+                                "`: metadata must be a JSON object");
   }
   std::optional<ZarrFormat> from_metadata;
   if (const Json* zf = FindField(metadata, "zarr_format")) {
     auto n = JsonToInt(*zf, "zarr_format");
     if (!n.ok() || (*n != 2 && *n != 3)) {
-      return InvalidArgumentError("creating array " + std::string(url) +
+      return InvalidArgumentError("creating array `" + std::string(url) + "`" +
                                   ": zarr_format must be 2 or 3, got " + zf->dump());
     }
     from_metadata = *n == 3 ? ZarrFormat::kV3 : ZarrFormat::kV2;
   }
   if (parsed->format && from_metadata && *parsed->format != *from_metadata) {
-    return InvalidArgumentError("creating array " + std::string(url) +
-                                ": the URL's driver and the metadata's zarr_format disagree");
+    return InvalidArgumentError("creating array `" + std::string(url) +
+                                "`: the URL's driver and the metadata's zarr_format disagree");
   }
   std::optional<ZarrFormat> format = parsed->format ? parsed->format : from_metadata;
   if (!format) {
-    return InvalidArgumentError("creating array " + std::string(url) +
-                                ": say the format with a `|zarr3:` or `|zarr2:` part or a "
+    return InvalidArgumentError("creating array `" + std::string(url) +
+                                "`: say the format with a `|zarr3:` or `|zarr2:` part or a "
                                 "zarr_format member");
   }
   auto store = OpenKvStore(parsed->kvstore_url);
-  if (!store.ok()) return store.status().Annotate("creating array " + std::string(url));
+  if (!store.ok()) return store.status().Annotate("creating array `" + std::string(url) + "`");
   auto array = ZarrArray::Create(*std::move(store), "", *format, metadata, options);
-  if (!array.ok()) return array.status().Annotate("creating array " + std::string(url));
+  if (!array.ok()) return array.status().Annotate("creating array `" + std::string(url) + "`");
   return array;
 }
 
