@@ -20,6 +20,7 @@ and URL.
 from cairn._core import CorruptDataError
 from cairn import kvstore
 from cairn.array import Array, create, open
+from cairn.orbax import restore, save  # Orbax checkpoints (orbax.py)
 
 __all__ = ["Array", "CorruptDataError", "create", "kvstore", "open"]
 __version__ = "0.1.0"

@@ -15,6 +15,7 @@ NB_MODULE(_core, m) {
   cairn::python::RegisterExceptions(m);
   cairn::python::BindKvStore(m);
   cairn::python::BindArray(m);
+  cairn::python::RegisterLayout(m);  // cairn.save / cairn.restore (Orbax)
   m.def("normalize_url", [](const std::string& url) { return cairn::NormalizeUrl(url); },
         nb::arg("url"),
         "Turns a local path into a file:// URL; leaves URLs (and later pipeline parts) alone.");

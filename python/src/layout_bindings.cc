@@ -1,0 +1,279 @@
+// cairn._core Orbax layout functions: the native half of cairn.save /
+// cairn.restore (python/cairn/orbax.py).
+//
+// A whole tree crosses the boundary in one call each way: the Python layer
+// flattens the tree into leaf tuples (key path, value type, raw array
+// shards) and the C++ layer writes every array with the GIL released; on
+// restore it returns the tree structure rebuilt from `_METADATA`'s
+// key_metadata and fills every destination buffer in one call.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+#include "cairn/dtype/dtype.h"
+#include "cairn/layout/orbax/item_store.h"
+#include "cairn/layout/orbax/item_writer.h"
+#include "cairn/layout/orbax/metadata_files.h"
+#include "cairn/layout/orbax/step.h"
+#include "status_translation.h"
+
+namespace nb = nanobind;
+
+namespace cairn::python {
+namespace {
+
+using orbax::KeyType;
+using RawArray = nb::ndarray<nb::ro, nb::device::cpu, nb::c_contig>;
+
+// One leaf as Python hands it over:
+// (path [(key, key_type)], value_type, dtype name or "", shape, write_shape
+//  or None, shards [(origin, raw C-contiguous array)], random_key_impl or
+//  None, sharding json or None, string value or None).
+using PyLeaf = std::tuple<std::vector<std::pair<std::string, int>>, std::string, std::string,
+                          std::vector<int64_t>, std::optional<std::vector<int64_t>>,
+                          std::vector<std::pair<std::vector<int64_t>, RawArray>>,
+                          std::optional<std::string>, std::optional<std::string>,
+                          std::optional<std::string>>;
+
+std::vector<orbax::LeafToWrite> ConvertLeaves(const std::vector<PyLeaf>& py) {
+  std::vector<orbax::LeafToWrite> out;
+  out.reserve(py.size());
+  for (const PyLeaf& l : py) {
+    orbax::LeafToWrite leaf;
+    for (const auto& [key, type] : std::get<0>(l)) {
+      if (type != 1 && type != 2) ThrowStatus(InvalidArgumentError("key_type must be 1 or 2"));
+      leaf.path.push_back({key, static_cast<KeyType>(type)});
+    }
+    leaf.value_type = std::get<1>(l);
+    if (!std::get<2>(l).empty()) leaf.dtype = ValueOrThrow(ParseDTypeName(std::get<2>(l)));
+    leaf.shape = std::get<3>(l);
+    if (std::get<4>(l)) leaf.write_shape = *std::get<4>(l);
+    size_t item = DTypeSize(leaf.dtype);
+    for (const auto& [origin, arr] : std::get<5>(l)) {
+      Shape shape(arr.ndim());
+      for (size_t d = 0; d < arr.ndim(); ++d) shape[d] = static_cast<Index>(arr.shape(d));
+      if (arr.itemsize() != item) {
+        ThrowStatus(InvalidArgumentError("leaf " + orbax::KeyString(leaf.path) + ": shard item size " +
+                                         std::to_string(arr.itemsize()) + " differs from dtype size"));
+      }
+      leaf.shards.push_back({Box(origin, shape), arr.data()});
+    }
+    leaf.random_key_impl = std::get<6>(l);
+    leaf.sharding_json = std::get<7>(l);
+    if (std::get<8>(l)) leaf.string_value = *std::get<8>(l);
+    out.push_back(std::move(leaf));
+  }
+  return out;
+}
+
+orbax::ItemWriteOptions ConvertOptions(bool use_ocdbt, bool use_zarr3, int process_index,
+                                       int process_count, uint64_t target_data_file_size,
+                                       uint64_t chunk_byte_size, const std::string& custom_json) {
+  orbax::ItemWriteOptions o;
+  o.use_ocdbt = use_ocdbt;
+  o.use_zarr3 = use_zarr3;
+  o.process_index = process_index;
+  o.process_count = process_count;
+  o.target_data_file_size = target_data_file_size;
+  o.chunk_byte_size = chunk_byte_size;
+  o.custom_metadata = ValueOrThrow(ParseJson(custom_json, "custom_metadata"));
+  return o;
+}
+
+// Leaf description handed to Python: ("array", param, value_type, dtype, shape)
+// / ("string", value) / ("none",) / ("unknown", value_type).
+nb::object LeafToPython(const orbax::OrbaxItem& item, const orbax::TreeEntry& e) {
+  const std::string& vt = e.value.value_type;
+  std::string param = orbax::ParamName(e.path);
+  if (vt == orbax::kString) {
+    auto it = item.strings.find(param);
+    if (it == item.strings.end()) {
+      ThrowStatus(NotFoundError("string `" + param + "` missing from _strings.json of " + item.dir));
+    }
+    return nb::make_tuple("string", it->second);
+  }
+  if (vt == orbax::kNone) return nb::make_tuple("none");
+  if (orbax::IsArrayValueType(vt)) return nb::make_tuple("array", param, vt);
+  return nb::make_tuple("unknown", vt);
+}
+
+nb::object NodeToPython(const orbax::OrbaxItem& item, const orbax::TreeNode& node) {
+  switch (node.kind) {
+    case orbax::TreeNode::Kind::kLeaf:
+      return LeafToPython(item, *node.leaf);
+    case orbax::TreeNode::Kind::kList: {
+      nb::list l;
+      for (const auto& [name, child] : node.children) l.append(NodeToPython(item, *child));
+      return l;
+    }
+    case orbax::TreeNode::Kind::kDict: {
+      nb::dict d;
+      for (const auto& [name, child] : node.children) d[nb::str(name.data(), name.size())] = NodeToPython(item, *child);
+      return d;
+    }
+  }
+  return nb::none();
+}
+
+struct PyOrbaxItem {
+  std::shared_ptr<orbax::OrbaxItem> item;
+
+  nb::object Tree() const {
+    auto tree = ValueOrThrow(orbax::BuildTree(item->metadata));
+    return NodeToPython(*item, *tree);
+  }
+
+  // (dtype name, shape, chunk shape) of every array param.
+  nb::dict ArrayInfo(const std::vector<std::string>& params) const {
+    std::vector<std::shared_ptr<ZarrArray>> arrays(params.size());
+    Status status;
+    {
+      nb::gil_scoped_release release;
+      for (size_t i = 0; i < params.size() && status.ok(); ++i) {
+        auto a = orbax::OpenItemArray(*item, params[i]);
+        if (!a.ok()) status = a.status();
+        else arrays[i] = *a;
+      }
+    }
+    ThrowIfError(status);
+    nb::dict out;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const ArrayMetadata& md = arrays[i]->metadata();
+      out[nb::str(params[i].data(), params[i].size())] = nb::make_tuple(
+          std::string(DTypeName(md.dtype)), nb::tuple(nb::cast(md.shape)), nb::tuple(nb::cast(md.chunk_shape)));
+    }
+    return out;
+  }
+
+  // Reads each whole array `params[i]` into `outs[i]` (C-contiguous, the
+  // array's shape and item size).
+  void ReadArrays(const std::vector<std::string>& params,
+                  std::vector<nb::ndarray<nb::device::cpu, nb::c_contig>> outs) const {
+    if (params.size() != outs.size()) ThrowStatus(InvalidArgumentError("params and outputs differ in number"));
+    Status status;
+    {
+      nb::gil_scoped_release release;
+      for (size_t i = 0; i < params.size() && status.ok(); ++i) {
+        auto a = orbax::OpenItemArray(*item, params[i]);
+        if (!a.ok()) { status = a.status(); break; }
+        const Shape& shape = (*a)->shape();
+        bool ok = outs[i].ndim() == shape.size() && outs[i].itemsize() == DTypeSize((*a)->dtype());
+        for (size_t d = 0; ok && d < shape.size(); ++d) ok = static_cast<Index>(outs[i].shape(d)) == shape[d];
+        if (!ok) {
+          status = InvalidArgumentError("output buffer for `" + params[i] + "` does not match the stored array");
+          break;
+        }
+        status = (*a)->Read(Box(Shape(shape.size(), 0), shape), outs[i].data())
+                     .Annotate("reading `" + params[i] + "` of " + item->dir);
+      }
+    }
+    ThrowIfError(status);
+  }
+};
+
+nb::dict StringMap(const std::map<std::string, std::string>& m) {
+  nb::dict d;
+  for (const auto& [k, v] : m) d[nb::str(k.data(), k.size())] = nb::str(v.data(), v.size());
+  return d;
+}
+
+}  // namespace
+
+void RegisterLayout(nb::module_& m) {
+  nb::class_<PyOrbaxItem>(m, "_OrbaxItem")
+      .def_prop_ro("dir", [](const PyOrbaxItem& i) { return i.item->dir; })
+      .def_prop_ro("use_ocdbt", [](const PyOrbaxItem& i) { return i.item->use_ocdbt; })
+      .def_prop_ro("use_zarr3", [](const PyOrbaxItem& i) { return i.item->use_zarr3; })
+      .def_prop_ro("variant", [](const PyOrbaxItem& i) { return std::string(orbax::StorageVariantName(i.item->variant())); })
+      .def_prop_ro("shardings", [](const PyOrbaxItem& i) { return StringMap(i.item->shardings); })
+      .def_prop_ro("custom_metadata", [](const PyOrbaxItem& i) { return DumpJson(i.item->metadata.custom_metadata); })
+      .def_prop_ro("random_key_impls", [](const PyOrbaxItem& i) {
+        std::map<std::string, std::string> m;
+        for (const auto& [k, r] : i.item->array_metadatas) if (r.random_key_impl) m[k] = *r.random_key_impl;
+        return StringMap(m);
+      })
+      .def("tree", &PyOrbaxItem::Tree)
+      .def("array_info", &PyOrbaxItem::ArrayInfo)
+      .def("read_arrays", &PyOrbaxItem::ReadArrays);
+
+  m.def("_orbax_open_item", [](const std::string& path, const std::string& item_name) {
+    Result<orbax::OrbaxItem> item = InternalError("not opened");
+    {
+      nb::gil_scoped_release release;
+      auto dir = orbax::ResolveItemDirectory(path, item_name);
+      item = dir.ok() ? orbax::OpenItem(*dir) : Result<orbax::OrbaxItem>(dir.status());
+    }
+    return PyOrbaxItem{std::make_shared<orbax::OrbaxItem>(ValueOrThrow(std::move(item)))};
+  }, nb::arg("path"), nb::arg("item_name") = "");
+
+  m.def("_orbax_write_shards",
+        [](const std::string& item_dir, const std::vector<PyLeaf>& leaves, bool use_ocdbt, bool use_zarr3,
+           int process_index, int process_count, uint64_t target, uint64_t chunk_bytes, const std::string& custom) {
+          auto native = ConvertLeaves(leaves);
+          auto options = ConvertOptions(use_ocdbt, use_zarr3, process_index, process_count, target, chunk_bytes, custom);
+          Status s;
+          {
+            nb::gil_scoped_release release;
+            s = orbax::WriteItemShards(item_dir, native, options);
+          }
+          ThrowIfError(s);
+        });
+  m.def("_orbax_finalize_item",
+        [](const std::string& item_dir, const std::vector<PyLeaf>& leaves, bool use_ocdbt, bool use_zarr3,
+           int process_count, const std::string& custom) {
+          auto native = ConvertLeaves(leaves);
+          auto options = ConvertOptions(use_ocdbt, use_zarr3, 0, process_count, 0, 0, custom);
+          Status s;
+          {
+            nb::gil_scoped_release release;
+            s = orbax::FinalizeItem(item_dir, native, options);
+          }
+          ThrowIfError(s);
+        });
+  m.def("_orbax_begin_commit", [](const std::string& final_path) {
+    return ValueOrThrow(orbax::BeginCommit(final_path));
+  });
+  m.def("_orbax_finish_commit", [](const std::string& tmp, const std::string& final_path) {
+    ThrowIfError(orbax::FinishCommit(tmp, final_path));
+  });
+  m.def("_orbax_write_checkpoint_metadata",
+        [](const std::string& dir, const std::string& handler, const std::vector<std::string>& items,
+           int64_t init_ns, const std::string& custom) {
+          orbax::CheckpointMetadata md;
+          if (items.empty()) {
+            md.item_handlers = handler;
+          } else {
+            std::map<std::string, std::string> m;
+            for (const std::string& i : items) m[i] = handler;
+            md.item_handlers = std::move(m);
+          }
+          md.init_timestamp_nsecs = init_ns;
+          md.commit_timestamp_nsecs = orbax::NowNanos();
+          md.custom_metadata = ValueOrThrow(ParseJson(custom, "custom_metadata"));
+          ThrowIfError(orbax::WriteSmallFile(dir + "/" + std::string(orbax::kCheckpointMetadataFile),
+                                             orbax::EmitCheckpointMetadata(md)));
+        });
+  m.def("_orbax_list_steps", [](const std::string& root) {
+    auto steps = ValueOrThrow(orbax::DiscoverSteps(root));
+    nb::list out;
+    for (const auto& s : steps) out.append(nb::make_tuple(s.step, s.path));
+    return out;
+  });
+  m.def("_orbax_step_name", [](int64_t step, const std::string& prefix, std::optional<int> width) {
+    return orbax::StepName(step, {prefix, width});
+  });
+  m.def("_now_nanos", &orbax::NowNanos);
+}
+
+}  // namespace cairn::python
