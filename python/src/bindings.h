@@ -11,6 +11,7 @@ namespace cairn::python {
 void BindKvStore(nanobind::module_& m);
 void BindArray(nanobind::module_& m);
 void RegisterLayout(nanobind::module_& m);  // layout_bindings.cc
+void RegisterOcdbt(nanobind::module_& m);  // ocdbt_bindings.cc
 
 // Keys are byte strings; Python sees them as str decoded from UTF-8 with
 // "surrogateescape", so keys that are not UTF-8 round-trip.

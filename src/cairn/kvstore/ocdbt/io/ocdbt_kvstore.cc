@@ -103,8 +103,17 @@ Result<std::optional<Manifest>> OcdbtKvStore::ReadManifest() {
 
 Result<std::optional<BtreeGenerationReference>> OcdbtKvStore::ReadRoot() {
   CAIRN_ASSIGN_OR_RETURN(auto manifest, ReadManifest());
-  if (!manifest) return std::optional<BtreeGenerationReference>();
-  return FindGeneration(*manifest, options_.generation.value_or(0), Reader());
+  std::optional<BtreeGenerationReference> root;
+  if (manifest) {
+    CAIRN_ASSIGN_OR_RETURN(root, FindGeneration(*manifest, options_.generation.value_or(0),
+                                                Reader()));
+  }
+  if (!root && options_.generation) {
+    // As TensorStore: a fixed version that does not exist is an error.
+    return NotFoundError("generation " + std::to_string(*options_.generation) +
+                         " is not present in " + url());
+  }
+  return root;
 }
 
 Result<std::optional<Buffer>> OcdbtKvStore::Get(std::string_view key, const ByteRange& range) {

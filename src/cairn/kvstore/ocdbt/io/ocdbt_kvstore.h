@@ -37,7 +37,8 @@ struct OcdbtOptions {
   // drawn when it is all zero). An existing database keeps its own config.
   Config config;
   // Read this generation instead of the latest; the store is then read-only
-  // (writes fail with FailedPrecondition).
+  // (writes fail with FailedPrecondition). Reads fail with NotFound when the
+  // database has no such generation.
   std::optional<uint64_t> generation;
   // Prefix of new data files under the database root.
   std::string data_prefix = "d/";
