@@ -19,4 +19,5 @@ NB_MODULE(_core, m) {
   m.def("normalize_url", [](const std::string& url) { return cairn::NormalizeUrl(url); },
         nb::arg("url"),
         "Turns a local path into a file:// URL; leaves URLs (and later pipeline parts) alone.");
+  cairn::python::RegisterOcdbt(m);  // last: extends KvStore.open and normalize_url
 }

@@ -1,7 +1,7 @@
 // OCDBT in cairn._core: opening a database from a TensorStore-style spec
 // dict, reading older generations, batched reads, and merging per-process
-// databases. Registered by RegisterOcdbt(m), called once from module.cc
-// after the KvStore bindings.
+// databases. Registered by RegisterOcdbt(m), called once, last, from
+// module.cc (it extends KvStore.open and normalize_url defined before it).
 //
 // Python surface (all GIL-free while the store works):
 //   cairn.kvstore.open({"driver": "ocdbt", "base": "file:///x/",
