@@ -14,6 +14,7 @@ using RegisterFn = cairn::cli::Command (*)(CLI::App&);
 
 // Every subcommand, in the order `cairn --help` lists them.
 constexpr RegisterFn kCommands[] = {
+    cairn::cli::RegisterDemo,
     cairn::cli::RegisterLs,
 };
 

@@ -20,5 +20,6 @@ struct Command {
 };
 
 Command RegisterLs(CLI::App& app);
+Command RegisterDemo(CLI::App& app);
 
 }  // namespace cairn::cli
