@@ -1,16 +1,19 @@
-// BuildRootDatabase protocol (the root database of a multi-process item):
-//   1. Read every key of every `ocdbt.process_<i>` database (their manifests
-//      were written last by their writers, so their contents are complete).
-//   2. Commit them into the root database under the item directory, in
-//      batches; each batch writes its data file, then the root manifest.
-//   3. The process databases are kept (Orbax keeps them too).
-// The root manifest only exists after the first batch; until the item is
-// committed (renamed / commit_success.txt) no reader looks at it.
+// BuildRootDatabase protocol (the root database of an OCDBT item):
+//   1. Every process has committed its own `ocdbt.process_<i>` database
+//      (data files, then its manifest) before the primary gets here.
+//   2. MergeOcdbtDatabases writes one generation of the root database under
+//      the item directory whose leaves refer into the process databases'
+//      data files (no value is copied): new B+tree nodes first, the root
+//      `manifest.ocdbt` last.
+//   3. The process databases are kept: the root refers into them.
+// Until the item is committed (renamed / commit_success.txt) no reader
+// looks at the root.
 #include "cairn/layout/orbax/item_store.h"
 
 #include <filesystem>
 
 #include "cairn/kvstore/file/file_kvstore.h"
+#include "cairn/kvstore/ocdbt/io/merge.h"
 #include "cairn/kvstore/ocdbt/io/ocdbt_kvstore.h"
 #include "cairn/layout/orbax/step.h"
 
@@ -59,36 +62,20 @@ Result<std::shared_ptr<KvStore>> OpenItemWriteStore(const std::string& item_dir,
                                                     int process_index, int process_count) {
   std::string dir = Absolute(item_dir);
   if (!use_ocdbt) return std::shared_ptr<KvStore>(std::make_shared<FileKvStore>(dir));
-  if (process_count <= 1) return OpenOcdbtAt(dir);
   return OpenOcdbtAt(dir + "/" + std::string(kProcessSubdirPrefix) + std::to_string(process_index));
 }
 
 Status BuildRootDatabase(const std::string& item_dir, int process_count) {
-  if (process_count <= 1) return Status::OK();
   std::string dir = Absolute(item_dir);
-  CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<KvStore> root, OpenOcdbtAt(dir));
-  constexpr uint64_t kBatchBytes = uint64_t{256} << 20;
+  std::vector<std::string> children;
   for (int p = 0; p < process_count; ++p) {
-    std::string child_dir = dir + "/" + std::string(kProcessSubdirPrefix) + std::to_string(p);
-    if (!IsDirectory(child_dir)) continue;  // a process that wrote no chunks
-    CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<KvStore> child, OpenOcdbtAt(child_dir));
-    CAIRN_ASSIGN_OR_RETURN(std::vector<KeyInfo> keys, child->List(""));
-    std::vector<KvMutation> batch;
-    uint64_t bytes = 0;
-    for (const KeyInfo& k : keys) {
-      CAIRN_ASSIGN_OR_RETURN(std::optional<Buffer> v, child->Get(k.key));
-      if (!v) return DataLossError(child->Describe(k.key) + " listed but missing");
-      bytes += v->size();
-      batch.push_back({k.key, std::move(*v)});
-      if (bytes >= kBatchBytes) {
-        CAIRN_RETURN_IF_ERROR(root->ApplyBatch(std::move(batch)));
-        batch.clear();
-        bytes = 0;
-      }
-    }
-    if (!batch.empty()) CAIRN_RETURN_IF_ERROR(root->ApplyBatch(std::move(batch)));
+    std::string name = std::string(kProcessSubdirPrefix) + std::to_string(p);
+    // A process that wrote no chunks has no database.
+    if (IsRegularFile(dir + "/" + name + "/" + std::string(kOcdbtManifestFile))) children.push_back(name);
   }
-  return Status::OK();
+  if (children.empty()) return Status::OK();
+  return ocdbt::MergeOcdbtDatabases(std::make_shared<FileKvStore>(dir), children, OrbaxOcdbtOptions())
+      .Annotate("merging the process databases of " + dir);
 }
 
 Result<OrbaxItem> OpenItem(const std::string& item_dir) {

@@ -27,14 +27,14 @@ enum class StorageVariant { kOcdbtZarr3, kOcdbtZarr2, kDirZarr3, kDirZarr2 };
 const char* StorageVariantName(StorageVariant v);
 
 // The store process `process_index` writes its chunks into: the item
-// directory itself (per-array directories), its own OCDBT database
-// `ocdbt.process_<i>/`, or (one process) the root database.
+// directory itself (per-array directories) or its own OCDBT database
+// `ocdbt.process_<i>/` (also for a single process, as Orbax does).
 Result<std::shared_ptr<KvStore>> OpenItemWriteStore(const std::string& item_dir, bool use_ocdbt,
                                                     int process_index, int process_count);
 
 // Builds the root OCDBT database of an item from the per-process databases
-// `ocdbt.process_0..N-1` (nothing to do for one process, which wrote the
-// root directly). The root manifest is written last.
+// `ocdbt.process_0..N-1` with MergeOcdbtDatabases: the root refers into
+// them, so they must be kept. The root manifest is written last.
 Status BuildRootDatabase(const std::string& item_dir, int process_count);
 
 struct OrbaxItem {
