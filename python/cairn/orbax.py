@@ -57,7 +57,6 @@ def _sharding_json(sharding) -> Optional[str]:
         spec = []
         for p in sharding.spec:
             spec.append(list(p) if isinstance(p, tuple) else p)
-        spec += [None] * 0
         devices = np.vectorize(lambda d: {"id": int(d.id)}, otypes=[object])(mesh.devices).tolist()
         axis_types = [str(t) for t in getattr(mesh, "axis_types", ())] or ["AxisType.Auto"] * len(mesh.axis_names)
         return json.dumps({
