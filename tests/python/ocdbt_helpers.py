@@ -199,3 +199,73 @@ def leaf_node_bytes(entries: list[tuple[str, bytes]]) -> bytes:
     body += bytes(len(entries))  # all inline
     body += b"".join(v for _, v in entries)
     return envelope(BTREE_MAGIC, body)
+
+
+# ---- Multi-process writes and merged roots ----
+
+ORBAX_CONFIG = {"max_inline_value_bytes": 1024, "max_decoded_node_bytes": 100000000}
+ARRAY_SHAPE = (64, 48)
+ARRAY_CHUNKS = (16, 48)
+
+
+def expected_array():
+    import numpy as np
+    return (np.arange(ARRAY_SHAPE[0] * ARRAY_SHAPE[1], dtype=np.float32)
+            .reshape(ARRAY_SHAPE) * 0.5 - 7)
+
+
+def process_blob(i: int) -> bytes:
+    return value(f"blob{i}", (3 << 20) + i * 4097)
+
+
+def write_process_database(item_dir: str, i: int, n: int) -> None:
+    """What process `i` of `n` does in a multi-host save: writes its rows of
+    params.w (zarr3) and its own raw values into `<item>/ocdbt.process_<i>/`
+    through cairn. Only process 0 keeps the array metadata."""
+    db = f"file://{item_dir}/ocdbt.process_{i}/"
+    spec = {"driver": "ocdbt", "base": db, "config": ORBAX_CONFIG}
+    store = cairn.kvstore.open(spec)  # creates the database with Orbax's config
+    store.put_many({f"raw/p{i}/blob": process_blob(i), f"raw/p{i}/small": f"small {i}".encode()})
+    arr = cairn.create(f"{db}|ocdbt:params.w/|zarr3:", shape=list(ARRAY_SHAPE), dtype="float32",
+                       chunks=list(ARRAY_CHUNKS))
+    rows = ARRAY_SHAPE[0] // n
+    arr.write(expected_array()[i * rows:(i + 1) * rows], origin=[i * rows, 0])
+    if i != 0:
+        store.delete("params.w/zarr.json")
+
+
+def leaf_entries(path) -> dict:
+    """key -> value description of every leaf entry of the latest root, from
+    TensorStore's own dump (so base paths show as TensorStore resolves them)."""
+    base = ts.KvStore.open(f"file://{path}/").result()
+    manifest = ts.ocdbt.dump(base).result()
+    out = {}
+
+    def walk(location):
+        node = ts.ocdbt.dump(base, location).result()
+        for e in node["entries"]:
+            key = e["key"].decode() if isinstance(e["key"], bytes) else e["key"]
+            if "indirect_value" in e:
+                out[key] = e["indirect_value"]
+            elif "inline_value" in e:
+                out[key] = e["inline_value"]
+            else:
+                child = [v for v in _strings(e) if v.startswith("btreenode:")]
+                assert len(child) == 1, e
+                walk(child[0])
+
+    root = manifest["versions"][-1]["root"]
+    if "location" in root:
+        walk(root["location"])
+    return out
+
+
+def _strings(obj):
+    if isinstance(obj, str):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _strings(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _strings(v)
