@@ -76,7 +76,17 @@ Status ParseInteger(const Json& j, DType dtype, uint8_t* out) {
   return InvalidArgumentError(expected);
 }
 
+// float8_e8m0fnu has no zero. TensorStore's default fill value 0.0 is the byte
+// 0x00 (2^-127), which it prints back as 0.0, and it maps every magnitude
+// below float32's smallest normal to 0x00; follow it there (other values
+// round as ml_dtypes does: tensorstore 0.1.86 mis-encodes e.g. 1.0 as 0x3f).
+constexpr double kFloat32MinNormal = 1.1754943508222875e-38;  // 2^-126
+
 void StoreFloat(DType dtype, double value, uint8_t* out) {
+  if (dtype == DType::kFloat8E8M0FNU && std::fabs(value) < kFloat32MinNormal) {
+    out[0] = 0x00;
+    return;
+  }
   const std::vector<uint8_t> bytes = EncodeFloat(dtype, value);
   std::memcpy(out, bytes.data(), DTypeSize(dtype));
 }
@@ -133,6 +143,7 @@ Status ParseFloat(const Json& j, DType dtype, ZarrFormat format, uint8_t* out) {
 }
 
 Json FloatToJson(DType dtype, const uint8_t* element, ZarrFormat format) {
+  if (dtype == DType::kFloat8E8M0FNU && element[0] == 0x00) return 0.0;  // see StoreFloat
   const double d = DecodeFloat(dtype, element);
   if (std::isnan(d)) {
     const size_t size = DTypeSize(dtype);
@@ -227,8 +238,9 @@ Json FillValueToJsonV2(DType dtype, const std::vector<uint8_t>& element) {
 
 std::vector<uint8_t> ZeroElement(DType dtype) {
   const DTypeInfo& info = GetDTypeInfo(dtype);
-  if (info.kind == DTypeKind::kFloat) return EncodeFloat(dtype, 0.0);
-  return std::vector<uint8_t>(info.size, 0);
+  std::vector<uint8_t> zero(info.size, 0);
+  if (info.kind == DTypeKind::kFloat) StoreFloat(dtype, 0.0, zero.data());
+  return zero;
 }
 
 }  // namespace cairn

@@ -263,6 +263,25 @@ TEST(FillValueTest, V3Encodings) {
   EXPECT_FALSE(ParseFillValueV3(1, DType::kBool).ok());
 }
 
+// float8_e8m0fnu has no zero: tensorstore 0.1.86 stores fill values 0.0,
+// -0.0, 1e-40 and 1e-38 as the byte 0x00 and prints 0x00 as 0.0
+// (ts.open(..., create=True), then reading a missing chunk). Other values
+// follow ml_dtypes (TensorStore mis-encodes them, e.g. 1.0 as 0x3f).
+TEST(FillValueTest, Float8E8M0FnuFollowsTensorStore) {
+  const DType t = DType::kFloat8E8M0FNU;
+  const std::pair<Json, uint8_t> cases[] = {
+      {0.0, 0x00}, {-0.0, 0x00}, {1e-40, 0x00}, {1e-38, 0x00},
+      {1.0, 0x7f},  {0.5, 0x7e},  {4.0, 0x81},   {"NaN", 0xff}};
+  for (const auto& [json, byte] : cases) {
+    auto v = ParseFillValueV3(json, t);
+    ASSERT_TRUE(v.ok()) << json.dump();
+    EXPECT_EQ((*v)[0], byte) << json.dump();
+  }
+  EXPECT_EQ(DumpJson(FillValueToJsonV3(t, {0x00})), "0.0");
+  EXPECT_EQ(DumpJson(FillValueToJsonV3(t, {0x7f})), "1.0");
+  EXPECT_EQ(ZeroElement(t), std::vector<uint8_t>{0x00});
+}
+
 TEST(FillValueTest, V2Encodings) {
   auto null = ParseFillValueV2(nullptr, DType::kFloat32);
   ASSERT_TRUE(null.ok());
