@@ -18,6 +18,20 @@ cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEB
 cmake --build build/asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build/asan --output-on-failure -j "$jobs"
 
+echo "== Fuzz targets (clang, libFuzzer + ASan + UBSan), ~30 s each"
+cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
+  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCAIRN_FUZZ=ON \
+  -DCAIRN_BUILD_TESTS=OFF -DCAIRN_BUILD_CLI=OFF >/dev/null
+cmake --build build/fuzz -j "$jobs"
+for fuzzer in build/fuzz/cairn_*_fuzz; do
+  corpus="build/fuzz/corpus/$(basename "$fuzzer")"
+  mkdir -p "$corpus"
+  log="$corpus.log"
+  "$fuzzer" -max_total_time=30 -rss_limit_mb=2048 -max_len=1048576 -print_final_stats=1 \
+    "$corpus" ../shared/testdata >"$log" 2>&1 || { cat "$log"; echo "FAILED: $fuzzer"; exit 1; }
+  echo "$(basename "$fuzzer"): $(grep -m1 -o 'Done [0-9]* runs.*' "$log")"
+done
+
 echo "== Python package and interop tests"
 python3 -m pip install -q .
 python3 -m pytest -q tests/python
