@@ -110,6 +110,45 @@ TEST(OcdbtStreamingTest, GetManyMatchesGetOverDeepTree) {
   }
 }
 
+TEST(OcdbtStreamingTest, LookupReadsOneNodePerLevel) {
+  auto base = std::make_shared<MemoryKvStore>("memory://one-node-per-level/");
+  OcdbtOptions o;
+  o.config.max_decoded_node_bytes = 200;
+  OcdbtKvStore store(base, o);
+  std::map<std::string, std::string> kv;
+  for (int i = 0; i < 500; ++i) kv["key/" + std::to_string(i * 37 % 1000)] = Value(i % 50, 'r');
+  ASSERT_TRUE(PutMany(store, kv).ok());
+  auto manifest = store.ReadManifest();
+  ASSERT_TRUE(manifest.ok() && manifest->has_value());
+  const BtreeGenerationReference root = (*manifest)->versions.back();
+  ASSERT_GE(root.root_height, 2);
+  size_t reads = 0;
+  ReadObjectFn counting = [&](const DataFileId& f, uint64_t off, uint64_t len) -> Result<Buffer> {
+    ++reads;
+    auto got = base->Get(f.FullPath(), ByteRange::Range(off, len));
+    if (!got.ok()) return got.status();
+    return std::move(**got);
+  };
+  for (const auto& [k, v] : kv) {
+    reads = 0;
+    auto found = FindKey(root, k, counting);
+    ASSERT_TRUE(found.ok() && found->has_value()) << k;
+    EXPECT_EQ(reads, root.root_height + 1u) << k;
+  }
+  reads = 0;
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : kv) keys.push_back(k);
+  size_t found = 0;
+  ASSERT_TRUE(FindKeys(root, keys, counting, [&](size_t, const LeafValue* v) {
+                found += v != nullptr;
+                return Status::OK();
+              }).ok());
+  EXPECT_EQ(found, kv.size());
+  // Every node of the tree exactly once: fewer reads than keys x levels.
+  EXPECT_LT(reads, kv.size());
+  EXPECT_GT(reads, kv.size() / 20);
+}
+
 // Writes child databases `ocdbt.process_<i>/` under `base`.
 void WriteChildren(std::shared_ptr<KvStore> base,
                    const std::vector<std::map<std::string, std::string>>& children,

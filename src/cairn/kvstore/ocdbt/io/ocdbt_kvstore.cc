@@ -48,6 +48,15 @@ uint64_t NowNanos() {
 
 constexpr int kMaxCommitAttempts = 16;
 
+// Value reads of GetMany are blocking I/O: more of them in flight than there
+// are cores keeps the device's queue full.
+constexpr size_t kReadThreads = 8;
+
+ThreadPool& ReadPool() {
+  static ThreadPool* pool = new ThreadPool(kReadThreads);
+  return *pool;
+}
+
 }  // namespace
 
 OcdbtKvStore::OcdbtKvStore(std::shared_ptr<KvStore> base, OcdbtOptions options)
@@ -134,7 +143,7 @@ Result<std::vector<std::optional<Buffer>>> OcdbtKvStore::GetMany(
   std::vector<std::optional<Buffer>> out(keys.size());
   CAIRN_ASSIGN_OR_RETURN(auto root, ReadRoot());
   if (!root) return out;
-  // Sorted order for the descent, then the values in parallel.
+  // Sorted order for the descent, then the values in parallel, in file order.
   std::vector<size_t> order(keys.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return keys[a] < keys[b]; });
@@ -142,7 +151,7 @@ Result<std::vector<std::optional<Buffer>>> OcdbtKvStore::GetMany(
   sorted.reserve(keys.size());
   for (size_t i : order) sorted.push_back(keys[i]);
   auto read = Reader();
-  TaskGroup group;
+  TaskGroup group(ReadPool());
   CAIRN_RETURN_IF_ERROR(
       FindKeys(*root, sorted, read, [&](size_t i, const LeafValue* value) -> Status {
         if (value == nullptr) return Status::OK();

@@ -69,7 +69,7 @@ class OcdbtKvStore : public KvStore {
 
   // Reads many keys against one manifest read; result i is the value of
   // keys[i] (nullopt when absent). Each B+tree node on the paths is read
-  // once; values are read in parallel on the default thread pool.
+  // once; values are read in parallel by a pool of I/O threads.
   Result<std::vector<std::optional<Buffer>>> GetMany(const std::vector<std::string>& keys);
 
   // Commits entries whose values are already placed (inline bytes, or
