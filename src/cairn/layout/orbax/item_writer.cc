@@ -21,10 +21,15 @@
 namespace cairn::orbax {
 namespace {
 
+// Every zstd frame cairn writes carries the content checksum (XXH64), which
+// every zstd decoder verifies, so `cairn verify` can vouch for the chunks.
+// Zarr v3 says so in the codec config; TensorStore rejects a `checksum`
+// member in a v2 `.zarray` compressor, so for v2 the staging array encodes
+// with the checksum and the stored `.zarray` omits it (StoredZarr2Metadata).
 Json ZarrMetadataFor(const LeafToWrite& leaf, const Shape& chunk, bool zarr3) {
   if (zarr3) {
     Json bytes = {{"name", "bytes"}, {"configuration", {{"endian", "little"}}}};
-    Json inner = Json::array({bytes, {{"name", "zstd"}, {"configuration", {{"level", 3}, {"checksum", false}}}}});
+    Json inner = Json::array({bytes, {{"name", "zstd"}, {"configuration", {{"level", 3}, {"checksum", true}}}}});
     Json index = Json::array({bytes, {{"name", "crc32c"}}});
     return {{"shape", leaf.shape},
             {"data_type", std::string(DTypeName(leaf.dtype))},
@@ -39,11 +44,22 @@ Json ZarrMetadataFor(const LeafToWrite& leaf, const Shape& chunk, bool zarr3) {
   return {{"shape", leaf.shape},
           {"chunks", chunk},
           {"dtype", FormatZarr2DType(leaf.dtype)},
-          {"compressor", {{"id", "zstd"}, {"level", 1}}},
+          {"compressor", {{"id", "zstd"}, {"level", 1}, {"checksum", true}}},
           {"fill_value", nullptr},
           {"filters", nullptr},
           {"order", "C"},
           {"dimension_separator", "."}};
+}
+
+// Rewrites the staged `.zarray` of a v2 array without the compressor's
+// `checksum` member (see ZarrMetadataFor): readers see `{"id":"zstd",
+// "level":1}` and still verify the checksummed frames.
+Status StoreZarr2MetadataWithoutChecksum(const ZarrArray& array, KvStore& staging,
+                                         const std::string& prefix) {
+  ArrayMetadata md = array.metadata();
+  if (md.v2_compressor.is_object()) md.v2_compressor.erase("checksum");
+  const std::string text = md.ToJsonString();
+  return staging.Put(prefix + md.metadata_key(), AsBytes(text));
 }
 
 Status CheckLeaf(const LeafToWrite& leaf) {
@@ -158,6 +174,10 @@ Status WriteItemShards(const std::string& item_dir, const std::vector<LeafToWrit
     std::string where = "writing array `" + param + "` of " + item_dir;
     auto array = ZarrArray::Create(staging_ref, param + "/", format, ZarrMetadataFor(leaf, chunk, options.use_zarr3), create);
     if (!array.ok()) return array.status().Annotate(where);
+    if (!options.use_zarr3) {
+      CAIRN_RETURN_IF_ERROR(
+          StoreZarr2MetadataWithoutChecksum(**array, staging, param + "/").Annotate(where));
+    }
     for (const ArrayShard& s : leaf.shards) {
       CAIRN_RETURN_IF_ERROR((*array)->Write(s.box, s.data).Annotate(where));
     }

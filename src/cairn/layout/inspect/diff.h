@@ -1,0 +1,65 @@
+// `cairn diff A B`: compares two checkpoints (or two arrays) by structure,
+// dtype, shape and values, streaming chunk by chunk.
+//
+// A side is an Orbax checkpoint on a local path (item, step or root; a root
+// means its latest finalized step), whose arrays are named by param name
+// (prefixed with `<item>/` when the step has several PyTree items), or a
+// zarr array URL (`...|zarr3:`, `...|zarr2:`, or a directory holding
+// zarr.json/.zarray), which is one array with the empty path. Different
+// formats compare by content: an ocdbt+zarr3 item against a dir+zarr2 one.
+//
+// Values: arrays with equal shapes are read box by box, one stored chunk of
+// A at a time (A's chunk grid), from both sides; elements are compared
+// bitwise first, then as doubles (complex: each part). max_abs =
+// max |a-b|; max_rel = max |a-b| / max(|a|,|b|). Two NaNs count as equal;
+// a NaN against a number is a difference (counted in nan_mismatches).
+// Orbax string leaves (`_strings.json`) are compared as strings.
+//
+// Memory: two chunk-sized buffers (A's chunk shape, both dtypes) at a time.
+// Thread safety: pure function; progress is called from the calling thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cairn/util/box.h"
+#include "cairn/util/json.h"
+#include "cairn/util/result.h"
+
+namespace cairn::inspect {
+
+struct ArrayDiff {
+  std::string path;
+  std::string dtype_a, dtype_b;
+  Shape shape_a, shape_b;
+  bool values_compared = false;  // false when the shapes differ
+  uint64_t num_different = 0;    // elements (parts, for complex) that differ
+  uint64_t nan_mismatches = 0;
+  double max_abs = 0;
+  double max_rel = 0;
+  bool same() const {
+    return dtype_a == dtype_b && shape_a == shape_b && values_compared && num_different == 0;
+  }
+};
+
+struct DiffReport {
+  std::string a, b;
+  std::string format_a, format_b;  // "ocdbt+zarr3", ..., or "zarr3"/"zarr2" for an array URL
+  std::vector<std::string> only_in_a, only_in_b;
+  std::vector<ArrayDiff> arrays;          // every path in both, sorted
+  std::vector<std::string> strings_differ;  // string leaves with other values
+  bool identical() const;
+};
+Json ToJson(const DiffReport& report);
+
+struct DiffOptions {
+  std::function<void(uint64_t done, uint64_t total)> progress;
+};
+
+// Compares `a` and `b`. Errors (either side cannot be opened, or a read
+// fails: DataLoss naming the array and key) are returned as such.
+Result<DiffReport> Diff(const std::string& a, const std::string& b, const DiffOptions& options = {});
+
+}  // namespace cairn::inspect

@@ -1,0 +1,366 @@
+#include "cairn/layout/inspect/verify.h"
+
+#include <map>
+#include <mutex>
+#include <optional>
+
+#include "cairn/codec/sharding_codec.h"
+#include "cairn/kvstore/file/file_kvstore.h"
+#include "cairn/kvstore/ocdbt/io/ocdbt_kvstore.h"
+#include "cairn/kvstore/ocdbt/io/reader.h"
+#include "cairn/layout/inspect/checkpoint.h"
+#include "cairn/layout/inspect/chunk_grid.h"
+#include "cairn/layout/orbax/item_store.h"
+#include "cairn/layout/orbax/metadata_files.h"
+#include "cairn/layout/orbax/step.h"
+#include "cairn/util/thread_pool.h"
+#include "cairn/zarr/shard_io.h"
+
+namespace cairn::inspect {
+namespace {
+
+std::string Join(const std::string& dir, std::string_view name) {
+  return dir + "/" + std::string(name);
+}
+
+class Verifier {
+ public:
+  Verifier(VerifyReport& report, const VerifyOptions& options)
+      : report_(report), options_(options) {}
+
+  void Add(Problem p) { report_.problems.push_back(std::move(p)); }
+
+  // Step 1-3 of verify.h for one item directory.
+  void VerifyItem(const std::string& dir, bool expect_pytree);
+  // Every item of a step directory, and its uncommitted items.
+  Status VerifyStep(const std::string& step_dir);
+
+  uint64_t total_ = 0;  // decoded bytes to check, for progress
+  uint64_t done_ = 0;
+
+ private:
+  // Walks the OCDBT tree of an item; fills key_files_ (key -> data file).
+  void VerifyOcdbt(const orbax::OrbaxItem& item);
+  void VerifyArray(const orbax::OrbaxItem& item, const std::string& param);
+  // Reads and decodes one chunk; a problem when damaged (nullopt when fine).
+  std::optional<Problem> CheckChunk(const orbax::OrbaxItem& item, const ZarrArray& array,
+                                    const std::string& param, const std::string& key,
+                                    bool require_all, uint64_t* stored_bytes) const;
+  std::string FileOf(const orbax::OrbaxItem& item, const std::string& key) const {
+    if (!item.use_ocdbt) return Join(item.dir, key);
+    auto it = key_files_.find(key);
+    return it == key_files_.end() ? Join(item.dir, "manifest.ocdbt") : Join(item.dir, it->second);
+  }
+
+  VerifyReport& report_;
+  const VerifyOptions& options_;
+  std::map<std::string, std::string> key_files_;
+};
+
+void Verifier::VerifyOcdbt(const orbax::OrbaxItem& item) {
+  key_files_.clear();
+  auto* db = dynamic_cast<ocdbt::OcdbtKvStore*>(item.store.get());
+  if (db == nullptr) return;
+  const std::string manifest_file = Join(item.dir, ocdbt::kManifestKey);
+  auto manifest = db->ReadManifest();
+  if (!manifest.ok() || !manifest->has_value()) {
+    Add({"ocdbt_manifest", "", "", manifest_file,
+         manifest.ok() ? "the database is empty" : manifest.status().ToString()});
+    return;
+  }
+  std::shared_ptr<KvStore> base = db->base();
+  auto files = base->List("");
+  if (!files.ok()) {
+    Add({"ocdbt_manifest", "", "", item.dir, files.status().ToString()});
+    return;
+  }
+  std::map<std::string, uint64_t> sizes;
+  for (const KeyInfo& k : *files) sizes[k.key] = k.size;
+  // Every node and value reference is checked against the file sizes before
+  // it is read, so a short file is named as such.
+  auto check_ref = [&](const ocdbt::DataFileId& file, uint64_t offset,
+                       uint64_t length) -> std::optional<Problem> {
+    const std::string path = file.FullPath();
+    auto it = sizes.find(path);
+    if (it == sizes.end()) {
+      return Problem{"missing_data_file", "", "", Join(item.dir, path),
+                     "OCDBT data file is missing"};
+    }
+    if (offset > it->second || length > it->second - offset) {
+      return Problem{"truncated_data_file", "", "", Join(item.dir, path),
+                     "OCDBT data file has " + std::to_string(it->second) +
+                         " bytes; a reference needs bytes [" + std::to_string(offset) + ", " +
+                         std::to_string(offset + length) + ")"};
+    }
+    return std::nullopt;
+  };
+  std::optional<Problem> ref_problem;
+  ocdbt::ReadObjectFn read = [&](const ocdbt::DataFileId& file, uint64_t offset,
+                                 uint64_t length) -> Result<Buffer> {
+    if (auto p = check_ref(file, offset, length)) {
+      ref_problem = p;
+      return DataLossError(p->message + ": " + p->file);
+    }
+    auto got = base->Get(file.FullPath(), ByteRange::Range(offset, length));
+    if (!got.ok()) return got.status();
+    if (!got->has_value()) return DataLossError("missing OCDBT data file " + file.FullPath());
+    return std::move(**got);
+  };
+  auto root = ocdbt::FindGeneration(**manifest, 0, read);
+  if (!root.ok() || !root->has_value()) {
+    if (ref_problem) {
+      Add(*ref_problem);
+    } else {
+      Add({"ocdbt_node", "", "", manifest_file,
+           root.ok() ? "no latest generation" : root.status().ToString()});
+    }
+    return;
+  }
+  Status walked = ocdbt::ListEntries(
+      **root, "", read, [&](std::string_view key, const ocdbt::LeafValue& value) -> Status {
+        if (value.is_inline) return Status::OK();
+        const ocdbt::IndirectDataReference& r = value.ref;
+        key_files_[std::string(key)] = r.file_id.FullPath();
+        if (auto p = check_ref(r.file_id, r.offset, r.length)) {
+          p->key = std::string(key);
+          Add(std::move(*p));
+        }
+        return Status::OK();
+      });
+  if (!walked.ok()) {
+    if (ref_problem) {
+      Add(*ref_problem);
+    } else {
+      Add({"ocdbt_node", "", "", item.dir, "reading the OCDBT B+tree: " + walked.ToString()});
+    }
+  }
+}
+
+std::optional<Problem> Verifier::CheckChunk(const orbax::OrbaxItem& item, const ZarrArray& array,
+                                            const std::string& param, const std::string& key,
+                                            bool require_all, uint64_t* stored_bytes) const {
+  const ArrayMetadata& md = array.metadata();
+  auto stored = item.store->Get(key);
+  if (!stored.ok()) {
+    return Problem{"corrupt_chunk", param, key, FileOf(item, key), stored.status().ToString()};
+  }
+  if (!stored->has_value()) {
+    if (!require_all) return std::nullopt;
+    return Problem{"missing_chunk", param, key, FileOf(item, key),
+                   "chunk is missing; Orbax stores every chunk (store_data_equal_to_fill_value)"};
+  }
+  const Buffer& bytes = **stored;
+  *stored_bytes = bytes.size();
+  const ChunkSpec spec = md.chunk_spec();
+  if (md.codecs.IsIdentity(spec)) {
+    if (bytes.size() == spec.num_bytes()) return std::nullopt;
+    return Problem{"corrupt_chunk", param, key, FileOf(item, key),
+                   "chunk has " + std::to_string(bytes.size()) + " bytes, expected " +
+                       std::to_string(spec.num_bytes())};
+  }
+  auto decoded = md.codecs.Decode(spec, bytes);
+  if (!decoded.ok()) {
+    return Problem{"corrupt_chunk", param, key, FileOf(item, key), decoded.status().ToString()};
+  }
+  if (decoded->size() != spec.num_bytes()) {
+    return Problem{"corrupt_chunk", param, key, FileOf(item, key),
+                   "chunk decoded to " + std::to_string(decoded->size()) + " bytes, expected " +
+                       std::to_string(spec.num_bytes())};
+  }
+  const ShardingCodec* sharding = internal_zarr::TopLevelSharding(md.codecs);
+  if (sharding != nullptr && require_all) {
+    auto index_bytes = sharding->IndexBytes(spec, bytes);
+    if (!index_bytes.ok()) {
+      return Problem{"corrupt_chunk", param, key, FileOf(item, key),
+                     index_bytes.status().ToString()};
+    }
+    auto index = sharding->DecodeIndex(spec, *index_bytes);
+    if (!index.ok()) {
+      return Problem{"corrupt_chunk", param, key, FileOf(item, key), index.status().ToString()};
+    }
+    size_t missing = 0;
+    for (const ShardIndexEntry& e : *index) missing += e.missing() ? 1 : 0;
+    if (missing > 0) {
+      return Problem{"missing_inner_chunk", param, key, FileOf(item, key),
+                     std::to_string(missing) + " of " + std::to_string(index->size()) +
+                         " inner chunks of the shard are missing"};
+    }
+  }
+  return std::nullopt;
+}
+
+void Verifier::VerifyArray(const orbax::OrbaxItem& item, const std::string& param) {
+  auto array = orbax::OpenItemArray(item, param);
+  if (!array.ok()) {
+    Add({"bad_array", param, param + "/", item.dir, array.status().ToString()});
+    return;
+  }
+  ++report_.arrays;
+  const ArrayMetadata& md = (*array)->metadata();
+  const Shape grid = ChunkGridShape(md);
+  const uint64_t cells = NumCells(grid);
+  if (cells == 0) return;
+  const bool require_all = item.metadata.store_array_data_equal_to_fill_value;
+  const uint64_t chunk_bytes = md.chunk_spec().num_bytes();
+  const size_t workers = ThreadPool::Default().size();
+  const std::string prefix = param + "/";
+  size_t found = 0;
+  std::vector<Index> cell(grid.size(), 0);
+  bool more = true;
+  while (more) {
+    // One batch: one chunk per worker.
+    std::vector<std::string> keys;
+    while (more && keys.size() < workers) {
+      keys.push_back(prefix + (*array)->ChunkKey(cell));
+      more = NextGridCell(cell, grid);
+    }
+    std::vector<std::optional<Problem>> results(keys.size());
+    std::vector<uint64_t> sizes(keys.size(), 0);
+    TaskGroup group;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      group.Run([&, i] {
+        results[i] = CheckChunk(item, **array, param, keys[i], require_all, &sizes[i]);
+        return Status::OK();
+      });
+    }
+    group.Wait().IgnoreError();  // jobs report through `results`
+    for (size_t i = 0; i < keys.size(); ++i) {
+      ++report_.chunks;
+      report_.bytes_read += sizes[i];
+      if (!results[i]) continue;
+      if (++found <= options_.max_problems_per_array) Add(std::move(*results[i]));
+    }
+    done_ += chunk_bytes * keys.size();
+    if (options_.progress) options_.progress(done_, total_);
+  }
+  if (found > options_.max_problems_per_array) {
+    Add({"more", param, "", item.dir,
+         std::to_string(found - options_.max_problems_per_array) +
+             " more damaged or missing chunks in this array"});
+  }
+}
+
+void Verifier::VerifyItem(const std::string& dir, bool expect_pytree) {
+  if (!LooksLikeItem(dir) && !expect_pytree) return;
+  ++report_.items;
+  const std::string md_file = Join(dir, orbax::kTreeMetadataFile);
+  if (!orbax::IsRegularFile(md_file)) {
+    Add({"missing_metadata", "", "", md_file,
+         "the item has no _METADATA: Orbax cannot restore it"});
+    return;
+  }
+  auto item = orbax::OpenItem(dir);
+  if (!item.ok()) {
+    Add({"bad_metadata", "", "", dir, item.status().ToString()});
+    return;
+  }
+  if (item->use_ocdbt) VerifyOcdbt(*item);
+  for (const orbax::TreeEntry& e : item->metadata.entries) {
+    if (orbax::IsArrayValueType(e.value.value_type)) VerifyArray(*item, orbax::ParamName(e.path));
+  }
+}
+
+Status Verifier::VerifyStep(const std::string& step_dir) {
+  CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> names, orbax::ListDirectory(step_dir));
+  Json handlers;
+  if (auto text = orbax::ReadSmallFile(Join(step_dir, orbax::kCheckpointMetadataFile)); text.ok()) {
+    if (auto j = ParseJson(*text, step_dir); j.ok() && j->is_object()) {
+      if (const Json* h = FindField(*j, "item_handlers")) handlers = *h;
+    }
+  }
+  for (const std::string& n : names) {
+    const std::string dir = Join(step_dir, n);
+    if (!orbax::IsDirectory(dir)) continue;
+    if (orbax::IsTmpName(n)) {
+      Add({"uncommitted", "", "", dir, "uncommitted item directory (an interrupted save)"});
+      continue;
+    }
+    // An item the step metadata gives a PyTree handler must be a PyTree item.
+    std::string handler;
+    if (handlers.is_object()) {
+      if (const Json* h = FindField(handlers, n); h != nullptr && h->is_string()) {
+        handler = h->get<std::string>();
+      }
+    }
+    const bool pytree_handler = handler == orbax::kPyTreeHandler || handler == orbax::kStandardHandler;
+    VerifyItem(dir, pytree_handler);
+  }
+  return Status::OK();
+}
+
+// Decoded bytes of every array under the items to verify, for progress.
+uint64_t DecodedBytesOf(const std::vector<std::string>& item_dirs) {
+  uint64_t total = 0;
+  for (const std::string& dir : item_dirs) {
+    auto item = orbax::OpenItem(dir);
+    if (!item.ok()) continue;
+    for (const orbax::TreeEntry& e : item->metadata.entries) {
+      if (!orbax::IsArrayValueType(e.value.value_type)) continue;
+      auto array = orbax::OpenItemArray(*item, orbax::ParamName(e.path));
+      if (!array.ok()) continue;
+      const ArrayMetadata& md = (*array)->metadata();
+      total += NumCells(ChunkGridShape(md)) * md.chunk_spec().num_bytes();
+    }
+  }
+  return total;
+}
+
+}  // namespace
+
+std::string ToString(const Problem& p) {
+  std::string s = p.kind + ":";
+  if (!p.array.empty()) s += " array `" + p.array + "`";
+  if (!p.key.empty()) s += " key `" + p.key + "`";
+  if (!p.file.empty()) s += " file " + p.file;
+  return s + ": " + p.message;
+}
+
+Json ToJson(const VerifyReport& r) {
+  Json problems = Json::array();
+  for (const Problem& p : r.problems) {
+    problems.push_back({{"kind", p.kind}, {"array", p.array}, {"key", p.key},
+                        {"file", p.file}, {"message", p.message}});
+  }
+  return {{"path", r.path}, {"ok", r.ok()}, {"items", r.items}, {"arrays", r.arrays},
+          {"chunks", r.chunks}, {"bytes_read", r.bytes_read}, {"problems", problems}};
+}
+
+Result<VerifyReport> VerifyCheckpoint(const std::string& path, const VerifyOptions& options) {
+  VerifyReport report;
+  report.path = path;
+  CAIRN_ASSIGN_OR_RETURN(CheckpointKind kind, ClassifyCheckpoint(path));
+  Verifier v(report, options);
+  // The item and step directories to check.
+  std::vector<std::string> steps;
+  if (kind == CheckpointKind::kRoot) {
+    CAIRN_ASSIGN_OR_RETURN(std::vector<StepEntry> entries, ListStepEntries(path));
+    for (const StepEntry& s : entries) {
+      if (s.finalized) {
+        steps.push_back(Join(path, s.name));
+      } else {
+        v.Add({"uncommitted", "", "", Join(path, s.name),
+               "uncommitted step directory (an interrupted save)"});
+      }
+    }
+  } else if (kind == CheckpointKind::kStep) {
+    steps.push_back(path);
+  }
+  std::vector<std::string> item_dirs;
+  if (kind == CheckpointKind::kItem) item_dirs.push_back(path);
+  for (const std::string& s : steps) {
+    auto names = ListItemNames(s);
+    if (!names.ok()) continue;
+    for (const std::string& n : *names) item_dirs.push_back(Join(s, n));
+  }
+  if (options.progress) v.total_ = DecodedBytesOf(item_dirs);
+  if (kind == CheckpointKind::kItem) {
+    v.VerifyItem(path, /*expect_pytree=*/true);
+  }
+  for (const std::string& s : steps) {
+    Status st = v.VerifyStep(s);
+    if (!st.ok()) v.Add({"bad_metadata", "", "", s, st.ToString()});
+  }
+  return report;
+}
+
+}  // namespace cairn::inspect

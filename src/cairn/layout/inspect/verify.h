@@ -1,0 +1,69 @@
+// `cairn verify`: checks an Orbax checkpoint end to end and lists what is
+// broken, naming the array, key and file of each problem.
+//
+// For every PyTree item reached from the path (a root: every finalized
+// step; a step: its items; an item: itself):
+//   1. `_METADATA` is present and parses, with the other metadata files.
+//   2. OCDBT items: the root manifest decodes (CRC-32C), every version and
+//      B+tree node is read and decoded (CRC-32C), and every data-file
+//      reference (nodes and values) lies inside a data file that exists.
+//   3. Every chunk the array's shape implies is read and decoded through the
+//      codec chain (zstd frame checksums, crc32c codecs, shard index CRCs);
+//      when `_METADATA` says data equal to the fill value is stored (Orbax
+//      always stores it), a missing chunk or a missing inner chunk of a
+//      shard is damage.
+// Uncommitted `.orbax-checkpoint-tmp` directories (steps, or items inside a
+// step) are problems too.
+//
+// Memory: one stored and one decoded chunk per worker at a time (workers:
+// the default thread pool's size).
+//
+// Thread safety: pure function over the file system; the progress callback
+// is called from the calling thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cairn/util/json.h"
+#include "cairn/util/result.h"
+
+namespace cairn::inspect {
+
+struct Problem {
+  // "uncommitted", "missing_metadata", "bad_metadata", "ocdbt_manifest",
+  // "ocdbt_node", "missing_data_file", "truncated_data_file", "bad_array",
+  // "missing_chunk", "missing_inner_chunk", "corrupt_chunk", "more".
+  std::string kind;
+  std::string array;  // param name, or "" when not about one array
+  std::string key;    // key inside the item's store, or ""
+  std::string file;   // path of the file concerned (data file, chunk file, directory)
+  std::string message;
+};
+
+struct VerifyOptions {
+  // Called with (decoded bytes checked so far, total) now and then.
+  std::function<void(uint64_t done, uint64_t total)> progress;
+  // Per array, problems beyond this many are summed up in one "more".
+  size_t max_problems_per_array = 20;
+};
+
+struct VerifyReport {
+  std::string path;
+  size_t items = 0;
+  size_t arrays = 0;
+  uint64_t chunks = 0;      // chunks (or shards) read
+  uint64_t bytes_read = 0;  // stored bytes read
+  std::vector<Problem> problems;
+  bool ok() const { return problems.empty(); }
+};
+Json ToJson(const VerifyReport& report);
+std::string ToString(const Problem& p);
+
+// Verifies the checkpoint at `path`. Damage is reported in the result;
+// the error return is for a path that is no Orbax checkpoint (NotFound).
+Result<VerifyReport> VerifyCheckpoint(const std::string& path, const VerifyOptions& options = {});
+
+}  // namespace cairn::inspect
