@@ -57,7 +57,9 @@ class BufferedKvWriter : public KvWriter {
  public:
   BufferedKvWriter(KvStore* store, std::string key) : store_(store), key_(std::move(key)) {}
   Status Append(ByteView bytes) override {
-    if (committed_) return FailedPreconditionError("append after commit of " + store_->Describe(key_));
+    if (committed_) {
+      return FailedPreconditionError("append after commit of " + store_->Describe(key_));
+    }
     data_.append(bytes);
     return Status::OK();
   }

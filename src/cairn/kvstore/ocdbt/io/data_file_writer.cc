@@ -33,8 +33,8 @@ Result<IndirectDataReference> DataFileWriter::Append(ByteView bytes) {
   }
   if (!open_) CAIRN_RETURN_IF_ERROR(Start());
   IndirectDataReference ref{files_.back(), open_->size(), bytes.size()};
-  CAIRN_RETURN_IF_ERROR(open_->Append(bytes).Annotate("writing OCDBT data file " +
-                                                      base_->Describe(files_.back().relative_path)));
+  CAIRN_RETURN_IF_ERROR(open_->Append(bytes).Annotate(
+      "writing OCDBT data file " + base_->Describe(files_.back().relative_path)));
   bytes_written_ += bytes.size();
   return ref;
 }

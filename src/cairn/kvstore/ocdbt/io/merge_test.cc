@@ -58,7 +58,9 @@ TEST(OcdbtStreamingTest, CommitRollsOverDataFilesAtTargetSize) {
   auto files = base->List("d/");
   ASSERT_TRUE(files.ok());
   for (const auto& f : *files) {
-    if (f.size > (1u << 20)) EXPECT_GE(f.size, 3u << 20) << f.key;  // only the big one
+    if (f.size > (1u << 20)) {
+      EXPECT_GE(f.size, 3u << 20) << f.key;  // only the big one
+    }
   }
   for (const auto& [k, v] : kv) {
     auto got = store.Get(k);
@@ -73,7 +75,9 @@ TEST(OcdbtStreamingTest, UnalignedValuesStreamThroughFileWriter) {
   auto base = std::make_shared<FileKvStore>(dir.string());
   OcdbtKvStore store(base, {});
   std::map<std::string, std::string> kv;
-  for (int i = 0; i < 6; ++i) kv["v" + std::to_string(i)] = Value((5 << 20) + 4097 * i + 3, 'A' + i);
+  for (int i = 0; i < 6; ++i) {
+    kv["v" + std::to_string(i)] = Value((5 << 20) + 4097 * i + 3, static_cast<char>('A' + i));
+  }
   ASSERT_TRUE(PutMany(store, kv).ok());
   EXPECT_EQ(CountDataFiles(*base), 1u);
   std::vector<std::string> keys = {"v3", "missing", "v0", "v5", "v3"};
@@ -106,7 +110,9 @@ TEST(OcdbtStreamingTest, GetManyMatchesGetOverDeepTree) {
   for (size_t i = 0; i < keys.size(); ++i) {
     auto it = kv.find(keys[i]);
     ASSERT_EQ((*got)[i].has_value(), it != kv.end()) << keys[i];
-    if (it != kv.end()) EXPECT_EQ((*got)[i]->ToString(), it->second) << keys[i];
+    if (it != kv.end()) {
+      EXPECT_EQ((*got)[i]->ToString(), it->second) << keys[i];
+    }
   }
 }
 
@@ -177,7 +183,9 @@ TEST(OcdbtMergeTest, RootReferencesChildDataFilesWithoutCopying) {
   }
   WriteChildren(base, children);
   uint64_t child_bytes = 0;
-  for (const auto& f : *base->List()) child_bytes += f.size;
+  auto child_files = base->List();
+  ASSERT_TRUE(child_files.ok());
+  for (const auto& f : *child_files) child_bytes += f.size;
 
   auto found = FindProcessDatabases(*base);
   ASSERT_TRUE(found.ok());
@@ -187,7 +195,9 @@ TEST(OcdbtMergeTest, RootReferencesChildDataFilesWithoutCopying) {
 
   // The root's own data files hold only nodes (+ the small inline values).
   uint64_t root_bytes = 0;
-  for (const auto& f : *base->List("d/")) root_bytes += f.size;
+  auto root_files = base->List("d/");
+  ASSERT_TRUE(root_files.ok());
+  for (const auto& f : *root_files) root_bytes += f.size;
   uint64_t out_of_line = 0;
   for (const auto& [k, v] : all) out_of_line += v.size() > 100 ? v.size() : 0;
   EXPECT_LT(root_bytes, out_of_line / 10);

@@ -11,8 +11,11 @@ Status Bad(std::string_view what) {
 
 Result<std::shared_ptr<KvStore>> OpenBase(const Json& base) {
   if (base.is_string()) return OpenKvStore(base.get<std::string>());
-  if (!base.is_object()) return Bad("`base` must be a URL string or a {\"driver\", \"path\"} object");
-  CAIRN_RETURN_IF_ERROR(CheckOnlyMembers(base, {"driver", "path", "context"}, "OCDBT spec `base`"));
+  if (!base.is_object()) {
+    return Bad("`base` must be a URL string or a {\"driver\", \"path\"} object");
+  }
+  CAIRN_RETURN_IF_ERROR(
+      CheckOnlyMembers(base, {"driver", "path", "context"}, "OCDBT spec `base`"));
   CAIRN_ASSIGN_OR_RETURN(std::string driver, GetStringField(base, "driver"));
   std::string path;
   if (const Json* p = FindField(base, "path")) {
@@ -76,7 +79,8 @@ Status ParseOcdbtConfig(const Json& j, Config* config) {
     if (f->is_null()) {
       config->compression.method = CompressionMethod::kNone;
     } else {
-      CAIRN_RETURN_IF_ERROR(CheckOnlyMembers(*f, {"id", "level"}, "OCDBT spec `config.compression`"));
+      CAIRN_RETURN_IF_ERROR(
+          CheckOnlyMembers(*f, {"id", "level"}, "OCDBT spec `config.compression`"));
       CAIRN_ASSIGN_OR_RETURN(std::string id, GetStringField(*f, "id"));
       if (id != "zstd") return Bad("`config.compression.id` must be \"zstd\"");
       config->compression.method = CompressionMethod::kZstd;

@@ -109,8 +109,9 @@ Status FindKeysIn(const BtreeNode& node, std::vector<Pending> pending, const Rea
   const auto& es = node.interior_entries;
   size_t i = 0;
   while (i < pending.size()) {
-    auto it = std::upper_bound(es.begin(), es.end(), pending[i].rest,
-                               [](std::string_view k, const InteriorEntry& e) { return k < e.key; });
+    auto it = std::upper_bound(
+        es.begin(), es.end(), pending[i].rest,
+        [](std::string_view k, const InteriorEntry& e) { return k < e.key; });
     if (it == es.begin()) {
       CAIRN_RETURN_IF_ERROR(fn(pending[i].index, nullptr));
       ++i;
@@ -135,7 +136,9 @@ Status FindKeysIn(const BtreeNode& node, std::vector<Pending> pending, const Rea
       CAIRN_RETURN_IF_ERROR(FindKeysIn(child, std::move(inner), read, fn));
     }
     for (size_t j = i; j < end; ++j) {
-      if (!StartsWith(pending[j].rest, common)) CAIRN_RETURN_IF_ERROR(fn(pending[j].index, nullptr));
+      if (!StartsWith(pending[j].rest, common)) {
+        CAIRN_RETURN_IF_ERROR(fn(pending[j].index, nullptr));
+      }
     }
     i = end;
   }
