@@ -1,0 +1,1 @@
+"""Worker scripts and launch helpers for cairn's real multi-process Orbax tests."""
