@@ -16,6 +16,9 @@ using RegisterFn = cairn::cli::Command (*)(CLI::App&);
 constexpr RegisterFn kCommands[] = {
     cairn::cli::RegisterDemo,
     cairn::cli::RegisterLs,
+    cairn::cli::RegisterInfo,
+    cairn::cli::RegisterVerify,
+    cairn::cli::RegisterDiff,
 };
 
 }  // namespace

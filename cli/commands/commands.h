@@ -21,5 +21,8 @@ struct Command {
 
 Command RegisterLs(CLI::App& app);
 Command RegisterDemo(CLI::App& app);
+Command RegisterInfo(CLI::App& app);
+Command RegisterVerify(CLI::App& app);
+Command RegisterDiff(CLI::App& app);
 
 }  // namespace cairn::cli

@@ -6,6 +6,12 @@
 // prints one line: path (the array's URL), dtype, shape, chunks and bytes
 // (the stored bytes of all its keys); `--json` prints a list with one
 // {"path", "dtype", "shape", "chunks", "bytes"}.
+//
+// A local path (or file:// URL) naming an Orbax checkpoint (an item with
+// `_METADATA`, a step, or a root: its latest finalized step) lists one row
+// per array leaf: path (the param name, `<item>/` first when the step has
+// several PyTree items), dtype, shape, stored chunk shape and stored bytes,
+// in `_METADATA` order; `--json` prints the same rows as a list.
 #include <cinttypes>
 #include <cstdio>
 #include <memory>
@@ -13,6 +19,9 @@
 #include <vector>
 
 #include "cairn/kvstore/url.h"
+#include "cairn/layout/inspect/checkpoint.h"
+#include "cairn/layout/orbax/metadata_files.h"
+#include "cairn/layout/orbax/step.h"
 #include "cairn/util/json.h"
 #include "cairn/zarr/array_url.h"
 #include "commands/commands.h"
@@ -63,7 +72,59 @@ int PrintArray(const std::string& path, const ZarrArray& array, uint64_t bytes, 
   return 0;
 }
 
+// The Orbax checkpoint `url` names, when it names one.
+std::optional<std::string> CheckpointPath(const std::string& url) {
+  std::optional<std::string> local = inspect::LocalPathOf(url);
+  if (!local) return std::nullopt;
+  auto kind = inspect::ClassifyCheckpoint(*local);
+  if (!kind.ok()) return std::nullopt;
+  // A bare OCDBT database (manifest.ocdbt, no _METADATA) lists as a kvstore.
+  if (*kind == inspect::CheckpointKind::kItem &&
+      !orbax::IsRegularFile(*local + "/" + std::string(orbax::kTreeMetadataFile))) {
+    return std::nullopt;
+  }
+  return local;
+}
+
+int RunLsCheckpoint(const std::string& path, bool json) {
+  auto info = inspect::DescribeCheckpoint(path);
+  if (!info.ok()) return Fail("`" + path + "`", info.status());
+  size_t pytree_items = 0;
+  for (const inspect::ItemInfo& item : info->items) pytree_items += item.is_pytree ? 1 : 0;
+  if (pytree_items == 0) {
+    return Fail("`" + path + "`", NotFoundError("no PyTree item with arrays in " +
+                                                (info->step_dir.empty() ? path : info->step_dir)));
+  }
+  std::vector<inspect::ArrayEntry> arrays;
+  for (const inspect::ItemInfo& item : info->items) {
+    if (!item.is_pytree) continue;
+    if (!item.error.empty()) {
+      std::fprintf(stderr, "cairn ls: item %s: %s\n", item.dir.c_str(), item.error.c_str());
+      return 1;
+    }
+    const std::string prefix = pytree_items > 1 ? item.name + "/" : "";
+    for (inspect::ArrayEntry a : item.arrays) {
+      a.path = prefix + a.path;
+      arrays.push_back(std::move(a));
+    }
+  }
+  if (json) {
+    Json rows = Json::array();
+    for (const inspect::ArrayEntry& a : arrays) rows.push_back(inspect::ToJson(a));
+    std::printf("%s\n", Dump(rows).c_str());
+    return 0;
+  }
+  for (const inspect::ArrayEntry& a : arrays) {
+    std::printf("%s %s %s %s %" PRIu64 "\n", a.path.c_str(), std::string(DTypeName(a.dtype)).c_str(),
+                FormatShape(a.shape).c_str(), FormatShape(a.chunks).c_str(), a.bytes);
+  }
+  return 0;
+}
+
 int RunLs(const LsOptions& opts) {
+  if (std::optional<std::string> ckpt = CheckpointPath(opts.url)) {
+    return RunLsCheckpoint(*ckpt, opts.json);
+  }
   auto parsed = ParseArrayUrl(opts.url);
   if (!parsed.ok()) return Fail("`" + opts.url + "`", parsed.status());
   auto store = OpenKvStore(parsed->kvstore_url);
@@ -107,8 +168,9 @@ int RunLs(const LsOptions& opts) {
 Command RegisterLs(CLI::App& app) {
   auto opts = std::make_shared<LsOptions>();
   CLI::App* sub = app.add_subcommand(
-      "ls", "List the keys (with sizes) of a kvstore URL or path, or describe the array a URL "
-            "names (path, dtype, shape, chunks, stored bytes).");
+      "ls", "List the keys (with sizes) of a kvstore URL or path, describe the array a URL "
+            "names, or list the arrays of an Orbax checkpoint (root, step or item directory): "
+            "path, dtype, shape, chunks, stored bytes.");
   sub->add_option("url", opts->url,
                   "file:///dir/, memory://x/, file:///dir/|ocdbt:, ...|zarr3:, or a path")
       ->required();

@@ -61,7 +61,7 @@ ItemInfo DescribeItem(const std::string& dir, const std::string& name, const Jso
     info.error = item.status().ToString();
     return info;
   }
-  info.variant = orbax::StorageVariantName(item->variant());
+  info.variant = VariantName(item->variant());
   info.custom_metadata = item->metadata.custom_metadata;
   auto arrays = ListItemArrays(*item);
   if (!arrays.ok()) {
@@ -80,6 +80,16 @@ const char* CheckpointKindName(CheckpointKind kind) {
     case CheckpointKind::kRoot: return "root";
     case CheckpointKind::kStep: return "step";
     case CheckpointKind::kItem: return "item";
+  }
+  return "unknown";
+}
+
+const char* VariantName(orbax::StorageVariant v) {
+  switch (v) {
+    case orbax::StorageVariant::kOcdbtZarr3: return "ocdbt+zarr3";
+    case orbax::StorageVariant::kOcdbtZarr2: return "ocdbt+zarr2";
+    case orbax::StorageVariant::kDirZarr3: return "dir+zarr3";
+    case orbax::StorageVariant::kDirZarr2: return "dir+zarr2";
   }
   return "unknown";
 }

@@ -31,6 +31,9 @@ const char* CheckpointKindName(CheckpointKind kind);
 // -> "a/b". nullopt for other schemes and pipelines ("...|ocdbt:").
 std::optional<std::string> LocalPathOf(std::string_view url_or_path);
 
+// "ocdbt+zarr3", "ocdbt+zarr2", "dir+zarr3", "dir+zarr2".
+const char* VariantName(orbax::StorageVariant v);
+
 // True when `dir` holds any of the files of a PyTree item.
 bool LooksLikeItem(const std::string& dir);
 

@@ -23,7 +23,7 @@ struct Side {
 
 Status AddItem(const std::string& dir, const std::string& prefix, Side& side) {
   CAIRN_ASSIGN_OR_RETURN(orbax::OrbaxItem item, orbax::OpenItem(dir));
-  side.format = orbax::StorageVariantName(item.variant());
+  side.format = VariantName(item.variant());
   for (const orbax::TreeEntry& e : item.metadata.entries) {
     if (!orbax::IsArrayValueType(e.value.value_type)) continue;
     const std::string param = orbax::ParamName(e.path);

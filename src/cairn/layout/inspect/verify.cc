@@ -39,8 +39,12 @@ class Verifier {
   uint64_t done_ = 0;
 
  private:
-  // Walks the OCDBT tree of an item; fills key_files_ (key -> data file).
+  // Walks the OCDBT databases of an item: the root one (filling key_files_,
+  // key -> data file) and every `ocdbt.process_<i>/`.
   void VerifyOcdbt(const orbax::OrbaxItem& item);
+  // Walks the database stored in `db_dir`: manifest, version tree, every
+  // B+tree node, every reference. `keys` (when not null) gets key -> file.
+  void VerifyOcdbtDatabase(const std::string& db_dir, std::map<std::string, std::string>* keys);
   void VerifyArray(const orbax::OrbaxItem& item, const std::string& param);
   // Reads and decodes one chunk; a problem when damaged (nullopt when fine).
   std::optional<Problem> CheckChunk(const orbax::OrbaxItem& item, const ZarrArray& array,
@@ -59,9 +63,31 @@ class Verifier {
 
 void Verifier::VerifyOcdbt(const orbax::OrbaxItem& item) {
   key_files_.clear();
-  auto* db = dynamic_cast<ocdbt::OcdbtKvStore*>(item.store.get());
+  VerifyOcdbtDatabase(item.dir, &key_files_);
+  auto names = orbax::ListDirectory(item.dir);
+  if (!names.ok()) return;
+  for (const std::string& n : *names) {
+    const std::string dir = Join(item.dir, n);
+    if (n.rfind(orbax::kProcessSubdirPrefix, 0) == 0 && orbax::IsDirectory(dir)) {
+      VerifyOcdbtDatabase(dir, nullptr);
+    }
+  }
+}
+
+void Verifier::VerifyOcdbtDatabase(const std::string& db_dir,
+                                   std::map<std::string, std::string>* keys) {
+  const std::string manifest_file = Join(db_dir, ocdbt::kManifestKey);
+  if (!orbax::IsRegularFile(manifest_file)) {
+    Add({"ocdbt_manifest", "", "", manifest_file, "the OCDBT manifest is missing"});
+    return;
+  }
+  auto opened = ocdbt::OpenOcdbtKvStore(std::make_shared<FileKvStore>(db_dir));
+  if (!opened.ok()) {
+    Add({"ocdbt_manifest", "", "", manifest_file, opened.status().ToString()});
+    return;
+  }
+  auto* db = dynamic_cast<ocdbt::OcdbtKvStore*>(opened->get());
   if (db == nullptr) return;
-  const std::string manifest_file = Join(item.dir, ocdbt::kManifestKey);
   auto manifest = db->ReadManifest();
   if (!manifest.ok() || !manifest->has_value()) {
     Add({"ocdbt_manifest", "", "", manifest_file,
@@ -71,7 +97,7 @@ void Verifier::VerifyOcdbt(const orbax::OrbaxItem& item) {
   std::shared_ptr<KvStore> base = db->base();
   auto files = base->List("");
   if (!files.ok()) {
-    Add({"ocdbt_manifest", "", "", item.dir, files.status().ToString()});
+    Add({"ocdbt_manifest", "", "", db_dir, files.status().ToString()});
     return;
   }
   std::map<std::string, uint64_t> sizes;
@@ -83,11 +109,11 @@ void Verifier::VerifyOcdbt(const orbax::OrbaxItem& item) {
     const std::string path = file.FullPath();
     auto it = sizes.find(path);
     if (it == sizes.end()) {
-      return Problem{"missing_data_file", "", "", Join(item.dir, path),
+      return Problem{"missing_data_file", "", "", Join(db_dir, path),
                      "OCDBT data file is missing"};
     }
     if (offset > it->second || length > it->second - offset) {
-      return Problem{"truncated_data_file", "", "", Join(item.dir, path),
+      return Problem{"truncated_data_file", "", "", Join(db_dir, path),
                      "OCDBT data file has " + std::to_string(it->second) +
                          " bytes; a reference needs bytes [" + std::to_string(offset) + ", " +
                          std::to_string(offset + length) + ")"};
@@ -120,7 +146,7 @@ void Verifier::VerifyOcdbt(const orbax::OrbaxItem& item) {
       **root, "", read, [&](std::string_view key, const ocdbt::LeafValue& value) -> Status {
         if (value.is_inline) return Status::OK();
         const ocdbt::IndirectDataReference& r = value.ref;
-        key_files_[std::string(key)] = r.file_id.FullPath();
+        if (keys != nullptr) (*keys)[std::string(key)] = r.file_id.FullPath();
         if (auto p = check_ref(r.file_id, r.offset, r.length)) {
           p->key = std::string(key);
           Add(std::move(*p));
@@ -131,7 +157,7 @@ void Verifier::VerifyOcdbt(const orbax::OrbaxItem& item) {
     if (ref_problem) {
       Add(*ref_problem);
     } else {
-      Add({"ocdbt_node", "", "", item.dir, "reading the OCDBT B+tree: " + walked.ToString()});
+      Add({"ocdbt_node", "", "", db_dir, "reading the OCDBT B+tree: " + walked.ToString()});
     }
   }
 }

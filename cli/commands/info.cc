@@ -1,0 +1,113 @@
+// `cairn info CKPT [--json]`: what an Orbax checkpoint holds.
+//
+// CKPT is a checkpoint root, step or item directory (path or file:// URL).
+// Prints the format variant (ocdbt+zarr3, ocdbt+zarr2, dir+zarr3,
+// dir+zarr2), the steps found (finalized and uncommitted tmp directories)
+// for a root, the described step (a root: its latest finalized step), its
+// items with their handlers, and per PyTree item the number of arrays, their
+// total stored bytes and the custom metadata. `--json` prints the same as
+// one object (see inspect::ToJson(CheckpointInfo)) with "format" added.
+// Exit status: 0, or 1 when CKPT is no checkpoint or an item is unreadable.
+#include <cinttypes>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "cairn/layout/inspect/checkpoint.h"
+#include "cli_util.h"
+#include "commands/commands.h"
+
+namespace cairn::cli {
+namespace {
+
+struct InfoOptions {
+  std::string path;
+  bool json = false;
+};
+
+// The variant of the first readable PyTree item ("" when none); "mixed"
+// when items differ.
+std::string FormatOf(const inspect::CheckpointInfo& info) {
+  std::string format;
+  for (const inspect::ItemInfo& item : info.items) {
+    if (item.variant.empty()) continue;
+    if (format.empty()) format = item.variant;
+    else if (format != item.variant) return "mixed";
+  }
+  return format;
+}
+
+int RunInfo(const InfoOptions& opts) {
+  std::optional<std::string> local = inspect::LocalPathOf(opts.path);
+  if (!local) {
+    return PrintError("info", "`" + opts.path + "`",
+                      InvalidArgumentError("not a local path or file:// URL"), 1);
+  }
+  auto info = inspect::DescribeCheckpoint(*local);
+  if (!info.ok()) return PrintError("info", "`" + opts.path + "`", info.status(), 1);
+  int status = 0;
+  for (const inspect::ItemInfo& item : info->items) {
+    if (!item.error.empty()) status = 1;
+  }
+  if (opts.json) {
+    Json j = inspect::ToJson(*info);
+    j["format"] = FormatOf(*info);
+    std::printf("%s\n", DumpLine(j).c_str());
+    return status;
+  }
+  std::printf("path: %s (%s)\n", info->path.c_str(), inspect::CheckpointKindName(info->kind));
+  std::printf("format: %s\n", FormatOf(*info).empty() ? "unknown" : FormatOf(*info).c_str());
+  if (info->kind == inspect::CheckpointKind::kRoot) {
+    std::string finalized, tmp;
+    size_t nf = 0, nt = 0;
+    for (const inspect::StepEntry& s : info->steps) {
+      std::string& list = s.finalized ? finalized : tmp;
+      (s.finalized ? nf : nt)++;
+      list += (list.empty() ? "" : " ") + s.name;
+    }
+    std::printf("steps: %zu finalized (%s)\n", nf, finalized.c_str());
+    if (nt > 0) std::printf("uncommitted: %zu (%s)\n", nt, tmp.c_str());
+    if (!info->root_metadata.is_null()) {
+      std::printf("root metadata: %s\n", DumpLine(info->root_metadata).c_str());
+    }
+  }
+  if (!info->step_dir.empty()) std::printf("step: %s\n", info->step_dir.c_str());
+  if (info->step_metadata.is_object()) {
+    if (auto it = info->step_metadata.find("custom_metadata"); it != info->step_metadata.end()) {
+      std::printf("step custom metadata: %s\n", DumpLine(*it).c_str());
+    }
+  }
+  std::printf("items: %zu\n", info->items.size());
+  for (const inspect::ItemInfo& item : info->items) {
+    std::printf("  %s\n", item.name.empty() ? "." : item.name.c_str());
+    if (!item.handler.empty()) std::printf("    handler: %s\n", item.handler.c_str());
+    if (!item.is_pytree) continue;
+    if (!item.error.empty()) {
+      std::printf("    error: %s\n", item.error.c_str());
+      continue;
+    }
+    std::printf("    format: %s\n", item.variant.c_str());
+    std::printf("    arrays: %zu, %" PRIu64 " bytes stored\n", item.arrays.size(),
+                item.total_bytes);
+    if (!item.custom_metadata.is_null()) {
+      std::printf("    custom metadata: %s\n", DumpLine(item.custom_metadata).c_str());
+    }
+  }
+  return status;
+}
+
+}  // namespace
+
+Command RegisterInfo(CLI::App& app) {
+  auto opts = std::make_shared<InfoOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "info", "Describe an Orbax checkpoint (root, step or item directory): format variant, "
+              "steps (finalized and uncommitted), items and handlers, custom metadata, number "
+              "of arrays and stored bytes.");
+  sub->add_option("checkpoint", opts->path, "checkpoint directory (path or file:// URL)")
+      ->required();
+  sub->add_flag("--json", opts->json, "Print one JSON object");
+  return Command{sub, [opts] { return RunInfo(*opts); }};
+}
+
+}  // namespace cairn::cli

@@ -1,0 +1,58 @@
+// A progress bar on stderr for long CLI commands (verify, diff).
+//
+// Drawn only when stderr is a terminal, and only once the work has run for
+// more than a second; redrawn at most ten times a second; erased when the
+// bar is destroyed. Off a terminal it prints nothing.
+//
+// Thread safety: one thread calls Update.
+#pragma once
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+namespace cairn::cli {
+
+class ProgressBar {
+ public:
+  explicit ProgressBar(std::string label)
+      : label_(std::move(label)),
+        enabled_(isatty(STDERR_FILENO) == 1),
+        start_(std::chrono::steady_clock::now()) {}
+  ~ProgressBar() {
+    if (drawn_) std::fprintf(stderr, "\r\033[K");
+  }
+  ProgressBar(const ProgressBar&) = delete;
+  ProgressBar& operator=(const ProgressBar&) = delete;
+
+  // `done` of `total` units (bytes) finished.
+  void Update(uint64_t done, uint64_t total) {
+    if (!enabled_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - start_ < std::chrono::seconds(1)) return;
+    if (drawn_ && now - last_ < std::chrono::milliseconds(100)) return;
+    last_ = now;
+    drawn_ = true;
+    const double frac = total == 0 ? 1.0 : static_cast<double>(done) / static_cast<double>(total);
+    constexpr int kWidth = 30;
+    const int filled = static_cast<int>(frac * kWidth + 0.5);
+    std::string bar(static_cast<size_t>(filled > kWidth ? kWidth : filled), '#');
+    bar.resize(kWidth, '.');
+    const double secs = std::chrono::duration<double>(now - start_).count();
+    std::fprintf(stderr, "\r%s [%s] %5.1f%%  %.1f / %.1f MiB  %.0fs\033[K", label_.c_str(),
+                 bar.c_str(), frac * 100, done / 1048576.0, total / 1048576.0, secs);
+    std::fflush(stderr);
+  }
+
+ private:
+  std::string label_;
+  bool enabled_;
+  bool drawn_ = false;
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point last_;
+};
+
+}  // namespace cairn::cli
