@@ -136,20 +136,24 @@ struct PyOcdbtStore {
     ByteView bytes(reinterpret_cast<const uint8_t*>(value.c_str()), value.size());
     ThrowIfError(Unlocked([&] { return view->Put(k, bytes); }));
   }
+  // Values go from the Python bytes objects (kept referenced, immutable)
+  // straight into the data files: no intermediate copy.
   void PutMany(nb::iterable items) const {
-    std::vector<KvMutation> mutations;
+    std::vector<ocdbt::KvMutationView> mutations;
+    std::vector<nb::object> keep_alive;
     for (nb::handle item : items) {
       nb::tuple pair = nb::cast<nb::tuple>(item);
       if (pair.size() != 2) ThrowStatus(InvalidArgumentError("put_many takes (key, value) pairs"));
-      KvMutation m;
-      m.key = KeyFromPython(pair[0]);
+      ocdbt::KvMutationView m;
+      m.key = prefix + KeyFromPython(pair[0]);
       if (!pair[1].is_none()) {
         nb::bytes value = nb::cast<nb::bytes>(pair[1]);
-        m.value = Buffer::CopyOf(std::string_view(value.c_str(), value.size()));
+        m.value = ByteView(reinterpret_cast<const uint8_t*>(value.c_str()), value.size());
+        keep_alive.push_back(std::move(value));
       }
       mutations.push_back(std::move(m));
     }
-    ThrowIfError(Unlocked([&] { return view->ApplyBatch(std::move(mutations)); }));
+    ThrowIfError(Unlocked([&] { return db->ApplyBatchViews(std::move(mutations)); }));
   }
   void Delete(nb::handle key) const {
     std::string k = KeyFromPython(key);

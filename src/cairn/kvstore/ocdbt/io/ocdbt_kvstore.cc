@@ -184,15 +184,15 @@ Result<std::vector<KeyInfo>> OcdbtKvStore::List(std::string_view prefix) {
 }
 
 Status OcdbtKvStore::Put(std::string_view key, ByteView value) {
-  std::vector<KvMutation> m;
-  m.push_back({std::string(key), Buffer::CopyOf(value)});
-  return ApplyBatch(std::move(m));
+  std::vector<KvMutationView> m;
+  m.push_back({std::string(key), value});
+  return ApplyBatchViews(std::move(m));
 }
 
 Status OcdbtKvStore::Delete(std::string_view key) {
-  std::vector<KvMutation> m;
+  std::vector<KvMutationView> m;
   m.push_back({std::string(key), std::nullopt});
-  return ApplyBatch(std::move(m));
+  return ApplyBatchViews(std::move(m));
 }
 
 Result<bool> OcdbtKvStore::PutIfAbsent(std::string_view key, ByteView value) {
@@ -203,8 +203,8 @@ Result<bool> OcdbtKvStore::PutIfAbsent(std::string_view key, ByteView value) {
     CAIRN_ASSIGN_OR_RETURN(auto existing, FindKey(*root, key, Reader()));
     if (existing) return false;
   }
-  std::vector<KvMutation> m;
-  m.push_back({std::string(key), Buffer::CopyOf(value)});
+  std::vector<KvMutationView> m;
+  m.push_back({std::string(key), value});
   CAIRN_RETURN_IF_ERROR(CommitLocked(std::move(m)));
   return true;
 }
@@ -212,18 +212,30 @@ Result<bool> OcdbtKvStore::PutIfAbsent(std::string_view key, ByteView value) {
 Status OcdbtKvStore::DeletePrefix(std::string_view prefix) {
   std::lock_guard<std::mutex> lock(commit_mu_);
   CAIRN_ASSIGN_OR_RETURN(auto keys, List(prefix));
-  std::vector<KvMutation> m;
+  std::vector<KvMutationView> m;
   for (auto& k : keys) m.push_back({std::move(k.key), std::nullopt});
   if (m.empty()) return Status::OK();
   return CommitLocked(std::move(m));
 }
 
 Status OcdbtKvStore::ApplyBatch(std::vector<KvMutation> mutations) {
+  // The views borrow the Buffers of `mutations`, alive until we return.
+  std::vector<KvMutationView> views;
+  views.reserve(mutations.size());
+  for (auto& m : mutations) {
+    views.push_back({std::move(m.key), m.value ? std::optional<ByteView>(m.value->view())
+                                               : std::nullopt});
+  }
+  return ApplyBatchViews(std::move(views));
+}
+
+Status OcdbtKvStore::ApplyBatchViews(std::vector<KvMutationView> mutations) {
   for (const auto& m : mutations) CAIRN_RETURN_IF_ERROR(ValidateKey(m.key));
   // Sort by key; for equal keys the later mutation wins.
   std::stable_sort(mutations.begin(), mutations.end(),
-                   [](const KvMutation& a, const KvMutation& b) { return a.key < b.key; });
-  std::vector<KvMutation> unique;
+                   [](const KvMutationView& a, const KvMutationView& b) { return a.key < b.key; });
+  std::vector<KvMutationView> unique;
+  unique.reserve(mutations.size());
   for (auto& m : mutations) {
     if (!unique.empty() && unique.back().key == m.key) {
       unique.back() = std::move(m);
@@ -249,7 +261,7 @@ Result<Config> OcdbtKvStore::ConfigForCommit(const std::optional<Manifest>& old)
   return config;
 }
 
-Status OcdbtKvStore::CommitLocked(std::vector<KvMutation> mutations) {
+Status OcdbtKvStore::CommitLocked(std::vector<KvMutationView> mutations) {
   // Step 1.
   CAIRN_ASSIGN_OR_RETURN(auto old, ReadManifest());
   CAIRN_ASSIGN_OR_RETURN(Config config, ConfigForCommit(old));
@@ -262,10 +274,10 @@ Status OcdbtKvStore::CommitLocked(std::vector<KvMutation> mutations) {
     if (m.value) {
       LeafValue v;
       if (m.value->size() <= config.max_inline_value_bytes) {
-        v.inline_value = m.value->ToString();
+        v.inline_value = std::string(AsStringView(*m.value));
       } else {
         v.is_inline = false;
-        CAIRN_ASSIGN_OR_RETURN(v.ref, data.Append(m.value->view()));
+        CAIRN_ASSIGN_OR_RETURN(v.ref, data.Append(*m.value));
       }
       b.value = std::move(v);
     }

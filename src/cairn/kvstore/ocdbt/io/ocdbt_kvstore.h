@@ -48,6 +48,13 @@ struct OcdbtOptions {
   uint64_t target_data_file_size = uint64_t{2} << 30;
 };
 
+// A mutation whose value bytes the caller keeps alive (and unchanged) for
+// the duration of the call; nullopt deletes.
+struct KvMutationView {
+  std::string key;
+  std::optional<ByteView> value;
+};
+
 class OcdbtKvStore : public KvStore {
  public:
   OcdbtKvStore(std::shared_ptr<KvStore> base, OcdbtOptions options);
@@ -60,6 +67,9 @@ class OcdbtKvStore : public KvStore {
   // One commit; later mutations of the same key win. An empty batch commits
   // nothing.
   Status ApplyBatch(std::vector<KvMutation> mutations) override;
+  // ApplyBatch over borrowed bytes: values are streamed into the data files
+  // straight from the caller's memory (no copy in between).
+  Status ApplyBatchViews(std::vector<KvMutationView> mutations);
   Status DeletePrefix(std::string_view prefix) override;
   std::string url() const override { return base_->url() + "|ocdbt:"; }
 
@@ -86,7 +96,7 @@ class OcdbtKvStore : public KvStore {
   // The generation reads use (nullopt: no such generation / empty database).
   Result<std::optional<BtreeGenerationReference>> ReadRoot();
   // REQUIRES: commit_mu_ held. Commits `mutations` (sorted, unique keys).
-  Status CommitLocked(std::vector<KvMutation> mutations);
+  Status CommitLocked(std::vector<KvMutationView> mutations);
   // REQUIRES: commit_mu_ held. Steps 2-6 of a commit of placed entries;
   // `old` is the manifest read at step 2 of the first attempt.
   Status CommitStagedLocked(std::vector<BtreeMutation> staged, const Config& config,
