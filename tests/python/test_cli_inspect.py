@@ -145,7 +145,7 @@ def test_ls_matches_orbax_metadata(orbax_roots, tree, vid):
         kv = ({"driver": "ocdbt", "base": f"file://{item}/", "path": row["path"] + "/"}
               if ocdbt else f"file://{item}/{row['path']}/")
         t = ts.open({"driver": "zarr3" if "zarr3" in vid else "zarr", "kvstore": kv}).result()
-        assert tuple(row["chunks"]) == tuple(t.chunk_layout.write_chunk.shape)
+        assert tuple(row["chunks"]) == tuple(t.chunk_layout.write_chunk.shape or ())
         if not ocdbt:
             files = (item / row["path"]).rglob("*")
             assert row["bytes"] == sum(f.stat().st_size for f in files if f.is_file())
@@ -182,9 +182,10 @@ def test_info(orbax_roots, vid):
 
 
 def test_info_and_ls_errors(tmp_path):
-    for cmd in ("info", "ls"):
-        r = run(cmd, tmp_path / "missing")
-        assert r.returncode != 0 and "missing" in r.stderr
+    r = run("info", tmp_path / "missing")
+    assert r.returncode != 0 and "missing" in r.stderr
+    r = run("info", tmp_path)
+    assert r.returncode != 0 and "no Orbax checkpoint" in r.stderr
     r = run("verify", tmp_path)
     assert r.returncode == 2 and str(tmp_path) in r.stderr
 
@@ -221,7 +222,7 @@ def test_verify_truncated_data_file(orbax_roots, tmp_path):
     report = assert_problem(item, "truncated_data_file", "ocdbt.process_0/d/")
     assert any(p["array"] == "big.w" for p in report["problems"])
     item = damaged(orbax_roots["dir-zarr3"] / "1" / ITEM, tmp_path, "dir")
-    chunk = next((item / "big.v" / "c").rglob("0"))
+    chunk = next(f for f in (item / "big.v" / "c").rglob("*") if f.is_file())
     chunk.write_bytes(chunk.read_bytes()[:-30])
     assert_problem(item, "corrupt_chunk", "big.v")
 
