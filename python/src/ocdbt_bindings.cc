@@ -124,7 +124,7 @@ struct PyOcdbtStore {
     nb::list out;
     for (auto& v : values) {
       if (v) {
-        out.append(nb::bytes(reinterpret_cast<const char*>(v->data()), v->size()));
+        out.append(nb::bytes(reinterpret_cast<const char*>(v->data), v->size));
       } else {
         out.append(nb::none());
       }

@@ -2,6 +2,7 @@
 // MergeOcdbtDatabases.
 #include "cairn/kvstore/ocdbt/io/merge.h"
 
+#include <atomic>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -10,6 +11,7 @@
 
 #include "cairn/kvstore/file/file_kvstore.h"
 #include "cairn/kvstore/memory/memory_kvstore.h"
+#include "cairn/kvstore/ocdbt/io/batch_read.h"
 #include "cairn/kvstore/prefix/prefix_kvstore.h"
 
 namespace cairn::ocdbt {
@@ -153,6 +155,54 @@ TEST(OcdbtStreamingTest, LookupReadsOneNodePerLevel) {
   // Every node of the tree exactly once: fewer reads than keys x levels.
   EXPECT_LT(reads, kv.size());
   EXPECT_GT(reads, kv.size() / 20);
+}
+
+TEST(OcdbtStreamingTest, ReadValuesCoalescesAdjacentValues) {
+  auto base = std::make_shared<MemoryKvStore>("memory://coalesce/");
+  std::string file_a(3 << 20, '\0'), file_b(1000, '\0');
+  for (size_t i = 0; i < file_a.size(); ++i) file_a[i] = static_cast<char>(i * 13 + (i >> 12));
+  for (size_t i = 0; i < file_b.size(); ++i) file_b[i] = static_cast<char>(i * 7);
+  ASSERT_TRUE(base->Put("d/a", AsBytes(file_a)).ok());
+  ASSERT_TRUE(base->Put("d/b", AsBytes(file_b)).ok());
+  std::vector<LeafValue> values;
+  auto out_of_line = [](std::string file, uint64_t off, uint64_t len) {
+    LeafValue v;
+    v.is_inline = false;
+    v.ref = {{"", std::move(file)}, off, len};
+    return v;
+  };
+  for (uint64_t i = 0; i < 300; ++i) values.push_back(out_of_line("d/a", i * 10000, 9000));
+  values.push_back(out_of_line("d/b", 10, 20));
+  values.push_back(out_of_line("d/a", 5, 0));
+  LeafValue inl;
+  inl.inline_value = "inline!";
+  values.push_back(inl);
+  std::atomic<int> reads{0};
+  ReadObjectFn counting = [&](const DataFileId& f, uint64_t off, uint64_t len) -> Result<Buffer> {
+    ++reads;
+    auto got = base->Get(f.FullPath(), ByteRange::Range(off, len));
+    if (!got.ok()) return got.status();
+    return std::move(**got);
+  };
+  ThreadPool pool(3);
+  auto got = ReadValues(values, counting, pool);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(reads.load(), 2);  // all of d/a's values in one read (< 32 MiB), one for d/b
+  for (uint64_t i = 0; i < 300; ++i) {
+    EXPECT_EQ((*got)[i].ToString(), file_a.substr(i * 10000, 9000)) << i;
+  }
+  EXPECT_EQ((*got)[300].ToString(), file_b.substr(10, 20));
+  EXPECT_EQ((*got)[301].size, 0u);
+  EXPECT_EQ((*got)[302].ToString(), "inline!");
+  // A reference past the end of its file is DataLoss naming the file.
+  values.push_back(out_of_line("d/b", 990, 20));
+  auto bad = ReadValues(values, [&](const DataFileId& f, uint64_t off, uint64_t len)
+                                    -> Result<Buffer> {
+    auto g = base->Get(f.FullPath(), ByteRange::Range(off, len));
+    if (!g.ok()) return DataLossError("outside " + f.FullPath());
+    return std::move(**g);
+  }, pool);
+  EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss);
 }
 
 // Writes child databases `ocdbt.process_<i>/` under `base`.

@@ -33,7 +33,6 @@
 #include <chrono>
 #include <random>
 
-#include "cairn/util/thread_pool.h"
 
 #include "cairn/kvstore/ocdbt/io/version_writer.h"
 
@@ -137,13 +136,13 @@ Result<std::optional<Buffer>> OcdbtKvStore::Get(std::string_view key, const Byte
   return std::optional(std::move(bytes));
 }
 
-Result<std::vector<std::optional<Buffer>>> OcdbtKvStore::GetMany(
+Result<std::vector<std::optional<SharedBytes>>> OcdbtKvStore::GetMany(
     const std::vector<std::string>& keys) {
   for (const auto& k : keys) CAIRN_RETURN_IF_ERROR(ValidateKey(k));
-  std::vector<std::optional<Buffer>> out(keys.size());
+  std::vector<std::optional<SharedBytes>> out(keys.size());
   CAIRN_ASSIGN_OR_RETURN(auto root, ReadRoot());
   if (!root) return out;
-  // Sorted order for the descent, then the values in parallel, in file order.
+  // Sorted order for the descent; then the values, coalesced (batch_read.h).
   std::vector<size_t> order(keys.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return keys[a] < keys[b]; });
@@ -151,23 +150,18 @@ Result<std::vector<std::optional<Buffer>>> OcdbtKvStore::GetMany(
   sorted.reserve(keys.size());
   for (size_t i : order) sorted.push_back(keys[i]);
   auto read = Reader();
-  TaskGroup group(ReadPool());
+  std::vector<LeafValue> found;
+  std::vector<size_t> slots;
   CAIRN_RETURN_IF_ERROR(
       FindKeys(*root, sorted, read, [&](size_t i, const LeafValue* value) -> Status {
-        if (value == nullptr) return Status::OK();
-        std::optional<Buffer>* slot = &out[order[i]];
-        if (value->is_inline) {
-          *slot = Buffer::CopyOf(value->inline_value);
-          return Status::OK();
+        if (value != nullptr) {
+          found.push_back(*value);
+          slots.push_back(order[i]);
         }
-        group.Run([slot, v = *value, &read]() -> Status {
-          CAIRN_ASSIGN_OR_RETURN(Buffer bytes, ReadValueRange(v, 0, v.size(), read));
-          *slot = std::move(bytes);
-          return Status::OK();
-        });
         return Status::OK();
       }));
-  CAIRN_RETURN_IF_ERROR(group.Wait());
+  CAIRN_ASSIGN_OR_RETURN(std::vector<SharedBytes> bytes, ReadValues(found, read, ReadPool()));
+  for (size_t j = 0; j < slots.size(); ++j) out[slots[j]] = std::move(bytes[j]);
   return out;
 }
 

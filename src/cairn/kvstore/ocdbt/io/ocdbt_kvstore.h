@@ -26,6 +26,7 @@
 
 #include "cairn/kvstore/kvstore.h"
 #include "cairn/kvstore/ocdbt/format/manifest.h"
+#include "cairn/kvstore/ocdbt/io/batch_read.h"
 #include "cairn/kvstore/ocdbt/io/btree_writer.h"
 #include "cairn/kvstore/ocdbt/io/data_file_writer.h"
 #include "cairn/kvstore/ocdbt/io/reader.h"
@@ -79,8 +80,9 @@ class OcdbtKvStore : public KvStore {
 
   // Reads many keys against one manifest read; result i is the value of
   // keys[i] (nullopt when absent). Each B+tree node on the paths is read
-  // once; values are read in parallel by a pool of I/O threads.
-  Result<std::vector<std::optional<Buffer>>> GetMany(const std::vector<std::string>& keys);
+  // once; values close together in a data file are read with one request,
+  // many requests in flight on a pool of I/O threads (batch_read.h).
+  Result<std::vector<std::optional<SharedBytes>>> GetMany(const std::vector<std::string>& keys);
 
   // Commits entries whose values are already placed (inline bytes, or
   // references to existing data files relative to this database's root,
