@@ -1,7 +1,8 @@
 // A progress bar on stderr for long CLI commands (verify, diff).
 //
 // Drawn only when stderr is a terminal, and only once the work has run for
-// more than a second; redrawn at most ten times a second; erased when the
+// more than a second (CAIRN_PROGRESS_DELAY_MS overrides the delay, for
+// tests); redrawn at most ten times a second; erased when the
 // bar is destroyed. Off a terminal it prints nothing.
 //
 // Thread safety: one thread calls Update.
@@ -12,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 namespace cairn::cli {
@@ -21,7 +23,11 @@ class ProgressBar {
   explicit ProgressBar(std::string label)
       : label_(std::move(label)),
         enabled_(isatty(STDERR_FILENO) == 1),
-        start_(std::chrono::steady_clock::now()) {}
+        start_(std::chrono::steady_clock::now()) {
+    if (const char* ms = std::getenv("CAIRN_PROGRESS_DELAY_MS"); ms != nullptr && *ms != '\0') {
+      delay_ = std::chrono::milliseconds(std::strtoll(ms, nullptr, 10));
+    }
+  }
   ~ProgressBar() {
     if (drawn_) std::fprintf(stderr, "\r\033[K");
   }
@@ -32,7 +38,7 @@ class ProgressBar {
   void Update(uint64_t done, uint64_t total) {
     if (!enabled_) return;
     const auto now = std::chrono::steady_clock::now();
-    if (now - start_ < std::chrono::seconds(1)) return;
+    if (now - start_ < delay_) return;
     if (drawn_ && now - last_ < std::chrono::milliseconds(100)) return;
     last_ = now;
     drawn_ = true;
@@ -53,6 +59,7 @@ class ProgressBar {
   bool drawn_ = false;
   std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::time_point last_;
+  std::chrono::milliseconds delay_{1000};
 };
 
 }  // namespace cairn::cli

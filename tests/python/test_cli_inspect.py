@@ -381,3 +381,38 @@ def test_diff_array_urls(tmp_path):
     assert arr["num_different"] == 1 and arr["max_abs"] == pytest.approx(2, rel=1e-6)
     r = run("diff", tmp_path / "a", tmp_path / "nothing")
     assert r.returncode == 2 and "nothing" in r.stderr
+
+
+# ---- progress bar ---------------------------------------------------------
+
+def run_on_terminal(*args, delay_ms):
+    """Runs cairn with stderr on a pseudo-terminal; returns (returncode, stderr text)."""
+    import os
+    import pty
+    master, slave = pty.openpty()
+    env = dict(os.environ, CAIRN_PROGRESS_DELAY_MS=str(delay_ms))
+    p = subprocess.Popen([cairn_cli(), *map(str, args)], stdout=subprocess.DEVNULL,
+                         stderr=slave, env=env)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: the terminal's other end closed
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    return p.wait(timeout=120), out.decode(errors="replace")
+
+
+@pytest.mark.parametrize("command", ["verify", "diff"])
+def test_progress_bar_only_on_a_terminal(orbax_roots, command):
+    args = [orbax_roots["ocdbt-zarr3"]] * (2 if command == "diff" else 1)
+    rc, err = run_on_terminal(command, *args, delay_ms=0)
+    assert rc == 0 and f"{command} [" in err and "%" in err, err
+    rc, err = run_on_terminal(command, *args, delay_ms=60000)  # work shorter than the delay
+    assert rc == 0 and err == "", err
+    r = run(command, *args)  # not a terminal
+    assert r.returncode == 0 and r.stderr == ""
