@@ -67,9 +67,9 @@ Result<Side> OpenSide(const std::string& url) {
   return side;
 }
 
-// One scalar part of an element as a double; `kind` and `half` describe
-// the part (complex: the float type of each half).
-double PartToDouble(DType dtype, const uint8_t* p) {
+// One scalar part of an element as a double. `dtype` is the part's type
+// (for complex elements: the float type of each half, see PartType).
+double PartAsDouble(DType dtype, const uint8_t* p) {
   const DTypeInfo& info = GetDTypeInfo(dtype);
   switch (info.kind) {
     case DTypeKind::kBool: return *p != 0 ? 1.0 : 0.0;
@@ -147,8 +147,8 @@ Status CompareValues(const std::string& path, const ZarrArray& a, const ZarrArra
       const uint8_t* eb = bb.data() + i * sb;
       if (same_type && std::memcmp(ea, eb, sa) == 0) continue;
       for (size_t k = 0; k < parts; ++k) {
-        CompareParts(PartToDouble(pa, ea + k * DTypeSize(pa)),
-                     PartToDouble(pb, eb + k * DTypeSize(pb)), d);
+        CompareParts(PartAsDouble(pa, ea + k * DTypeSize(pa)),
+                     PartAsDouble(pb, eb + k * DTypeSize(pb)), d);
       }
     }
     done += n * sa;
