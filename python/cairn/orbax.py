@@ -119,16 +119,21 @@ def _leaf(path, value, process_index, process_count):
         if jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key):
             key_impl = str(jax.random.key_impl(value))
             value = jax.random.key_data(value)
-        shards, write_shape = [], None
+        # The write shape from the global sharding (the shard at the origin,
+        # the largest one when uneven), not from this process's shards: a
+        # process may hold no replica-0 shard of an array, and every process
+        # must report the same write shape.
+        first = next(iter(value.sharding.devices_indices_map(tuple(value.shape)).values()))
+        write_shape = _box_of(first, value.shape)[1]
+        shards = []
         for shard in value.addressable_shards:
             if shard.replica_id != 0:
                 continue
-            origin, extent = _box_of(shard.index, value.shape)
-            write_shape = write_shape or extent
+            origin, _ = _box_of(shard.index, value.shape)
             if process_count == 1 or shard.device.process_index == process_index:
                 shards.append((origin, _raw(np.asarray(shard.data))))
         return (path, "jax.Array", np.dtype(value.dtype).name, list(value.shape),
-                write_shape or list(value.shape), shards, key_impl,
+                write_shape, shards, key_impl,
                 _sharding_json(value.sharding), None)
     if isinstance(value, (bool, int, float, np.generic)) and not isinstance(value, np.ndarray):
         if isinstance(value, bool):

@@ -99,8 +99,12 @@ def load_restored(out_prefix, num_processes: int):
     for i in range(num_processes):
         base = f"{out_prefix}.process_{i}"
         infos.append(json.loads(pathlib.Path(base + ".json").read_text()))
+        info = infos[-1]
         with np.load(base + ".npz") as z:
             for key in z.files:
                 name, _, idx = key.rpartition("@")
-                shards.setdefault(name, []).append((idx, z[key]))
+                arr = z[key]
+                if arr.dtype.kind == "V":  # npz keeps ml_dtypes (bfloat16, ...) as raw bytes
+                    arr = arr.view(mp_tree.np_dtype(info[name]["dtype"]))
+                shards.setdefault(name, []).append((idx, arr))
     return shards, infos

@@ -141,3 +141,34 @@ def parse_index_key(key: str):
     if not key:
         return ()
     return tuple(slice(int(a), int(b)) for a, b in (p.split(":") for p in key.split(",")))
+
+
+def _mesh_positions(mesh_name):
+    """[(mesh coords, device id)] in row-major mesh order."""
+    if mesh_name == "m":
+        return [((a, b), a * 2 + b) for a in range(4) for b in range(2)], ("data", "model")
+    return [((x, y), 7 - (x * 4 + y)) for x in range(2) for y in range(4)], ("x", "y")
+
+
+def replica0_chunks(path, num_processes: int) -> dict:
+    """{chunk grid index: process} for the replica-0 shards of a jax leaf
+    (one chunk per shard): the process that owns replica 0 writes it."""
+    _, shape, mesh_name, spec, _ = LEAVES[path]
+    per_process = TOTAL_DEVICES // num_processes
+    positions, axes = _mesh_positions(mesh_name)
+    spec = tuple(spec) + (None,) * (len(shape) - len(spec))
+    used = {a for a in spec if a is not None}
+    owners = {}
+    for coords, device in positions:
+        c = dict(zip(axes, coords))
+        if any(c[a] != 0 for a in axes if a not in used):
+            continue
+        index = tuple(c[a] if a is not None else 0 for a in spec)
+        owners[index] = device // per_process
+    return owners
+
+
+def chunk_key(name: str, index, zarr3: bool) -> str:
+    if zarr3:
+        return "/".join([name, "c"] + [str(i) for i in index])
+    return f"{name}/" + (".".join(str(i) for i in index) if index else "0")

@@ -76,13 +76,20 @@ def cairn_save(job, tree):
 def orbax_restore(ocp, job):
     path = job["dir"]
     ckptr = ocp.PyTreeCheckpointer()
-    if job["target"]:
+    if job["target"] == "sharding":
         abstract = mp_tree.abstract_target(jax)
         restore_args = ocp.checkpoint_utils.construct_restore_args(abstract)
         restored = ckptr.restore(path, args=ocp.args.PyTreeRestore(item=abstract,
                                                                    restore_args=restore_args))
-    else:
+    elif job["target"] == "numpy":
+        # No target sharding: every array read whole into host memory.
+        restore_args = mp_tree.nest({p: ocp.RestoreArgs(restore_type=np.ndarray)
+                                     for p in {**mp_tree.LEAVES, **mp_tree.NUMPY_LEAVES}})
+        restored = ckptr.restore(path, args=ocp.args.PyTreeRestore(restore_args=restore_args))
+    elif job["target"] == "none":
         restored = ckptr.restore(path)
+    else:
+        raise ValueError(f"unknown target {job['target']!r}")
     flat = mp_tree.flatten(restored)
     arrays, info = {}, {}
     for leaf, value in flat.items():
@@ -91,8 +98,12 @@ def orbax_restore(ocp, job):
         if isinstance(value, jax.Array):
             entry["sharding"] = repr(value.sharding)
             if isinstance(value.sharding, jax.sharding.NamedSharding):
+                mesh = value.sharding.mesh
                 entry["spec"] = [list(p) if isinstance(p, tuple) else p for p in value.sharding.spec]
-                entry["mesh_device_ids"] = [int(d.id) for d in value.sharding.mesh.devices.flat]
+                entry["mesh_shape"] = list(mesh.devices.shape)
+                entry["mesh_axes"] = list(mesh.axis_names)
+                ids = [int(d.id) for d in mesh.devices.flat]
+                entry["mesh_in_id_order"] = ids == sorted(ids)
             entry["dtype"] = str(value.dtype)
             entry["shape"] = list(value.shape)
             for shard in value.addressable_shards:
@@ -149,4 +160,13 @@ def main():
 
 T0 = time.monotonic()
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except BaseException:
+        # Exit at once: jax.distributed's exit handler would wait for the
+        # other processes, which are blocked at a barrier waiting for this one.
+        import traceback
+        traceback.print_exc()
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(1)
