@@ -25,6 +25,7 @@ CONFIGS = {
     "uncompressed": {"compression": None},
     "zstd_19_arity_1": {"compression": {"id": "zstd", "level": 19}, "version_tree_arity_log2": 1},
     "orbax": {"max_inline_value_bytes": 1024, "max_decoded_node_bytes": 100000000},
+    "numbered_manifests": {"manifest_kind": "numbered"},
 }
 
 

@@ -97,6 +97,9 @@ def test_tensorstore_reads_cairn_databases(tmp_path, name):
     for field, want in config.items():
         if field == "compression" and want is None:
             assert dump["config"].get("compression") is None
+        elif field == "manifest_kind":
+            numbered = sorted(p.name for p in tmp_path.glob("manifest.0*"))
+            assert numbered[-1] == f"manifest.{len(models):016x}", numbered
         elif field != "compression":
             assert dump["config"][field] == want, field
     # TensorStore can keep writing on top of what cairn wrote, and cairn reads it.
