@@ -28,6 +28,7 @@ import pytest
 
 import cairn
 from mp_workers import launch, mp_tree
+from mp_workers.checks import assert_restored_shards_bit_exact, assert_tree_bit_exact
 
 PROCESS_COUNTS = [2, 4]
 # (api, use_ocdbt, use_zarr3) for Orbax saves.
@@ -41,49 +42,6 @@ STEP = 3
 
 def _vname(use_ocdbt, use_zarr3):
     return f"{'ocdbt' if use_ocdbt else 'dir'}-{'zarr3' if use_zarr3 else 'zarr2'}"
-
-
-def assert_tree_bit_exact(actual_tree, where):
-    expected = mp_tree.global_values()
-    actual = mp_tree.flatten(actual_tree)
-    assert sorted(actual) == sorted(expected), (where, sorted(actual), sorted(expected))
-    for path, e in expected.items():
-        a = np.asarray(actual[path])
-        assert (a.dtype, a.shape) == (e.dtype, e.shape), (where, path, a.dtype, a.shape, e.dtype, e.shape)
-        assert a.tobytes() == e.tobytes(), f"{where}: {'.'.join(path)} differs"
-
-
-def assert_restored_shards_bit_exact(out_prefix, num_processes, where, target):
-    """The shards every worker got from Orbax cover each array and hold the
-    expected bytes; with `target`, each array came back with its target spec."""
-    shards, infos = launch.load_restored(out_prefix, num_processes)
-    expected = mp_tree.global_values()
-    names = {".".join(p): p for p in expected}
-    assert sorted(shards) == sorted(names), (where, sorted(shards))
-    for name, pieces in shards.items():
-        path = names[name]
-        e = expected[path]
-        if path in mp_tree.NUMPY_LEAVES:
-            for idx, arr in pieces:
-                assert idx == "full" and arr.dtype == e.dtype and arr.tobytes() == e.tobytes(), (where, name)
-            continue
-        covered = np.zeros(e.shape, bool)
-        for idx, arr in pieces:
-            sl = () if idx == "full" else mp_tree.parse_index_key(idx)
-            assert arr.dtype == e.dtype, (where, name, arr.dtype)
-            assert arr.tobytes() == np.ascontiguousarray(e[sl]).tobytes(), f"{where}: {name}[{idx}] differs"
-            covered[sl] = True
-        assert covered.all(), f"{where}: {name}: the processes' shards do not cover the array"
-        for i, info in enumerate(infos):
-            entry = info[name]
-            assert entry["dtype"] == str(e.dtype), (where, i, entry)
-            if target == "sharding":
-                assert entry["type"] == "ArrayImpl", (where, i, entry)
-                assert entry["spec"] == list(mp_tree.LEAVES[path][4]), (where, name, entry["spec"])
-                assert (entry["mesh_shape"], entry["mesh_axes"], entry["mesh_in_id_order"]) == (
-                    [4, 2], ["data", "model"], True), (where, name, entry)
-            else:
-                assert entry["type"] == "ndarray", (where, i, entry)
 
 
 # ---------------------------------------------------------------- Orbax saves
@@ -148,6 +106,9 @@ def cairn_saved(nproc, tmp_path_factory):
         if v == "ocdbt-zarr2":  # one in the CheckpointManager step layout
             job["step"], job["item_name"] = STEP, "state"
             item = root / v / str(STEP) / "state"
+            restores.append({"kind": "orbax_restore", "dir": str(root / v), "step": STEP,
+                             "item_name": "state", "target": "sharding",
+                             "out": str(root / "restored-manager")})
         saves.append(job)
         restores.append({"kind": "orbax_restore", "dir": str(item), "target": "sharding",
                          "out": str(root / f"restored-target-{v}")})
@@ -168,6 +129,12 @@ def test_orbax_restores_cairn_multiprocess_save_with_target(cairn_saved, use_ocd
     v = _vname(use_ocdbt, use_zarr3)
     assert_restored_shards_bit_exact(root / f"restored-target-{v}", n, f"{n}-process Orbax restore of {v}",
                                      target="sharding")
+
+
+def test_checkpoint_manager_restores_cairn_multiprocess_step(cairn_saved):
+    n, root = cairn_saved
+    assert_restored_shards_bit_exact(root / "restored-manager", n,
+                                     f"{n}-process CheckpointManager restore", target="sharding")
 
 
 @pytest.mark.parametrize("use_ocdbt,use_zarr3", VARIANTS, ids=VARIANT_IDS)

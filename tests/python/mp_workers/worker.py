@@ -76,7 +76,19 @@ def cairn_save(job, tree):
 def orbax_restore(ocp, job):
     path = job["dir"]
     ckptr = ocp.PyTreeCheckpointer()
-    if job["target"] == "sharding":
+    if job.get("step") is not None:
+        # A CheckpointManager over the checkpoint root finds the step and
+        # restores its item (target shardings).
+        abstract = mp_tree.abstract_target(jax)
+        restore_args = ocp.checkpoint_utils.construct_restore_args(abstract)
+        with ocp.CheckpointManager(path, item_handlers={job["item_name"]: ocp.PyTreeCheckpointHandler()}) as mngr:
+            steps = list(mngr.all_steps())
+            if steps != [job["step"]]:
+                raise AssertionError(f"CheckpointManager lists steps {steps} under {path}")
+            restored = mngr.restore(job["step"], args=ocp.args.Composite(**{
+                job["item_name"]: ocp.args.PyTreeRestore(item=abstract, restore_args=restore_args)}))
+            restored = restored[job["item_name"]]
+    elif job["target"] == "sharding":
         abstract = mp_tree.abstract_target(jax)
         restore_args = ocp.checkpoint_utils.construct_restore_args(abstract)
         restored = ckptr.restore(path, args=ocp.args.PyTreeRestore(item=abstract,
