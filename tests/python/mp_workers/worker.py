@@ -40,13 +40,15 @@ def log(msg):
 
 def orbax_save(ocp, job, tree):
     api, path = job["api"], job["dir"]
-    handler_kw = {"use_ocdbt": job["use_ocdbt"], "use_zarr3": job["use_zarr3"]}
+    handler_kw = {"use_ocdbt": job.get("use_ocdbt"), "use_zarr3": job.get("use_zarr3")}
     if api == "manager":
         options = ocp.CheckpointManagerOptions(step_prefix=job.get("step_prefix"))
         with ocp.CheckpointManager(path, options=options,
                                    item_handlers={"state": ocp.PyTreeCheckpointHandler(**handler_kw)}) as mngr:
             mngr.save(job["step"], args=ocp.args.Composite(state=ocp.args.PyTreeSave(tree)))
             mngr.wait_until_finished()
+    elif api == "pytree_defaults":
+        ocp.PyTreeCheckpointer().save(path, tree)
     elif api == "pytree":
         ocp.Checkpointer(ocp.PyTreeCheckpointHandler(**handler_kw)).save(
             path, args=ocp.args.PyTreeSave(tree))
