@@ -36,4 +36,6 @@ done
 
 echo "== Python package and interop tests"
 python3 -m pip install -q .
+# Includes the real multi-process Orbax runs (jax.distributed on localhost) and
+# the orbax-checkpoint 0.11.33 tests, whose venv is cached in build/.
 python3 -m pytest -q tests/python

@@ -81,8 +81,15 @@ def old_orbax_python():
                  [str(tmp / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check",
                   f"orbax-checkpoint=={OLD}"]]
         for cmd in steps:
+            if cmd is steps[1] and sys.prefix != sys.base_prefix:
+                # pytest runs in a venv itself: --system-site-packages reaches only
+                # the base interpreter's, so add this environment's (jax, cairn).
+                (site_dir,) = (tmp / "lib").glob("python*/site-packages")
+                (site_dir / "cairn-parent-env.pth").write_text(
+                    "\n".join(p for p in sys.path if p.endswith("site-packages")) + "\n")
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
             if r.returncode != 0:
+                shutil.rmtree(tmp, ignore_errors=True)
                 pytest.fail(f"could not build the orbax-checkpoint {OLD} environment: {' '.join(cmd)} "
                             f"exited {r.returncode}\nstdout:\n{r.stdout[-6000:]}\nstderr:\n{r.stderr[-6000:]}",
                             pytrace=False)

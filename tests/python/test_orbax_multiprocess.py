@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
 import cairn
