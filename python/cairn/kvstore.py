@@ -71,7 +71,39 @@ class KvStore:
         self._core.delete_prefix(prefix)
 
 
-def open(url: str) -> KvStore:  # noqa: A001 (mirrors tensorstore.KvStore.open)
+class OcdbtKvStore(KvStore):
+    """An OCDBT database opened from a TensorStore-style spec dict: a KvStore
+    plus batched reads and the database's generation and config."""
+
+    def get_many(self, keys: Iterable[str]) -> list[bytes | None]:
+        """The values of `keys` (None where absent), from one manifest read,
+        reading each B+tree node once."""
+        return self._core.get_many(list(keys))
+
+    @property
+    def latest_generation(self) -> int:
+        return self._core.latest_generation
+
+    @property
+    def config(self) -> dict:
+        return self._core.config
+
+
+def open(url) -> KvStore:  # noqa: A001 (mirrors tensorstore.KvStore.open)
     """Opens the store a kvstore URL names: `file:///dir/`, `memory://name/`,
-    `file:///dir/|ocdbt:` (a local path stands for file://)."""
+    `file:///dir/|ocdbt:` (a local path stands for file://), or an OCDBT
+    database from a TensorStore-style spec dict such as
+    `{"driver": "ocdbt", "base": "file:///x/", "config": {...}, "version": g}`."""
+    if isinstance(url, Mapping):
+        return OcdbtKvStore(_core.open_ocdbt(dict(url)))
     return KvStore(_core.KvStore.open(_core.normalize_url(url)))
+
+
+def merge_ocdbt(root: str, children: Iterable[str] | None = None,
+                config: Mapping | None = None) -> None:
+    """Writes the root OCDBT database in `root` (a base URL or local path) whose
+    B+tree refers into the per-process child databases `children` (default:
+    every `ocdbt.process_<id>/` under root), as Orbax's finalize does, copying
+    no value bytes. A key present in two children is an error naming both."""
+    _core.merge_ocdbt(_core.normalize_url(root), None if children is None else list(children),
+                      None if config is None else dict(config))

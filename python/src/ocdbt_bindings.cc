@@ -1,19 +1,14 @@
 // OCDBT in cairn._core: opening a database from a TensorStore-style spec
 // dict, reading older generations, batched reads, and merging per-process
-// databases. Registered by RegisterOcdbt(m), called once, last, from
-// module.cc (it extends KvStore.open and normalize_url defined before it).
+// databases. Registered by RegisterOcdbt(m) from module.cc.
 //
 // Python surface (all GIL-free while the store works):
 //   cairn.kvstore.open({"driver": "ocdbt", "base": "file:///x/",
 //                       "config": {...}, "version": g, ...})
-//       -> a store with the methods of every cairn kvstore, plus
-//          get_many(keys), latest_generation, config. RegisterOcdbt makes
-//          `_core.KvStore.open` and `_core.normalize_url` accept such a dict
-//          (strings go to the original functions unchanged), so
-//          cairn.kvstore.open takes TensorStore specs with no change in
-//          Python.
-//   cairn._core.open_ocdbt(spec) -> the same store.
-//   cairn._core.merge_ocdbt(root, children=None, config=None): writes the
+//       (python/cairn/kvstore.py) calls cairn._core.open_ocdbt(spec): a
+//       store with the methods of every cairn kvstore, plus get_many(keys),
+//       latest_generation, config.
+//   cairn.kvstore.merge_ocdbt(root, children=None, config=None): writes the
 //       root database in `root` (a base URL such as "file:///ckpt/7/state/",
 //       optionally ending in "|ocdbt:") referring into the child databases
 //       (default: every `ocdbt.process_<id>/` found there).
@@ -202,8 +197,6 @@ void MergeOcdbt(nb::handle root_obj, std::optional<std::vector<std::string>> chi
   }));
 }
 
-bool IsSpec(nb::handle h) { return nb::isinstance<nb::dict>(h); }
-
 }  // namespace
 
 void RegisterOcdbt(nb::module_& m) {
@@ -228,28 +221,6 @@ void RegisterOcdbt(nb::module_& m) {
         nb::arg("config") = nb::none(),
         "Writes the root OCDBT database in `root` referring into the per-process child "
         "databases (default: every ocdbt.process_<id>/ there), copying no value bytes.");
-
-  // Spec dicts through cairn.kvstore.open (see the file comment).
-  if (nb::hasattr(m, "normalize_url")) {
-    nb::object normalize = m.attr("normalize_url");
-    m.attr("normalize_url") = nb::cpp_function(
-        [normalize](nb::handle url) -> nb::object {
-          if (IsSpec(url)) return nb::borrow(url);
-          return normalize(url);
-        },
-        nb::arg("url"), "Turns a local path into a file:// URL; passes spec dicts through.");
-  }
-  if (nb::hasattr(m, "KvStore")) {
-    nb::object cls = m.attr("KvStore");
-    nb::object open = cls.attr("open");
-    nb::object wrapped = nb::cpp_function(
-        [open](nb::handle url) -> nb::object {
-          if (IsSpec(url)) return nb::cast(PyOcdbtStore::Open(url));
-          return open(url);
-        },
-        nb::arg("url"), "Opens a kvstore URL, or an OCDBT spec dict.");
-    nb::setattr(cls, "open", nb::steal(PyStaticMethod_New(wrapped.ptr())));
-  }
 }
 
 }  // namespace cairn::python

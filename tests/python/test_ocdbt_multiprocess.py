@@ -44,7 +44,7 @@ def test_four_processes_merged_by_cairn_read_by_tensorstore(tmp_path):
         assert p.returncode == 0, out.decode()
     children_bytes = _dir_bytes(item)
 
-    cairn._core.merge_ocdbt(f"file://{item}/", config=ORBAX_CONFIG)
+    cairn.kvstore.merge_ocdbt(f"file://{item}/", config=ORBAX_CONFIG)
 
     # No value bytes were copied: the root's own files are small.
     root_own = sum(f.stat().st_size for f in item.glob("d/*")) + (item / "manifest.ocdbt").stat().st_size
@@ -107,7 +107,7 @@ def test_tensorstore_copy_range_to_root_read_by_cairn(tmp_path):
     os.makedirs(other)
     for i in range(3):
         os.symlink(item / f"ocdbt.process_{i}", other / f"ocdbt.process_{i}")
-    cairn._core.merge_ocdbt(f"file://{other}/", [f"ocdbt.process_{i}" for i in range(3)],
+    cairn.kvstore.merge_ocdbt(f"file://{other}/", [f"ocdbt.process_{i}" for i in range(3)],
                             ORBAX_CONFIG)
     assert leaf_entries(other) == ts_structure
     assert ts_read_all(ts_open(other)) == want
@@ -118,7 +118,7 @@ def test_merge_collision_names_key_and_children(tmp_path):
     cairn_open(item / "ocdbt.process_0").put_many({"a": b"1", "dup/key": b"x" * 2000})
     cairn_open(item / "ocdbt.process_7").put_many({"dup/key": b"2"})
     with pytest.raises(Exception, match=r"dup/key.*ocdbt\.process_0/.*ocdbt\.process_7/"):
-        cairn._core.merge_ocdbt(f"file://{item}/")
+        cairn.kvstore.merge_ocdbt(f"file://{item}/")
     assert not (item / "manifest.ocdbt").exists()
 
 

@@ -1,5 +1,7 @@
 #include "cairn/kvstore/kvstore.h"
 
+#include <cstring>
+
 namespace cairn {
 
 std::string ByteRange::ToString() const {
@@ -31,6 +33,18 @@ Result<std::pair<uint64_t, uint64_t>> ResolveByteRange(const ByteRange& range, u
     end = range.offset + *range.length;
   }
   return std::make_pair(range.offset, end);
+}
+
+Result<bool> KvStore::GetInto(std::string_view key, MutableByteView dst) {
+  CAIRN_ASSIGN_OR_RETURN(std::optional<Buffer> value, Get(key));
+  if (!value) return false;
+  if (value->size() != dst.size()) {
+    return DataLossError("reading " + Describe(key) + ": value has " +
+                         std::to_string(value->size()) + " bytes, expected " +
+                         std::to_string(dst.size()));
+  }
+  if (!dst.empty()) std::memcpy(dst.data(), value->data(), dst.size());
+  return true;
 }
 
 Status KvStore::ApplyBatch(std::vector<KvMutation> mutations) {

@@ -90,6 +90,13 @@ class KvStore {
   virtual Result<std::optional<Buffer>> Get(std::string_view key,
                                             const ByteRange& range = {}) = 0;
 
+  // Reads the whole value of `key` into `dst`, whose size must be the value's
+  // size. Returns false when the key is missing; DataLoss when the stored
+  // value has another size (dst's contents are then unspecified). Drivers
+  // that can read in place (file) avoid an intermediate buffer; the default
+  // is Get plus a copy.
+  virtual Result<bool> GetInto(std::string_view key, MutableByteView dst);
+
   // Stores `value` under `key`, replacing any old value. Durable when it
   // returns OK (per the driver's durability protocol).
   virtual Status Put(std::string_view key, ByteView value) = 0;

@@ -1,5 +1,6 @@
 #include "cairn/util/thread_pool.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace cairn {
@@ -55,12 +56,14 @@ void ThreadPool::WorkerLoop() {
 
 ThreadPool& ThreadPool::Default() {
   static ThreadPool* pool = [] {
-    size_t n = std::thread::hardware_concurrency();
+    // Chunk jobs both compute (codecs) and block on I/O: twice the cores keeps
+    // the device busy while other jobs encode or decode.
+    size_t n = 2 * std::max(1u, std::thread::hardware_concurrency());
     if (const char* env = std::getenv("CAIRN_THREADS")) {
       long v = std::strtol(env, nullptr, 10);
       if (v > 0 && v < 1024) n = static_cast<size_t>(v);
     }
-    if (n < 2) n = 2;
+    if (n < 4 && std::getenv("CAIRN_THREADS") == nullptr) n = 4;
     return new ThreadPool(n);  // never destroyed: jobs may outlive static dtors
   }();
   return *pool;

@@ -37,8 +37,8 @@ class ThreadPool {
   // Runs one queued job on the calling thread, if any; returns whether it did.
   bool RunOne();
 
-  // The process-wide pool, sized to the hardware concurrency (at least 2),
-  // or CAIRN_THREADS when set.
+  // The process-wide pool: twice the hardware concurrency (at least 4), or
+  // CAIRN_THREADS when set.
   static ThreadPool& Default();
 
  private:

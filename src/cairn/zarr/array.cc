@@ -195,19 +195,10 @@ Status ZarrArray::ReadChunk(std::span<const Index> cell, const Box& box, uint8_t
   }
   if (inter == chunk_box && IsCContiguous(dst_strides, inter.shape, elem) &&
       m.codecs.IsIdentity(spec)) {
-    // The stored bytes are the chunk: one copy into place.
-    auto stored = store_->Get(key);
-    if (!stored.ok()) return stored.status().Annotate(where);
-    if (!*stored) {
-      FillStrided(out, dst_strides, inter.shape, m.fill_value);
-      return Status::OK();
-    }
-    if ((*stored)->size() != spec.num_bytes()) {
-      return DataLossError("chunk has " + std::to_string((*stored)->size()) +
-                           " bytes, expected " + std::to_string(spec.num_bytes()))
-          .Annotate(where);
-    }
-    std::memcpy(out, (*stored)->data(), spec.num_bytes());
+    // The stored bytes are the chunk: read them straight into place.
+    auto found = store_->GetInto(key, MutableByteView(out, spec.num_bytes()));
+    if (!found.ok()) return found.status().Annotate(where);
+    if (!*found) FillStrided(out, dst_strides, inter.shape, m.fill_value);
     return Status::OK();
   }
   Buffer chunk;

@@ -159,12 +159,15 @@ Result<std::string> FileKvStore::WriteTemp(std::string_view key, ByteView value)
   return tmp;
 }
 
-Result<std::optional<Buffer>> FileKvStore::Get(std::string_view key, const ByteRange& range) {
+// Opens `key` for reading: nullopt when it is missing (or a directory), else
+// the descriptor (owned by the caller) and the file's size.
+Result<std::optional<std::pair<int, uint64_t>>> FileKvStore::OpenForRead(std::string_view key) {
+  using Opened = std::optional<std::pair<int, uint64_t>>;
   CAIRN_RETURN_IF_ERROR(CheckKey(key));
   const std::string path = PathOf(key);
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    if (errno == ENOENT || errno == ENOTDIR) return std::optional<Buffer>();
+    if (errno == ENOENT || errno == ENOTDIR) return Opened();
     return ErrnoError(errno, "reading " + Describe(key));
   }
   struct stat st;
@@ -175,24 +178,23 @@ Result<std::optional<Buffer>> FileKvStore::Get(std::string_view key, const ByteR
   }
   if (S_ISDIR(st.st_mode)) {  // a directory is not a key
     ::close(fd);
-    return std::optional<Buffer>();
+    return Opened();
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
     return FailedPreconditionError("reading " + Describe(key) + ": not a regular file");
   }
-  auto resolved = ResolveByteRange(range, static_cast<uint64_t>(st.st_size));
-  if (!resolved.ok()) {
-    ::close(fd);
-    return resolved.status().Annotate("reading " + Describe(key));
-  }
-  const auto [begin, end] = *resolved;
-  Buffer out(static_cast<size_t>(end - begin));
+  return Opened(std::make_pair(fd, static_cast<uint64_t>(st.st_size)));
+}
+
+// Fills `dst` from `fd` at `offset`; closes `fd` in every case.
+Status FileKvStore::ReadAndClose(int fd, std::string_view key, uint64_t offset,
+                                 MutableByteView dst) {
   uint64_t done = 0;
-  while (done < out.size()) {
+  while (done < dst.size()) {
     size_t n = static_cast<size_t>(std::min<uint64_t>(options_.write_chunk_bytes,
-                                                      out.size() - done));
-    ssize_t r = ::pread(fd, out.data() + done, n, static_cast<off_t>(begin + done));
+                                                      dst.size() - done));
+    ssize_t r = ::pread(fd, dst.data() + done, n, static_cast<off_t>(offset + done));
     if (r < 0) {
       if (errno == EINTR) continue;
       int err = errno;
@@ -202,12 +204,41 @@ Result<std::optional<Buffer>> FileKvStore::Get(std::string_view key, const ByteR
     if (r == 0) {
       ::close(fd);
       return DataLossError("reading " + Describe(key) + ": file ended at byte " +
-                           std::to_string(begin + done) + ", expected " + std::to_string(end));
+                           std::to_string(offset + done) + ", expected " +
+                           std::to_string(offset + dst.size()));
     }
     done += static_cast<uint64_t>(r);
   }
   ::close(fd);
+  return Status::OK();
+}
+
+Result<std::optional<Buffer>> FileKvStore::Get(std::string_view key, const ByteRange& range) {
+  CAIRN_ASSIGN_OR_RETURN(auto opened, OpenForRead(key));
+  if (!opened) return std::optional<Buffer>();
+  const auto [fd, size] = *opened;
+  auto resolved = ResolveByteRange(range, size);
+  if (!resolved.ok()) {
+    ::close(fd);
+    return resolved.status().Annotate("reading " + Describe(key));
+  }
+  const auto [begin, end] = *resolved;
+  Buffer out(static_cast<size_t>(end - begin));
+  CAIRN_RETURN_IF_ERROR(ReadAndClose(fd, key, begin, out.mutable_view()));
   return std::optional<Buffer>(std::move(out));
+}
+
+Result<bool> FileKvStore::GetInto(std::string_view key, MutableByteView dst) {
+  CAIRN_ASSIGN_OR_RETURN(auto opened, OpenForRead(key));
+  if (!opened) return false;
+  const auto [fd, size] = *opened;
+  if (size != dst.size()) {
+    ::close(fd);
+    return DataLossError("reading " + Describe(key) + ": value has " + std::to_string(size) +
+                         " bytes, expected " + std::to_string(dst.size()));
+  }
+  CAIRN_RETURN_IF_ERROR(ReadAndClose(fd, key, 0, dst));
+  return true;
 }
 
 Status FileKvStore::Put(std::string_view key, ByteView value) {

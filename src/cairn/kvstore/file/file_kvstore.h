@@ -45,6 +45,8 @@ class FileKvStore : public KvStore {
   explicit FileKvStore(std::string root, FileKvStoreOptions options = {});
 
   Result<std::optional<Buffer>> Get(std::string_view key, const ByteRange& range = {}) override;
+  // Reads straight into `dst` with pread (no intermediate buffer).
+  Result<bool> GetInto(std::string_view key, MutableByteView dst) override;
   Status Put(std::string_view key, ByteView value) override;
   Result<bool> PutIfAbsent(std::string_view key, ByteView value) override;
   Status Delete(std::string_view key) override;
@@ -63,6 +65,8 @@ class FileKvStore : public KvStore {
 
  private:
   Status CheckKey(std::string_view key) const;
+  Result<std::optional<std::pair<int, uint64_t>>> OpenForRead(std::string_view key);
+  Status ReadAndClose(int fd, std::string_view key, uint64_t offset, MutableByteView dst);
   std::string PathOf(std::string_view key) const;
   // Creates the directories of `key`'s path below (and including) the root.
   Status EnsureParentDirs(std::string_view key);

@@ -20,6 +20,11 @@ Result<std::optional<Buffer>> PrefixKvStore::Get(std::string_view key, const Byt
   return base_->Get(Full(key), range);
 }
 
+Result<bool> PrefixKvStore::GetInto(std::string_view key, MutableByteView dst) {
+  CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate("reading from " + url_));
+  return base_->GetInto(Full(key), dst);
+}
+
 Status PrefixKvStore::Put(std::string_view key, ByteView value) {
   CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate("writing to " + url_));
   return base_->Put(Full(key), value);

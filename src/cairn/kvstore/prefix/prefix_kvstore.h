@@ -24,6 +24,7 @@ class PrefixKvStore : public KvStore {
   PrefixKvStore(std::shared_ptr<KvStore> base, std::string prefix, std::string url = "");
 
   Result<std::optional<Buffer>> Get(std::string_view key, const ByteRange& range = {}) override;
+  Result<bool> GetInto(std::string_view key, MutableByteView dst) override;
   Status Put(std::string_view key, ByteView value) override;
   Result<bool> PutIfAbsent(std::string_view key, ByteView value) override;
   Status Delete(std::string_view key) override;

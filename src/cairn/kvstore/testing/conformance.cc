@@ -52,6 +52,24 @@ void PutGet(KvStore& s) {
   EXPECT_EQ(GetStr(s, "bin"), binary);
 }
 
+void GetIntoWholeValue(KvStore& s) {
+  ASSERT_TRUE(s.Put("dir/v", AsBytes("value")).ok());
+  std::string dst(5, '?');
+  MutableByteView view(reinterpret_cast<uint8_t*>(dst.data()), dst.size());
+  auto got = s.GetInto("dir/v", view);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(*got);
+  EXPECT_EQ(dst, "value");
+  auto missing = s.GetInto("dir/none", view);
+  ASSERT_TRUE(missing.ok()) << missing.status().ToString();
+  EXPECT_FALSE(*missing);
+  std::string small(4, '?');
+  auto wrong = s.GetInto("dir/v", MutableByteView(reinterpret_cast<uint8_t*>(small.data()), 4));
+  EXPECT_EQ(wrong.status().code(), StatusCode::kDataLoss) << wrong.status().ToString();
+  EXPECT_NE(wrong.status().message().find("dir/v"), std::string_view::npos);
+  ExpectInvalid(s.GetInto("../x", view).status(), "GetInto ../x");
+}
+
 void Overwrite(KvStore& s) {
   ASSERT_TRUE(s.Put("k", AsBytes("a much longer first value")).ok());
   ASSERT_TRUE(s.Put("k", AsBytes("short")).ok());
@@ -310,6 +328,7 @@ bool RegisterKvStoreConformanceTests(const std::string& suite, KvStoreFactory fa
   static const Check kChecks[] = {
       {"GetMissing", GetMissing},
       {"PutGet", PutGet},
+      {"GetIntoWholeValue", GetIntoWholeValue},
       {"Overwrite", Overwrite},
       {"EmptyValue", EmptyValue},
       {"ByteRanges", ByteRanges},
