@@ -24,6 +24,8 @@
 
 #include "cairn/kvstore/file/file_kvstore.h"
 
+#include <cstring>
+
 #include "cairn/kvstore/file/posix_io.h"
 
 #include <dirent.h>
@@ -43,6 +45,9 @@ using file_internal::FsyncDir;
 using file_internal::kDirectAlign;
 using file_internal::MakeDir;
 using file_internal::PwriteAll;
+
+// Staging buffer for O_DIRECT writes of unaligned caller memory.
+constexpr uint64_t kDirectStageBytes = uint64_t{8} << 20;
 
 bool StartsWith(std::string_view s, std::string_view prefix) {
   return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
@@ -128,13 +133,26 @@ Result<std::string> FileKvStore::WriteTemp(std::string_view key, ByteView value)
   const uint64_t size = value.size();
   uint64_t done = 0;
   if (options_.use_direct_io && size >= options_.direct_io_min_bytes &&
-      reinterpret_cast<uintptr_t>(data) % kDirectAlign == 0 &&
       !direct_refused_.load(std::memory_order_relaxed)) {
     const uint64_t bulk = size / kDirectAlign * kDirectAlign;
     int dfd = ::open(tmp.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
     if (dfd >= 0) {
       int err = 0;
-      done = PwriteAll(dfd, data, bulk, 0, options_.write_chunk_bytes, &err);
+      if (reinterpret_cast<uintptr_t>(data) % kDirectAlign == 0) {
+        done = PwriteAll(dfd, data, bulk, 0, options_.write_chunk_bytes, &err);
+      } else {
+        // The caller's bytes are not 4096-aligned (a numpy array usually is
+        // not): stage them through an aligned buffer. A memcpy costs far less
+        // than the page cache plus fdatasync would.
+        Buffer stage(static_cast<size_t>(std::min<uint64_t>(bulk, kDirectStageBytes)));
+        while (done < bulk && err == 0) {
+          const uint64_t n = std::min<uint64_t>(stage.size(), bulk - done);
+          std::memcpy(stage.data(), data + done, static_cast<size_t>(n));
+          const uint64_t wrote = PwriteAll(dfd, stage.data(), n, done, n, &err);
+          done += wrote;
+          if (wrote < n && err == 0) break;  // short aligned write: finish buffered
+        }
+      }
       ::close(dfd);
       // EINVAL: the file system refused this O_DIRECT write; the rest goes
       // through the page cache. A short aligned write is simply continued.
