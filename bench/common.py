@@ -55,6 +55,23 @@ def median_seconds(fn, repeat, setup=None):
     return statistics.median(times)
 
 
+def interleaved_medians(jobs, repeat):
+    """Median seconds of each job in `jobs` ({name: (fn, setup or None)}), run
+    in rotating order: repeat r starts with job r mod n. The disk here is
+    virtual and its host caches favour whoever ran last, so no side may
+    always go first."""
+    names = list(jobs)
+    times = {n: [] for n in names}
+    for r in range(repeat):
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
+            fn, setup = jobs[name]
+            if setup is not None:
+                setup()
+            times[name].append(timed(fn))
+    return {n: statistics.median(t) for n, t in times.items()}
+
+
 def _fio(directory, rw, size_bytes):
     out = subprocess.run(
         ["fio", "--name=bw", f"--directory={directory}", f"--rw={rw}", "--bs=4M",

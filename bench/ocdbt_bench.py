@@ -21,7 +21,7 @@ import tempfile
 import tensorstore as ts
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import GB, device_bandwidth, drop_caches, median_seconds, print_table  # noqa: E402
+from common import GB, device_bandwidth, drop_caches, interleaved_medians, print_table  # noqa: E402
 
 import cairn  # noqa: E402
 
@@ -83,20 +83,24 @@ def main():
             items = make_values(total, n_keys)
             keys = list(items)
             nbytes = sum(len(v) for v in items.values())
-            results = {}
-            for name, write, read in (("cairn", cairn_write, cairn_read),
-                                      ("tensorstore", ts_write, ts_read)):
-                path = os.path.join(work, f"{name}-{n_keys}")
+            impls = {"cairn": (cairn_write, cairn_read), "tensorstore": (ts_write, ts_read)}
+            paths = {name: os.path.join(work, f"{name}-{n_keys}") for name in impls}
 
-                def fresh(path=path):
-                    shutil.rmtree(path, ignore_errors=True)
+            def writer(name):
+                return (lambda: impls[name][0](paths[name], items),
+                        lambda: shutil.rmtree(paths[name], ignore_errors=True))
 
-                w = median_seconds(lambda: write(path, items), args.repeat, setup=fresh)
-                got = read(path, keys[:50])
+            def reader(name):
+                return (lambda: impls[name][1](paths[name], keys),
+                        lambda: drop_caches([paths[name]]))
+
+            # cairn and TensorStore take turns to go first (interleaved_medians).
+            w = interleaved_medians({n: writer(n) for n in impls}, args.repeat)
+            for name, (_, read) in impls.items():
+                got = read(paths[name], keys[:50])
                 assert got == [items[k] for k in keys[:50]], name
-                r = median_seconds(lambda: read(path, keys), args.repeat,
-                                   setup=lambda: drop_caches([path]))
-                results[name] = (w, r)
+            r = interleaved_medians({n: reader(n) for n in impls}, args.repeat)
+            results = {n: (w[n], r[n]) for n in impls}
             for op, idx in (("write", 0), ("read", 1)):
                 c, t = results["cairn"][idx], results["tensorstore"][idx]
                 dev = wbw if op == "write" else rbw

@@ -7,7 +7,7 @@ run, with the same metadata, durably (both fsync each chunk file), dropping the
 page cache before every read. Also measures the device's own sequential
 O_DIRECT write/read bandwidth in the same run. Prints one table of GB/s (of
 array bytes) with the ratio cairn/TensorStore and cairn/device; medians of
---repeat runs.
+--repeat runs, cairn and TensorStore taking turns to go first.
 
     python3 bench/zarr_bench.py [--dir /work/bench-tmp] [--gib 1] [--repeat 3]
 """
@@ -26,7 +26,7 @@ import tensorstore as ts
 import cairn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import GB, device_bandwidth, drop_caches, median_seconds, print_table  # noqa: E402
+from common import GB, device_bandwidth, drop_caches, interleaved_medians, print_table  # noqa: E402
 
 CODECS = {
     "none": [],
@@ -84,8 +84,9 @@ def main():
             def clean(d):
                 return lambda: (shutil.rmtree(d, ignore_errors=True), drop_caches([root]))
 
-            c_w = median_seconds(cairn_write, args.repeat, setup=clean(cdir))
-            t_w = median_seconds(ts_write, args.repeat, setup=clean(tdir))
+            w = interleaved_medians({"cairn": (cairn_write, clean(cdir)),
+                                     "ts": (ts_write, clean(tdir))}, args.repeat)
+            c_w, t_w = w["cairn"], w["ts"]
 
             out = {}
 
@@ -98,8 +99,9 @@ def main():
                                    ).result().read().result()
 
             cache = lambda: drop_caches([root])  # noqa: E731
-            c_r = median_seconds(cairn_read, args.repeat, setup=cache)
-            t_r = median_seconds(ts_read, args.repeat, setup=cache)
+            r = interleaved_medians({"cairn": (cairn_read, cache), "ts": (ts_read, cache)},
+                                    args.repeat)
+            c_r, t_r = r["cairn"], r["ts"]
             if not (out["c"].view(np.uint16) == data.view(np.uint16)).all() or \
                not (out["t"].view(np.uint16) == data.view(np.uint16)).all():
                 raise SystemExit(f"{name}: read back differs from what was written")
