@@ -1,12 +1,65 @@
 #include "cairn/util/buffer.h"
 
-#include <cstdlib>
 #include <algorithm>
+#include <cstdlib>
+#include <mutex>
 #include <new>
+#include <vector>
 
 namespace cairn {
+namespace {
 
-void Buffer::Free::operator()(uint8_t* p) const { std::free(p); }
+// malloc maps large blocks fresh and unmaps them on free, so every 64 MiB
+// chunk buffer would pay a page fault per 4 KiB again. A few freed large
+// blocks are kept for reuse instead, bounded in total size.
+constexpr size_t kCacheMinBytes = size_t{1} << 20;
+constexpr size_t kCacheMaxTotalBytes = size_t{512} << 20;
+
+struct BlockCache {
+  std::mutex mu;
+  std::vector<std::pair<void*, size_t>> blocks;  // (block, capacity)
+  size_t total = 0;
+};
+
+BlockCache& Cache() {
+  static BlockCache* cache = new BlockCache;  // never destroyed: used until exit
+  return *cache;
+}
+
+// A cached block of at least `capacity` bytes and at most twice that, or null.
+void* TakeCachedBlock(size_t capacity, size_t* got) {
+  if (capacity < kCacheMinBytes) return nullptr;
+  BlockCache& c = Cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  for (size_t i = 0; i < c.blocks.size(); ++i) {
+    auto [p, size] = c.blocks[i];
+    if (size >= capacity && size / 2 <= capacity) {
+      c.blocks[i] = c.blocks.back();
+      c.blocks.pop_back();
+      c.total -= size;
+      *got = size;
+      return p;
+    }
+  }
+  return nullptr;
+}
+
+// Keeps `p` for reuse when it is large and the cache has room.
+bool CacheBlock(void* p, size_t capacity) {
+  if (capacity < kCacheMinBytes) return false;
+  BlockCache& c = Cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (c.total + capacity > kCacheMaxTotalBytes) return false;
+  c.blocks.emplace_back(p, capacity);
+  c.total += capacity;
+  return true;
+}
+
+}  // namespace
+
+void Buffer::Free::operator()(uint8_t* p) const {
+  if (p != nullptr && !CacheBlock(p, capacity)) std::free(p);
+}
 
 Buffer Buffer::CopyOf(ByteView bytes) {
   Buffer b(bytes.size());
@@ -17,10 +70,12 @@ Buffer Buffer::CopyOf(ByteView bytes) {
 void Buffer::reserve(size_t capacity) {
   if (capacity <= capacity_) return;
   size_t rounded = (capacity + kAlignment - 1) / kAlignment * kAlignment;
-  void* p = std::aligned_alloc(kAlignment, rounded);
+  void* p = TakeCachedBlock(rounded, &rounded);
+  if (p == nullptr) p = std::aligned_alloc(kAlignment, rounded);
   if (p == nullptr) throw std::bad_alloc();  // allocation failure is fatal, as with new
   if (size_ > 0) std::memcpy(p, data_.get(), size_);
-  data_.reset(static_cast<uint8_t*>(p));
+  data_.reset(static_cast<uint8_t*>(p));  // frees the old block with its old capacity
+  data_.get_deleter().capacity = rounded;
   capacity_ = rounded;
 }
 

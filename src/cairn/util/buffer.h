@@ -5,6 +5,10 @@
 // and is NOT zero-initialized on allocation: every byte a caller reads it must
 // have written. Growing with `resize` keeps existing bytes.
 //
+// Large blocks (1 MiB and up) freed by one Buffer are kept, up to 512 MiB in
+// all, for the next Buffer of that size: chunk-sized buffers would otherwise
+// be mapped and page-faulted anew for every chunk.
+//
 // Thread safety: a value type; const methods may be called concurrently.
 #pragma once
 
@@ -79,7 +83,10 @@ class Buffer {
   }
 
  private:
+  // Frees a block of `capacity` bytes (large ones go back to a small cache
+  // of reusable blocks, see buffer.cc).
   struct Free {
+    size_t capacity;  // value-initialized (0) with the unique_ptr
     void operator()(uint8_t* p) const;
   };
   std::unique_ptr<uint8_t, Free> data_;

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "cairn/util/box.h"
+#include "cairn/util/buffer.h"
 #include "cairn/util/coding.h"
 #include "cairn/util/crc32c.h"
 #include "cairn/util/json.h"
@@ -141,6 +142,27 @@ TEST(ThreadPool, TaskGroupReportsFirstErrorAndNests) {
   Status s = g.Wait();
   EXPECT_EQ(n.load(), 50);
   EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+}
+
+TEST(Buffer, LargeBlocksAreReusedAndAligned) {
+  const uint8_t* first;
+  {
+    Buffer a(3 << 20);
+    first = a.data();
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(a.data()) % Buffer::kAlignment, 0u);
+    std::memset(a.data(), 7, a.size());
+  }
+  Buffer b((3 << 20) - 100);  // same rounded class: the freed block comes back
+  EXPECT_EQ(b.data(), first);
+  EXPECT_GE(b.capacity(), b.size());
+  Buffer moved = std::move(b);
+  EXPECT_EQ(b.data(), nullptr);
+  EXPECT_EQ(moved.data(), first);
+  moved.append(AsBytes("tail"));  // growth reallocates and keeps the bytes
+  EXPECT_EQ(moved.size(), (3u << 20) - 100 + 4);
+  EXPECT_EQ(moved.data()[0], 7);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(moved.data()) + moved.size() - 4, 4),
+            "tail");
 }
 
 TEST(Json, CheckedAccessNeverThrows) {
