@@ -1,0 +1,74 @@
+// Coordinator: how the processes of one job agree.
+//
+// cairn's engine and emergency manager run in every process of a job. They
+// need four things from the job's runtime: who am I (process_index), how many
+// are we (process_count), wait for everyone (Barrier), and exchange small
+// messages (AllGather, Broadcast). A Coordinator provides them; cairn ships
+// three (src/cairn/dist/): single-process, MPI, and a callback adapter through
+// which the Python package plugs in jax.distributed's key-value client.
+//
+// Contract:
+//   - Every process calls the same collectives in the same order, with the same
+//     `name`. `name` identifies the collective across processes ("cairn/save/
+//     <path>/commit"); a coordinator may use it as a key prefix, so it must be
+//     unique for the lifetime of the job among concurrent collectives.
+//   - A collective returns `Unavailable` if the other
+//     processes do not arrive within `timeout`; it never blocks forever.
+//   - Messages are small (metadata, statuses, offsets): at most a few MiB.
+//   - Methods are thread-safe, but collectives with different names issued
+//     concurrently from different threads are only allowed where the
+//     implementation says so.
+//
+// Thread safety: see above. Ownership: the caller owns the Coordinator and
+// keeps it alive for as long as any engine operation that uses it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cairn/util/result.h"
+#include "cairn/util/status.h"
+
+namespace cairn {
+
+class Coordinator {
+ public:
+  using Duration = std::chrono::nanoseconds;
+
+  virtual ~Coordinator() = default;
+
+  virtual int process_index() const = 0;
+  virtual int process_count() const = 0;
+  bool is_primary() const { return process_index() == 0; }
+
+  // Returns once every process has called Barrier(name).
+  virtual Status Barrier(std::string_view name, Duration timeout) = 0;
+
+  // Every process contributes `value`; every process receives all values,
+  // ordered by process index.
+  virtual Result<std::vector<std::string>> AllGather(std::string_view name,
+                                                     std::string_view value,
+                                                     Duration timeout) = 0;
+
+  // Process `root` contributes `value`; every process receives it (the value
+  // passed by the other processes is ignored).
+  virtual Result<std::string> Broadcast(std::string_view name, int root,
+                                        std::string_view value,
+                                        Duration timeout) = 0;
+};
+
+// Every process reports its own Status; every process receives the same
+// answer: OK if all were OK, otherwise the first failure by process index,
+// annotated with the index of the process where it happened. Used after each
+// phase of a save so that one failing process fails the save everywhere.
+Status AgreeOnStatus(Coordinator& coordinator, std::string_view name,
+                     const Status& local, Coordinator::Duration timeout);
+
+// A coordinator for a job of one process: collectives return at once.
+std::unique_ptr<Coordinator> NewSingleProcessCoordinator();
+
+}  // namespace cairn
