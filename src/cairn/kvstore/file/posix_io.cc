@@ -21,7 +21,9 @@ Status FsyncDir(const std::string& dir) {
   if (fd < 0) return ErrnoError(errno, "opening directory " + dir + " to sync it");
   int rc = ::fsync(fd);
   int err = errno;
-  ::close(fd);
+  if (::close(fd) != 0 && rc == 0 && errno != EINTR) {
+    return ErrnoError(errno, "closing directory " + dir + " after syncing it");
+  }
   if (rc != 0) return ErrnoError(err, "syncing directory " + dir);
   return Status::OK();
 }
