@@ -34,7 +34,17 @@ struct ArrayInfo {
   // for formats without chunks (safetensors). Converters copy in units of it.
   Shape write_shape;
   uint64_t stored_bytes = 0;  // bytes on storage, when known (0 = unknown)
+  // The keys from the root of the state tree to this array ({"params",
+  // "layer0", "w"}), so that converters can name it in another format's
+  // convention ('.' for Orbax and safetensors, '/' for AXLearn). Empty when
+  // the format has only `path`.
+  std::vector<std::string> tree_path;
 };
+
+// Splits a format's path at `separator` into tree keys.
+std::vector<std::string> SplitTreePath(std::string_view path, char separator);
+// Joins tree keys with `separator`.
+std::string JoinTreePath(const std::vector<std::string>& keys, char separator);
 
 class CheckpointReader {
  public:
