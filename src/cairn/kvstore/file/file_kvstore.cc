@@ -177,11 +177,8 @@ Result<std::optional<std::pair<UniqueFd, uint64_t>>> FileKvStore::OpenForRead(
     std::string_view key) {
   using Opened = std::optional<std::pair<UniqueFd, uint64_t>>;
   CAIRN_RETURN_IF_ERROR(CheckKey(key));
-  auto dir = OpenKeyDir(key, /*create=*/false);
-  if (!dir.ok()) return dir.status().Annotate("reading " + Describe(key));
-  if (!dir->fd.valid()) return Opened();
   uint64_t size = 0;
-  auto fd = file_internal::OpenRegularForRead(dir->fd.get(), dir->name, &size);
+  auto fd = dirs_.OpenValue(key, &size);
   if (!fd.ok()) return fd.status().Annotate("reading " + Describe(key));
   if (!fd->valid()) return Opened();
   return Opened(std::make_pair(std::move(*fd), size));

@@ -10,6 +10,12 @@
 #include <cerrno>
 #include <vector>
 
+#if defined(__linux__) && __has_include(<linux/openat2.h>)
+#include <linux/openat2.h>
+#include <sys/syscall.h>
+#define CAIRN_HAVE_OPENAT2 1
+#endif
+
 namespace cairn::file_internal {
 namespace {
 
@@ -28,6 +34,27 @@ Status SyncDirPath(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd.valid()) return ErrnoError(errno, "opening directory " + path + " to sync it");
   return SyncDir(fd.get(), path);
+}
+
+// openat2(dirfd, path, flags) resolving no symbolic link (not even at the
+// last component) and nothing outside `dirfd`. -1 with errno ENOSYS where the
+// kernel (before 5.6) or a seccomp filter does not offer it; remembered.
+std::atomic<bool> g_openat2_works{true};
+// `beneath` false allows absolute paths (RESOLVE_BENEATH refuses them).
+int OpenBeneath(int dirfd, const char* path, int flags, bool beneath = true) {
+#ifdef CAIRN_HAVE_OPENAT2
+  if (g_openat2_works.load(std::memory_order_relaxed)) {
+    struct open_how how{};
+    how.flags = static_cast<uint64_t>(flags);
+    how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | (beneath ? RESOLVE_BENEATH : 0);
+    const long fd = ::syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+    if (fd >= 0) return static_cast<int>(fd);
+    if (errno != ENOSYS && errno != EPERM && errno != E2BIG && errno != EINVAL) return -1;
+    g_openat2_works.store(false, std::memory_order_relaxed);
+  }
+#endif
+  errno = ENOSYS;
+  return -1;
 }
 
 uint64_t SplitMix64(uint64_t x) {
@@ -100,6 +127,8 @@ std::string DescribeKindAt(int dirfd, const char* name) {
   return DescribeMode(st.st_mode);
 }
 
+bool SetOpenat2ForTesting(bool enabled) { return g_openat2_works.exchange(enabled); }
+
 void SetDirSyncObserverForTesting(DirSyncObserver observer) { g_sync_observer.store(observer); }
 void SetTempNameSourceForTesting(TempNameSource source) { g_temp_name_source.store(source); }
 
@@ -159,8 +188,21 @@ Result<UniqueFd> SafeRoot::OpenRoot(bool create) {
 }
 
 Result<UniqueFd> SafeRoot::OpenDir(std::string_view rel, bool create) {
-  CAIRN_ASSIGN_OR_RETURN(UniqueFd cur, OpenRoot(create));
-  if (!cur.valid() || rel.empty()) return cur;
+  CAIRN_ASSIGN_OR_RETURN(UniqueFd root, OpenRoot(create));
+  if (!root.valid() || rel.empty()) return root;
+  if (!create || KnownDurable(rel)) {
+    // Fast path: one call when no link is on the way and (for writes) every
+    // directory is known durable already (it and its ancestors were synced).
+    const int fd = OpenBeneath(root.get(), std::string(rel).c_str(),
+                               O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) return UniqueFd(fd);
+    if (errno == ENOENT && !create) return UniqueFd();
+  }
+  return OpenDirFrom(std::move(root), rel, create);
+}
+
+Result<UniqueFd> SafeRoot::OpenDirFrom(UniqueFd root, std::string_view rel, bool create) {
+  UniqueFd cur = std::move(root);
   size_t start = 0;
   while (true) {
     const size_t end = rel.find('/', start);
@@ -207,6 +249,27 @@ Result<UniqueFd> SafeRoot::OpenDir(std::string_view rel, bool create) {
   return cur;
 }
 
+namespace {
+
+// Checks that `fd` (opened O_NONBLOCK) is a regular file and clears
+// O_NONBLOCK: an invalid fd for a directory, FailedPrecondition otherwise.
+Result<UniqueFd> CheckRegular(UniqueFd fd, uint64_t* size) {
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return ErrnoError(errno, "fstat");
+  if (S_ISDIR(st.st_mode)) return UniqueFd();  // a directory is not a key
+  if (!S_ISREG(st.st_mode)) {
+    return FailedPreconditionError("it is " + DescribeMode(st.st_mode) +
+                                   "; only regular files are values");
+  }
+  // F_SETFL sets only the status flags (O_APPEND, O_NONBLOCK, ...); none of
+  // the others was asked for, so 0 just clears O_NONBLOCK.
+  if (::fcntl(fd.get(), F_SETFL, 0) != 0) return ErrnoError(errno, "fcntl");
+  *size = static_cast<uint64_t>(st.st_size);
+  return fd;
+}
+
+}  // namespace
+
 Result<UniqueFd> OpenRegularForRead(int dirfd, const std::string& name, uint64_t* size) {
   UniqueFd fd(::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   if (!fd.valid()) {
@@ -219,19 +282,42 @@ Result<UniqueFd> OpenRegularForRead(int dirfd, const std::string& name, uint64_t
     }
     return ErrnoError(err, "open");
   }
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return ErrnoError(errno, "fstat");
-  if (S_ISDIR(st.st_mode)) return UniqueFd();  // a directory is not a key
-  if (!S_ISREG(st.st_mode)) {
-    return FailedPreconditionError("it is " + DescribeMode(st.st_mode) +
-                                   "; only regular files are values");
+  return CheckRegular(std::move(fd), size);
+}
+
+Result<UniqueFd> SafeRoot::OpenValue(std::string_view rel, uint64_t* size) {
+  constexpr int kFlags = O_RDONLY | O_NONBLOCK | O_CLOEXEC;
+  // Fastest: the whole absolute path in one call when no link is anywhere on
+  // it (the usual case; `rel` has no "..", so it stays below the root). A
+  // root reached through links makes it fail with ELOOP: remembered.
+  bool tried_whole_path = false;
+  if (!root_path_has_links_.load(std::memory_order_relaxed)) {
+    tried_whole_path = true;
+    const int fd = OpenBeneath(AT_FDCWD, PathOf(rel).c_str(), kFlags, /*beneath=*/false);
+    if (fd >= 0) return CheckRegular(UniqueFd(fd), size);
+    if (errno == ENOENT) return UniqueFd();
   }
-  const int flags = ::fcntl(fd.get(), F_GETFL);
-  if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
-    return ErrnoError(errno, "fcntl");
+  CAIRN_ASSIGN_OR_RETURN(UniqueFd root, OpenRoot(/*create=*/false));
+  if (!root.valid()) return UniqueFd();
+  const int fd = OpenBeneath(root.get(), std::string(rel).c_str(), kFlags);
+  if (fd >= 0) {
+    if (tried_whole_path) root_path_has_links_.store(true, std::memory_order_relaxed);
+    return CheckRegular(UniqueFd(fd), size);
   }
-  *size = static_cast<uint64_t>(st.st_size);
-  return fd;
+  if (errno == ENOENT) return UniqueFd();
+  // A link at the key or on the way (ELOOP), a non-directory on the way
+  // (ENOTDIR), no openat2, ...: the walk tells which, naming it.
+  const size_t slash = rel.rfind('/');
+  const std::string_view dir_rel = slash == std::string_view::npos ? "" : rel.substr(0, slash);
+  UniqueFd dir;
+  if (dir_rel.empty()) {
+    dir = std::move(root);
+  } else {
+    CAIRN_ASSIGN_OR_RETURN(dir, OpenDirFrom(std::move(root), dir_rel, /*create=*/false));
+    if (!dir.valid()) return dir;
+  }
+  const std::string name(slash == std::string_view::npos ? rel : rel.substr(slash + 1));
+  return OpenRegularForRead(dir.get(), name, size);
 }
 
 std::string NewTempName() {

@@ -79,6 +79,11 @@ std::string DescribeKindAt(int dirfd, const char* name);
 using DirSyncObserver = void (*)(const std::string& path);
 void SetDirSyncObserverForTesting(DirSyncObserver observer);
 
+// Turns the openat2 fast path of SafeRoot off (false) or back on (true), so
+// tests cover the component walk that kernels before 5.6 use. Returns the
+// previous setting.
+bool SetOpenat2ForTesting(bool enabled);
+
 // fsyncs the open directory `fd`; `path` names it in errors.
 Status SyncDir(int fd, const std::string& path);
 
@@ -107,11 +112,24 @@ class SafeRoot {
   //     is FailedPrecondition.
   Result<UniqueFd> OpenDir(std::string_view rel, bool create);
 
+  // Opens the value `rel` ("a/b/c", a valid key) for reading, as
+  // OpenRegularForRead does in its directory: an invalid fd when it or a
+  // directory on the way is missing (or it is a directory), FailedPrecondition
+  // for a link or special file at it or on the way. One openat2 call
+  // (RESOLVE_NO_SYMLINKS) of the whole path where the kernel offers it and no
+  // link leads to the root, else one below the root's descriptor; the
+  // component walk where openat2 is missing, and to name what is wrong.
+  Result<UniqueFd> OpenValue(std::string_view rel, uint64_t* size);
+
  private:
+  Result<UniqueFd> OpenDirFrom(UniqueFd root, std::string_view rel, bool create);
   bool KnownDurable(std::string_view rel);
   void MarkDurable(std::string_view rel);
 
   std::string root_;
+  // Set once a value opened below the root but not by its whole absolute
+  // path: the root is reached through a link (OpenValue's first try fails).
+  std::atomic<bool> root_path_has_links_{false};
   std::mutex mu_;
   // Directories (relative to the root; "" is the root) known durable: created
   // and synced by this SafeRoot, or synced per D2. Cleared when it grows past
