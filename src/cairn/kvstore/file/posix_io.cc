@@ -29,9 +29,10 @@ Status FsyncDir(const std::string& dir) {
 }
 
 Status MakeDir(const std::string& path) {
-  if (::mkdir(path.c_str(), 0755) == 0) return FsyncDir(std::string(DirName(path)));
-  if (errno == EEXIST) return Status::OK();
-  return ErrnoError(errno, "creating directory " + path);
+  if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
+    return ErrnoError(errno, "creating directory " + path);
+  }
+  return FsyncDir(std::string(DirName(path)));
 }
 
 uint64_t PwriteAll(int fd, const uint8_t* data, uint64_t size, uint64_t offset, uint64_t chunk,
