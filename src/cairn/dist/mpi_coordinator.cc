@@ -14,6 +14,10 @@
 
 #if CAIRN_HAVE_MPI
 
+// Only MPI's C API (OpenMPI and MPICH would add their deprecated C++
+// bindings, which need another library).
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
 #include <algorithm>
