@@ -83,20 +83,28 @@ def _jax_state():
     return distributed.global_state
 
 
-def from_jax(client=None, key_prefix: Optional[str] = None) -> Coordinator:
+def from_jax(client=None, key_prefix: Optional[str] = None, *,
+             process_index: Optional[int] = None,
+             process_count: Optional[int] = None) -> Coordinator:
     """A coordinator over ``jax.distributed``'s coordination service (the
     same key-value store and barriers Orbax uses). Call after
     ``jax.distributed.initialize``; every process must create its
-    coordinators in the same order (each gets key prefix ``cairn/<n>``)."""
-    import jax
-    from jax._src import distributed
+    coordinators in the same order (each gets key prefix ``cairn/<n>``).
 
-    state = distributed.global_state
-    client = client if client is not None else state.client
+    ``client`` (default: jax's own) is anything with jax's client methods
+    ``key_value_set_bytes``, ``blocking_key_value_get_bytes`` and
+    ``wait_at_barrier``; ``process_index``/``process_count`` default to
+    ``jax.process_index()``/``jax.process_count()``."""
     if client is None:
-        raise RuntimeError("cairn.dist.from_jax: jax.distributed is not initialized "
-                           "(call jax.distributed.initialize first)")
-    process_index, process_count = jax.process_index(), jax.process_count()
+        from jax._src import distributed
+        client = distributed.global_state.client
+        if client is None:
+            raise RuntimeError("cairn.dist.from_jax: jax.distributed is not initialized "
+                               "(call jax.distributed.initialize first)")
+    if process_index is None or process_count is None:
+        import jax
+        process_index = jax.process_index() if process_index is None else process_index
+        process_count = jax.process_count() if process_count is None else process_count
     if key_prefix is None:
         key_prefix = f"cairn/{next(_jax_coordinators)}"
 
