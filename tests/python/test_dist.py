@@ -220,6 +220,16 @@ jax.distributed.initialize(coordinator_address=address, num_processes=n, process
 c = cairn.dist.detect()
 result = exchange(c, "jax")
 result["second_prefix_ok"] = cairn.dist.from_jax().all_gather("cairn-test/gather", b"x", timeout_s=60) == [b"x"] * n
+if i == 0:  # alone: the others never call this collective
+    import time
+    t0 = time.monotonic()
+    try:
+        c.all_gather("cairn-test/alone", b"x", timeout_s=0.5)
+        result["alone"] = "no error"
+    except OSError as e:
+        result["alone"] = str(e)
+    result["alone_s"] = time.monotonic() - t0
+c.barrier("cairn-test/after-alone", timeout_s=60)
 with open(out_path, "w") as f:
     json.dump(result, f)
 jax.distributed.shutdown()
@@ -279,6 +289,9 @@ def test_real_jax_distributed_processes(tmp_path):
     results = [json.loads((tmp_path / f"p{i}.json").read_text()) for i in range(n)]
     _check_exchange(results, n)
     assert all(r["second_prefix_ok"] for r in results)
+    # A collective the others never join fails promptly, naming who is missing.
+    assert "all-gather `cairn-test/alone`: no message from process 1" in results[0]["alone"]
+    assert 0.4 < results[0]["alone_s"] < 10
     assert all(r["repr"] == f"<cairn Coordinator process {r['i']} of {n}>" for r in results)
 
 
