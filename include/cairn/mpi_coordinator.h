@@ -13,7 +13,8 @@
 //
 // Timeouts: a collective that misses its deadline returns Unavailable. MPI
 // cannot cancel a started collective, so the coordinator is then broken:
-// later collectives return FailedPrecondition naming the one that timed out.
+// later collectives return FailedPrecondition naming the one that timed out
+// (likewise after an MPI error inside a collective).
 // The job should end (MPI_Abort, or an exception that makes mpirun stop it).
 //
 // Concurrency: MPI requires every process to start collectives on a

@@ -21,6 +21,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <utility>
 #include <cstdlib>
@@ -79,6 +80,16 @@ Result<bool> PollUntil(MPI_Request* req, Clock::time_point deadline, std::string
   }
 }
 
+// With MPI_THREAD_MULTIPLE each coordinator serializes only its own
+// collectives; with MPI_THREAD_SERIALIZED no two threads may be inside MPI at
+// once, so all coordinators share one lock.
+std::atomic<bool> g_thread_multiple{false};
+
+std::mutex& SharedMpiLock() {
+  static std::mutex mu;
+  return mu;
+}
+
 struct Header {
   uint64_t hash;
   uint64_t size;
@@ -86,7 +97,9 @@ struct Header {
 
 class MpiCoordinator final : public Coordinator {
  public:
-  MpiCoordinator(MPI_Comm comm, int index, int count) : comm_(comm), index_(index), count_(count) {}
+  MpiCoordinator(MPI_Comm comm, int index, int count)
+      : comm_(comm), index_(index), count_(count),
+        lock_(g_thread_multiple.load() ? own_lock_ : SharedMpiLock()) {}
   ~MpiCoordinator() override {
     // With abandoned requests MPI must keep the communicator (and they their
     // buffers) until MPI_Finalize.
@@ -97,7 +110,7 @@ class MpiCoordinator final : public Coordinator {
   int process_count() const override { return count_; }
 
   Status Barrier(std::string_view name, Duration timeout) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(lock_);
     const std::string what = "MPI barrier `" + std::string(name) + "`";
     auto op = std::make_unique<Op>(DeadlineAfter(timeout));
     return ExchangeHeaders(op, what, Hash("barrier", name, 0), 0, timeout);
@@ -105,12 +118,12 @@ class MpiCoordinator final : public Coordinator {
 
   Result<std::vector<std::string>> AllGather(std::string_view name, std::string_view value,
                                              Duration timeout) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(lock_);
     const std::string what = "MPI all-gather `" + std::string(name) + "`";
     auto op = std::make_unique<Op>(DeadlineAfter(timeout));
     CAIRN_RETURN_IF_ERROR(ExchangeHeaders(op, what, Hash("all-gather", name, 0), value.size(), timeout));
     uint64_t total = 0;
-    for (const Header& h : op->headers) total += h.size;
+    for (const Header& h : op->headers) total += std::min(h.size, kMaxTotalBytes + 1);
     if (total > kMaxTotalBytes) {
       return InvalidArgumentError(what + ": " + std::to_string(total) +
                                   " bytes in all, more than a coordinator carries (1 GiB)");
@@ -131,7 +144,7 @@ class MpiCoordinator final : public Coordinator {
     int rc = MPI_Iallgatherv(op->send.data(), static_cast<int>(value.size()), MPI_BYTE,
                              op->recv.data(), op->counts.data(), op->displs.data(), MPI_BYTE,
                              comm_, &op->request);
-    if (rc != MPI_SUCCESS) return MpiError(rc, what);
+    if (rc != MPI_SUCCESS) return Broken(MpiError(rc, what), what);
     CAIRN_RETURN_IF_ERROR(Wait(op, what, timeout));
     for (int i = 0; i < count_; ++i) {
       out[i].assign(op->recv.data() + op->displs[i], op->counts[i]);
@@ -141,7 +154,7 @@ class MpiCoordinator final : public Coordinator {
 
   Result<std::string> Broadcast(std::string_view name, int root, std::string_view value,
                                 Duration timeout) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(lock_);
     const std::string what =
         "MPI broadcast `" + std::string(name) + "` from process " + std::to_string(root);
     if (root < 0 || root >= count_) {
@@ -163,7 +176,7 @@ class MpiCoordinator final : public Coordinator {
     }
     int rc = MPI_Ibcast(op->recv.data(), static_cast<int>(size), MPI_BYTE, root, comm_,
                         &op->request);
-    if (rc != MPI_SUCCESS) return MpiError(rc, what);
+    if (rc != MPI_SUCCESS) return Broken(MpiError(rc, what), what);
     CAIRN_RETURN_IF_ERROR(Wait(op, what, timeout));
     return std::string(op->recv.data(), op->recv.size());
   }
@@ -195,13 +208,13 @@ class MpiCoordinator final : public Coordinator {
                          Duration timeout) {
     if (!broken_.empty()) {
       return FailedPreconditionError(what + ": the MPI coordinator is unusable since " + broken_ +
-                                     " timed out");
+                                     " timed out or failed");
     }
     op->own = Header{hash, size};
     op->headers.resize(count_);
     int rc = MPI_Iallgather(&op->own, 2, MPI_UINT64_T, op->headers.data(), 2, MPI_UINT64_T,
                             comm_, &op->request);
-    if (rc != MPI_SUCCESS) return MpiError(rc, what);
+    if (rc != MPI_SUCCESS) return Broken(MpiError(rc, what), what);
     CAIRN_RETURN_IF_ERROR(Wait(op, what, timeout));
     for (int i = 0; i < count_; ++i) {
       if (op->headers[i].hash != hash) {
@@ -214,20 +227,29 @@ class MpiCoordinator final : public Coordinator {
     return Status::OK();
   }
 
+  // An MPI error inside a collective leaves the processes out of step: the
+  // coordinator is unusable from then on, as after a timeout.
+  Status Broken(Status error, const std::string& what) {
+    if (broken_.empty()) broken_ = what;
+    return error;
+  }
+
   // On timeout, keeps `op` in abandoned_ (leaving `op` null).
   Status Wait(std::unique_ptr<Op>& op, const std::string& what, Duration timeout) {
-    CAIRN_ASSIGN_OR_RETURN(bool done, PollUntil(&op->request, op->deadline, what));
-    if (done) return Status::OK();
+    Result<bool> done = PollUntil(&op->request, op->deadline, what);
+    if (!done.ok()) return Broken(done.status(), what);
+    if (*done) return Status::OK();
     broken_ = what;
     abandoned_.push_back(std::move(op));
     return UnavailableError(what + ": not every one of the " + std::to_string(count_) +
                             " processes arrived within " + FormatSeconds(timeout));
   }
 
-  std::mutex mu_;
   MPI_Comm comm_;
   const int index_;
   const int count_;
+  std::mutex own_lock_;
+  std::mutex& lock_;  // own_lock_ or SharedMpiLock()
   std::string broken_;       // the collective that timed out, if any
   std::vector<std::unique_ptr<Op>> abandoned_;  // its pending request and buffers
 };
@@ -250,6 +272,7 @@ Status InitializeMpiIfNeeded() {
   } else {
     MPI_Query_thread(&provided);
   }
+  g_thread_multiple = provided >= MPI_THREAD_MULTIPLE;
   if (provided < MPI_THREAD_SERIALIZED) {
     return FailedPreconditionError(
         "MPI was initialized with a thread level below MPI_THREAD_SERIALIZED (" +
