@@ -50,6 +50,20 @@ Status RefuseCommitted(KvStore& store, const std::vector<std::string>& markers, 
   return Status::OK();
 }
 
+// Copies each {source key, relative path} to `dest_prefix` + path.
+Status CopyIteratorFiles(KvStore& source, const std::vector<std::pair<std::string, std::string>>& files,
+                         KvStore& dest, const std::string& dest_prefix) {
+  for (const auto& [key, relative] : files) {
+    auto value = source.Get(key);
+    if (!value.ok()) return value.status().Annotate("reading " + source.Describe(key));
+    if (!*value) return Status(StatusCode::kNotFound, source.Describe(key) + " vanished");
+    const std::string to = dest_prefix + relative;
+    CAIRN_RETURN_IF_ERROR(dest.Put(to, ByteView((*value)->data(), (*value)->size()))
+                              .Annotate("writing " + dest.Describe(to)));
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Result<Location> OpenUserLocation(const std::string& path_or_url) {
@@ -128,6 +142,9 @@ Result<ConvertCheckpointResult> ConvertCheckpoint(const ConvertCheckpointRequest
       if (primary) {
         CAIRN_RETURN_IF_ERROR(RefuseCommitted(
             *store, {step_prefix + std::string(axlearn::kIndexFile)}, request.overwrite));
+        // Iterator state first: the index, written last, commits it too.
+        CAIRN_RETURN_IF_ERROR(CopyIteratorFiles(*src.store, opened->iterator_files, *store,
+                                                step_prefix));
       }
       axlearn::WriterOptions w;
       w.step = step;
