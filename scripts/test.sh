@@ -30,7 +30,7 @@ for fuzzer in build/fuzz/cairn_*_fuzz; do
   mkdir -p "$corpus"
   log="$corpus.log"
   "$fuzzer" -max_total_time=30 -rss_limit_mb=2048 -max_len=1048576 -print_final_stats=1 \
-    "$corpus" ../shared/testdata >"$log" 2>&1 || { cat "$log"; echo "FAILED: $fuzzer"; exit 1; }
+    "$corpus" tests/testdata >"$log" 2>&1 || { cat "$log"; echo "FAILED: $fuzzer"; exit 1; }
   echo "$(basename "$fuzzer"): $(grep -m1 -o 'Done [0-9]* runs.*' "$log")"
 done
 
