@@ -153,7 +153,7 @@ Result<std::optional<BtreeGenerationReference>> OcdbtKvStore::RootOf(
   std::optional<BtreeGenerationReference> root;
   if (manifest) {
     CAIRN_ASSIGN_OR_RETURN(root, FindGeneration(*manifest, options_.generation.value_or(0),
-                                                Reader()));
+                                                Reader(), LimitsFor(manifest)));
   }
   if (!root && options_.generation) {
     // As TensorStore: a fixed version that does not exist is an error.
@@ -163,12 +163,18 @@ Result<std::optional<BtreeGenerationReference>> OcdbtKvStore::RootOf(
   return root;
 }
 
+ReadLimits OcdbtKvStore::LimitsFor(const std::optional<Manifest>& m) const {
+  if (!m) return NodeReadLimits(options_.config, options_.max_node_read_bytes);
+  return NodeReadLimits(m->config, options_.max_node_read_bytes);
+}
+
 Result<std::optional<Buffer>> OcdbtKvStore::Get(std::string_view key, const ByteRange& range) {
   CAIRN_RETURN_IF_ERROR(ValidateKey(key));
   auto read = Reader();
-  CAIRN_ASSIGN_OR_RETURN(auto root, ReadRoot());
+  CAIRN_ASSIGN_OR_RETURN(auto manifest, ReadManifest());
+  CAIRN_ASSIGN_OR_RETURN(auto root, RootOf(manifest));
   if (!root) return std::optional<Buffer>();
-  CAIRN_ASSIGN_OR_RETURN(auto value, FindKey(*root, key, read));
+  CAIRN_ASSIGN_OR_RETURN(auto value, FindKey(*root, key, read, LimitsFor(manifest)));
   if (!value) return std::optional<Buffer>();
   CAIRN_ASSIGN_OR_RETURN(auto span, ResolveByteRange(range, value->size()));
   CAIRN_ASSIGN_OR_RETURN(Buffer bytes, ReadValueRange(*value, span.first, span.second, read));
@@ -179,7 +185,8 @@ Result<std::vector<std::optional<SharedBytes>>> OcdbtKvStore::GetMany(
     const std::vector<std::string>& keys) {
   for (const auto& k : keys) CAIRN_RETURN_IF_ERROR(ValidateKey(k));
   std::vector<std::optional<SharedBytes>> out(keys.size());
-  CAIRN_ASSIGN_OR_RETURN(auto root, ReadRoot());
+  CAIRN_ASSIGN_OR_RETURN(auto manifest, ReadManifest());
+  CAIRN_ASSIGN_OR_RETURN(auto root, RootOf(manifest));
   if (!root) return out;
   // Sorted order for the descent; then the values, coalesced (batch_read.h).
   std::vector<size_t> order(keys.size());
@@ -198,7 +205,8 @@ Result<std::vector<std::optional<SharedBytes>>> OcdbtKvStore::GetMany(
           slots.push_back(order[i]);
         }
         return Status::OK();
-      }));
+      },
+      LimitsFor(manifest)));
   CAIRN_ASSIGN_OR_RETURN(std::vector<SharedBytes> bytes, ReadValues(found, read, ReadPool()));
   for (size_t j = 0; j < slots.size(); ++j) out[slots[j]] = std::move(bytes[j]);
   return out;
@@ -206,13 +214,16 @@ Result<std::vector<std::optional<SharedBytes>>> OcdbtKvStore::GetMany(
 
 Result<std::vector<KeyInfo>> OcdbtKvStore::List(std::string_view prefix) {
   std::vector<KeyInfo> out;
-  CAIRN_ASSIGN_OR_RETURN(auto root, ReadRoot());
+  CAIRN_ASSIGN_OR_RETURN(auto manifest, ReadManifest());
+  CAIRN_ASSIGN_OR_RETURN(auto root, RootOf(manifest));
   if (!root) return out;
-  CAIRN_RETURN_IF_ERROR(
-      ListEntries(*root, prefix, Reader(), [&](std::string_view key, const LeafValue& v) {
+  CAIRN_RETURN_IF_ERROR(ListEntries(
+      *root, prefix, Reader(),
+      [&](std::string_view key, const LeafValue& v) {
         out.push_back({std::string(key), v.size()});
         return Status::OK();
-      }));
+      },
+      LimitsFor(manifest)));
   return out;
 }
 
@@ -242,7 +253,8 @@ Result<bool> OcdbtKvStore::CompareAndPut(std::string_view key, std::optional<Byt
       [&](const std::optional<BtreeGenerationReference>& root) -> Result<bool> {
     std::optional<LeafValue> current;
     if (root) {
-      CAIRN_ASSIGN_OR_RETURN(current, FindKey(*root, k, read));
+      CAIRN_ASSIGN_OR_RETURN(current,
+                             FindKey(*root, k, read, ReadLimits{options_.max_node_read_bytes}));
     }
     if (!current || !expected) return !current && !expected;
     if (current->size() != expected->size()) return false;

@@ -50,6 +50,10 @@ struct OcdbtOptions {
   // this many bytes (a larger single value gets a file of its own); 0 =
   // unlimited. TensorStore's and Orbax's local default: 2 GiB.
   uint64_t target_data_file_size = uint64_t{2} << 30;
+  // Reads never decode a node larger than the database's own
+  // max_decoded_node_bytes (plus room for a few maximal entries), nor larger
+  // than this, whatever the database's config says (reader.h ReadLimits).
+  uint64_t max_node_read_bytes = uint64_t{256} << 20;
 };
 
 // A mutation whose value bytes the caller keeps alive (and unchanged) for
@@ -111,6 +115,8 @@ class OcdbtKvStore : public KvStore {
   // The generation reads use (nullopt: no such generation / empty database).
   Result<std::optional<BtreeGenerationReference>> ReadRoot();
   Result<std::optional<BtreeGenerationReference>> RootOf(const std::optional<Manifest>& m);
+  // The node limits for reading the database of `m` (NodeReadLimits).
+  ReadLimits LimitsFor(const std::optional<Manifest>& m) const;
   // Whether a conditional write may go ahead on top of the tree `root`.
   using CommitCondition =
       std::function<Result<bool>(const std::optional<BtreeGenerationReference>& root)>;
