@@ -82,6 +82,12 @@ ThreadPool& ReadPool() {
 OcdbtKvStore::OcdbtKvStore(std::shared_ptr<KvStore> base, OcdbtOptions options)
     : base_(std::move(base)), options_(std::move(options)) {}
 
+std::string OcdbtKvStore::url() const {
+  std::string u = base_->url() + "|ocdbt:";
+  if (options_.generation) u += "@v" + std::to_string(*options_.generation) + "/";
+  return u;
+}
+
 ReadObjectFn OcdbtKvStore::Reader() const {
   std::shared_ptr<KvStore> base = base_;
   return [base](const DataFileId& file, uint64_t offset, uint64_t length) -> Result<Buffer> {

@@ -82,7 +82,9 @@ class OcdbtKvStore : public KvStore {
   // straight from the caller's memory (no copy in between).
   Status ApplyBatchViews(std::vector<KvMutationView> mutations);
   Status DeletePrefix(std::string_view prefix) override;
-  std::string url() const override { return base_->url() + "|ocdbt:"; }
+  // "<base>|ocdbt:", or "<base>|ocdbt:@v5/" when opened at generation 5
+  // (TensorStore's URL form).
+  std::string url() const override;
 
   // The current manifest (latest numbered one for that kind), or nullopt for
   // an empty database. Errors: DataLoss for a corrupt manifest.
