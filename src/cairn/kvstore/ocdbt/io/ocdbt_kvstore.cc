@@ -92,6 +92,10 @@ ReadObjectFn OcdbtKvStore::Reader() const {
   std::shared_ptr<KvStore> base = base_;
   return [base](const DataFileId& file, uint64_t offset, uint64_t length) -> Result<Buffer> {
     std::string path = file.FullPath();
+    if (Status valid = ValidateKey(path); !valid.ok()) {
+      return DataLossError("OCDBT data file path `" + path + "` of " + base->url() +
+                           " is not a valid key: " + std::string(valid.message()));
+    }
     auto got = base->Get(path, ByteRange::Range(offset, length));
     if (!got.ok()) {
       if (got.status().code() == StatusCode::kInvalidArgument) {
