@@ -73,6 +73,10 @@ class FileKvStore : public KvStore {
   Result<bool> GetInto(std::string_view key, MutableByteView dst) override;
   Status Put(std::string_view key, ByteView value) override;
   Result<bool> PutIfAbsent(std::string_view key, ByteView value) override;
+  // Under an exclusive lock on `<key>.__lock`, as TensorStore's file driver
+  // (see file_compare_and_put.cc).
+  Result<bool> CompareAndPut(std::string_view key, std::optional<ByteView> expected,
+                             ByteView value) override;
   Status Delete(std::string_view key) override;
   Result<std::vector<KeyInfo>> List(std::string_view prefix = "") override;
   // Removes every entry under the prefix, whole directory trees included,
