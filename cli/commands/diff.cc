@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cairn/layout/inspect/diff.h"
+#include "cairn/zarr/array_url.h"
 #include "cli_util.h"
 #include "commands/commands.h"
 #include "progress.h"
@@ -29,7 +30,9 @@ int RunDiff(const DiffCliOptions& opts) {
     ProgressBar bar("diff");
     inspect::DiffOptions options;
     options.progress = [&bar](uint64_t done, uint64_t total) { bar.Update(done, total); };
-    return inspect::Diff(opts.a, opts.b, options);
+    // Local paths become file:// URLs: array URLs need a scheme (as in
+    // TensorStore), and checkpoint directories are found from either form.
+    return inspect::Diff(NormalizeUrl(opts.a), NormalizeUrl(opts.b), options);
   }();
   if (!report.ok()) return PrintError("diff", opts.a + " vs " + opts.b, report.status(), 2);
   const bool same = report->identical();

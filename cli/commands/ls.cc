@@ -125,7 +125,8 @@ int RunLs(const LsOptions& opts) {
   if (std::optional<std::string> ckpt = CheckpointPath(opts.url)) {
     return RunLsCheckpoint(*ckpt, opts.json);
   }
-  auto parsed = ParseArrayUrl(opts.url);
+  // A local path becomes a file:// URL (array URLs need a scheme).
+  auto parsed = ParseArrayUrl(NormalizeUrl(opts.url));
   if (!parsed.ok()) return Fail("`" + opts.url + "`", parsed.status());
   auto store = OpenKvStore(parsed->kvstore_url);
   if (!store.ok()) return Fail("opening `" + parsed->kvstore_url + "`", store.status());
@@ -149,7 +150,11 @@ int RunLs(const LsOptions& opts) {
     if (!array.ok()) return Fail("opening array `" + opts.url + "`", array.status());
     std::string path = NormalizeUrl(opts.url);
     if (!parsed->format) {
-      path = parsed->kvstore_url + (*format == ZarrFormat::kV3 ? "|zarr3:" : "|zarr2:");
+      // Printed as a directory, the way the zarr drivers read it
+      // ("file:///a" names the array in /a/, as "file:///a/|zarr3:" does).
+      std::string base = parsed->kvstore_url;
+      if (base.back() != '/' && base.back() != ':') base += '/';
+      path = base + (*format == ZarrFormat::kV3 ? "|zarr3:" : "|zarr2:");
     }
     return PrintArray(path, **array, TotalBytes(*keys), opts.json);
   }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import math
 from typing import Any, Mapping, Sequence
 
@@ -96,8 +97,10 @@ class Array:
 def open(url: str) -> Array:  # noqa: A001 (mirrors tensorstore.open)
     """Opens an existing array: `file:///dir/|zarr3:`, `file:///dir/|zarr2:`,
     `file:///db/|ocdbt:name/|zarr3:`, or a URL or local path with no driver
-    part (the format is detected: zarr.json -> v3, .zarray -> v2)."""
-    return Array(_core.Array.open(url))
+    part (the format is detected: zarr.json -> v3, .zarray -> v2). A local
+    path is taken as the file:// URL of that path (TensorStore itself
+    rejects bare paths as URLs)."""
+    return Array(_core.Array.open(_core.normalize_url(os.fspath(url))))
 
 
 def _url_format(url: str, metadata: Mapping[str, Any]) -> int | None:
@@ -147,6 +150,7 @@ def create(url: str, metadata: Mapping[str, Any] | str | None = None, *,
     dtype, chunks). Float NaN/inf values are written as "NaN"/"Infinity".
     `overwrite` replaces existing metadata (chunks are kept).
     """
+    url = _core.normalize_url(os.fspath(url))
     if isinstance(metadata, str):
         metadata = json.loads(metadata)
     md = dict(metadata or {})

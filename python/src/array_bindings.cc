@@ -83,12 +83,16 @@ struct PyArray {
                 nb::ndarray<nb::device::cpu, nb::c_contig> out) const {
     Box box = CheckedBox(origin, shape);
     auto n = CheckedNumElements(shape);
-    if (!n || *n < 0) ThrowStatus(InvalidArgumentError(Where() + ": bad read shape"));
-    if (out.nbytes() != static_cast<size_t>(*n) * itemsize()) {
+    size_t needed = 0;
+    if (!n || *n < 0 ||
+        __builtin_mul_overflow(static_cast<uint64_t>(*n), uint64_t{itemsize()}, &needed)) {
+      ThrowStatus(InvalidArgumentError(Where() + ": read shape " + box.ToString() +
+                                       " has more bytes than fit in memory"));
+    }
+    if (out.nbytes() != needed) {
       ThrowStatus(InvalidArgumentError(Where() + ": output buffer has " +
                                        std::to_string(out.nbytes()) + " bytes, the box " +
-                                       box.ToString() + " needs " +
-                                       std::to_string(static_cast<size_t>(*n) * itemsize())));
+                                       box.ToString() + " needs " + std::to_string(needed)));
     }
     void* dst = out.data();
     Status st;

@@ -182,6 +182,14 @@ struct PyOrbaxItem {
   }
 };
 
+// Runs `f` (blocking file I/O: fsync, directory scans) with the GIL
+// released, so other Python threads run meanwhile.
+template <typename F>
+auto WithoutGil(F&& f) {
+  nb::gil_scoped_release release;
+  return f();
+}
+
 nb::dict StringMap(const std::map<std::string, std::string>& m) {
   nb::dict d;
   for (const auto& [k, v] : m) d[nb::str(k.data(), k.size())] = nb::str(v.data(), v.size());
@@ -242,10 +250,10 @@ void RegisterLayout(nb::module_& m) {
           ThrowIfError(s);
         });
   m.def("_orbax_begin_commit", [](const std::string& final_path) {
-    return ValueOrThrow(orbax::BeginCommit(final_path));
+    return ValueOrThrow(WithoutGil([&] { return orbax::BeginCommit(final_path); }));
   });
   m.def("_orbax_finish_commit", [](const std::string& tmp, const std::string& final_path) {
-    ThrowIfError(orbax::FinishCommit(tmp, final_path));
+    ThrowIfError(WithoutGil([&] { return orbax::FinishCommit(tmp, final_path); }));
   });
   m.def("_orbax_write_checkpoint_metadata",
         [](const std::string& dir, const std::string& handler, const std::vector<std::string>& items,
@@ -261,11 +269,13 @@ void RegisterLayout(nb::module_& m) {
           md.init_timestamp_nsecs = init_ns;
           md.commit_timestamp_nsecs = orbax::NowNanos();
           md.custom_metadata = ValueOrThrow(ParseJson(custom, "custom_metadata"));
-          ThrowIfError(orbax::WriteSmallFile(dir + "/" + std::string(orbax::kCheckpointMetadataFile),
-                                             orbax::EmitCheckpointMetadata(md)));
+          const std::string text = orbax::EmitCheckpointMetadata(md);
+          ThrowIfError(WithoutGil([&] {
+            return orbax::WriteSmallFile(dir + "/" + std::string(orbax::kCheckpointMetadataFile), text);
+          }));
         });
   m.def("_orbax_list_steps", [](const std::string& root) {
-    auto steps = ValueOrThrow(orbax::DiscoverSteps(root));
+    auto steps = ValueOrThrow(WithoutGil([&] { return orbax::DiscoverSteps(root); }));
     nb::list out;
     for (const auto& s : steps) out.append(nb::make_tuple(s.step, s.path));
     return out;

@@ -68,6 +68,19 @@ Status CheckFixedSizeIndexCodecs(const CodecChain& chain) {
   return Status::OK();
 }
 
+// How many ShardingCodec::FromJson calls are active on this thread: a
+// nested sharding codec is parsed by a FromJson call inside its parent's,
+// always on the same thread, so this is the nesting depth.
+thread_local int parse_depth = 0;
+
+class NestingGuard {
+ public:
+  NestingGuard() { ++parse_depth; }
+  ~NestingGuard() { --parse_depth; }
+  NestingGuard(const NestingGuard&) = delete;
+  NestingGuard& operator=(const NestingGuard&) = delete;
+};
+
 }  // namespace
 
 Shape ShardingCodec::GridShape(const ChunkSpec& shard_spec) const {
@@ -92,6 +105,11 @@ uint64_t ShardingCodec::EncodedIndexSize(const ChunkSpec& shard_spec) const {
 
 Result<std::shared_ptr<const ShardingCodec>> ShardingCodec::FromJson(const Json* configuration,
                                                                      const ChunkSpec& spec) {
+  NestingGuard guard;
+  if (parse_depth > kMaxNesting) {
+    return InvalidArgumentError("sharding_indexed: nested more than " +
+                                std::to_string(kMaxNesting) + " levels deep");
+  }
   if (configuration == nullptr) {
     return InvalidArgumentError("sharding_indexed: missing configuration");
   }

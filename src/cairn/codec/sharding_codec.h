@@ -48,11 +48,17 @@ class ShardingCodec final : public ArrayToBytesCodec {
         index_codecs_(std::move(index_codecs)),
         index_location_(index_location) {}
 
+  // The most sharding_indexed codecs one chain may nest inside each other
+  // (through `codecs` or `index_codecs`): parsing, encoding and decoding
+  // recurse once per level (docs/limits.md).
+  static constexpr int kMaxNesting = 8;
+
   // Parses the configuration for shards of `spec` (the outer chunk).
   // InvalidArgument when chunk_shape has the wrong rank or does not divide
   // the shard shape, the grid has more than 2^30 inner chunks, `codecs` or
   // `index_codecs` is missing or invalid, the index codecs are not
-  // fixed-size, or index_location is not "start"/"end".
+  // fixed-size, index_location is not "start"/"end", or sharding codecs
+  // nest more than kMaxNesting deep.
   static Result<std::shared_ptr<const ShardingCodec>> FromJson(const Json* configuration,
                                                                const ChunkSpec& spec);
 

@@ -2,7 +2,45 @@
 
 namespace cairn {
 
+namespace {
+
+// True if `text`, read as JSON, nests arrays/objects deeper than `limit`.
+// One pass that only tells strings from structure: exact for valid JSON,
+// and on invalid JSON it agrees with the parser up to the point where the
+// parser stops. (nlohmann's parser callback could refuse deep containers,
+// but its DOM builder rescans the parent at every container's end, which
+// is quadratic for a long array of objects.)
+bool NestsDeeperThan(std::string_view text, int limit) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 Result<Json> ParseJson(std::string_view text, std::string_view what) {
+  if (NestsDeeperThan(text, kMaxJsonDepth)) {
+    return InvalidArgumentError(std::string(what) + ": JSON nested deeper than " +
+                                std::to_string(kMaxJsonDepth) + " levels");
+  }
+  // nlohmann's parser keeps its state on the heap and frees values
+  // iteratively; only the scan above bounds what later code recurses over.
   Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     return InvalidArgumentError(std::string(what) + ": not valid JSON");

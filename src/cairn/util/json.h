@@ -21,8 +21,17 @@ namespace cairn {
 
 using Json = nlohmann::json;
 
+// The deepest nesting of arrays and objects ParseJson accepts: `1` has
+// depth 0, `[1]` and `{"a": 1}` depth 1, `[[1]]` depth 2. Copying, dumping,
+// comparing and printing a Json recurse once per level, so a document that
+// is only "[[[[..." would otherwise overflow the stack a few hundred KB in.
+// Every Json cairn builds from input comes through ParseJson, so no deeper
+// value exists (docs/limits.md).
+inline constexpr int kMaxJsonDepth = 128;
+
 // Parses `text` as JSON; InvalidArgument (with `what` in the message) on a
-// syntax error. Never throws.
+// syntax error or nesting deeper than kMaxJsonDepth. Never throws, never
+// recurses per level.
 Result<Json> ParseJson(std::string_view text, std::string_view what);
 
 // Serializes compactly with sorted keys (std::map), as TensorStore does.

@@ -103,8 +103,12 @@ std::string NormalizeUrl(std::string_view url_or_path) {
 
 Result<ArrayUrl> ParseArrayUrl(std::string_view url) {
   if (url.empty()) return InvalidArgumentError("empty array URL");
-  std::string normalized = NormalizeUrl(url);
-  CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> parts, SplitUrlPipeline(normalized));
+  std::string_view first = url.substr(0, url.find('|'));
+  if (!HasScheme(first)) {
+    return InvalidArgumentError("array URL `" + std::string(url) + "`: `" + std::string(first) +
+                                "` has no URL scheme (a local path is written file:///abs/dir/)");
+  }
+  CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> parts, SplitUrlPipeline(url));
   ArrayUrl out;
   std::string_view array_path;
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -129,10 +133,13 @@ Result<ArrayUrl> ParseArrayUrl(std::string_view url) {
     out.format = driver->first;
     array_path = driver->second;
   }
-  if (out.format) parts.pop_back();
-  std::string& last = parts.back();
-  AppendPath(last, array_path);
-  EnsureDirectoryPath(last);
+  if (out.format) {
+    // The zarr drivers treat the array path as a directory.
+    parts.pop_back();
+    std::string& last = parts.back();
+    AppendPath(last, array_path);
+    EnsureDirectoryPath(last);
+  }
   for (size_t i = 0; i < parts.size(); ++i) {
     if (i > 0) out.kvstore_url += '|';
     out.kvstore_url += parts[i];

@@ -6,15 +6,20 @@
 //                                       joined to the kvstore path with '/')
 //   memory://x/|zarr2:                  zarr v2 array (`.zarray`) in the memory store
 //   file:///db/|ocdbt:params.w/|zarr3:  an array inside an OCDBT database
-//   file:///ckpt/a/   or   /ckpt/a      no driver part: the format is detected
-//                                       (zarr.json -> v3, else .zarray -> v2)
+//   file:///ckpt/a/   or   file:///ckpt/a   no driver part: the format is
+//                                       detected (zarr.json -> v3, else .zarray -> v2)
 //
-// The array path always names a directory (TensorStore's EnsureDirectoryPath:
-// a '/' is appended when missing). "zarr3://p" means path "p". Query strings
-// and fragments are rejected, as TensorStore does; "zarr:" is not a scheme
-// TensorStore accepts in URLs, so neither does cairn. A first pipeline
-// component without a scheme is a local path ("/ckpt/a", "rel/dir") and is
-// turned into a file:// URL (relative paths against the working directory).
+// With a driver part the array path names a directory (TensorStore's
+// EnsureDirectoryPath: a '/' is appended when missing). Without one the
+// kvstore URL is kept as written ("file:///ckpt/a" stays so, as
+// ts.Spec("file:///ckpt/a") keeps it), and the array is looked for in that
+// directory, as TensorStore's format detection does. "zarr3://p" means path
+// "p". Query strings and fragments are rejected, as TensorStore does;
+// "zarr:" is not a scheme TensorStore accepts in URLs, so neither does
+// cairn. A first pipeline component without a scheme ("/ckpt/a",
+// "/ckpt/a/|zarr2:") is rejected, as TensorStore rejects it: callers that
+// take local paths (the CLI, the Python API) turn them into file:// URLs
+// with NormalizeUrl first.
 //
 // Thread safety: pure functions, plus whatever OpenKvStore and ZarrArray do.
 #pragma once
@@ -48,8 +53,9 @@ struct ArrayUrl {
 std::string NormalizeUrl(std::string_view url_or_path);
 
 // Parses an array URL (see the file comment). InvalidArgument, quoting the
-// URL, for an empty URL, a driver part that is not last, a driver part
-// with a query or fragment, or a driver part with no kvstore before it.
+// URL, for an empty URL, a first part without a URL scheme (a bare path), a
+// driver part that is not last, a driver part with a query or fragment, or
+// a driver part with no kvstore before it.
 Result<ArrayUrl> ParseArrayUrl(std::string_view url);
 
 // Opens the array `url` names. NotFound (naming the URL) when there is no

@@ -38,9 +38,10 @@ TEST(ParseArrayUrlTest, MatchesTensorStore) {
       {"file:///db/|ocdbt:p.w|zarr3:", "file:///db/|ocdbt:p.w/", ZarrFormat::kV3},
       {"file:///db/|ocdbt:|zarr3:p.q/", "file:///db/|ocdbt:p.q/", ZarrFormat::kV3},
       {"file:///db/|ocdbt:", "file:///db/|ocdbt:", std::nullopt},
-      {"file:///tmp/a", "file:///tmp/a/", std::nullopt},
-      {"/tmp/a", "file:///tmp/a/", std::nullopt},
-      {"/tmp/a/|zarr2:", "file:///tmp/a/", ZarrFormat::kV2},
+      // Without a driver part the kvstore URL stays as written.
+      {"file:///tmp/a", "file:///tmp/a", std::nullopt},
+      {"file:///tmp/a/", "file:///tmp/a/", std::nullopt},
+      {"memory://a/b", "memory://a/b", std::nullopt},
   };
   for (const ParseCase& c : cases) {
     auto parsed = ParseArrayUrl(c.url);
@@ -59,6 +60,23 @@ TEST(ParseArrayUrlTest, RejectsWhatTensorStoreRejects) {
   }
   auto parsed = ParseArrayUrl("file:///tmp/|zarr3:x?y");
   EXPECT_NE(parsed.status().message().find("file:///tmp/|zarr3:x?y"), std::string_view::npos);
+}
+
+// TensorStore 0.1.86: "URL scheme must be specified" / "unsupported URL
+// scheme" for a bare path, with or without a driver part.
+TEST(ParseArrayUrlTest, BarePathsAreNotUrls) {
+  for (const char* url : {"/tmp/a", "/tmp/a/", "/tmp/a/|zarr2:", "/tmp/a|zarr3:", "rel/dir",
+                          "/db/|ocdbt:p/|zarr3:"}) {
+    auto parsed = ParseArrayUrl(url);
+    ASSERT_FALSE(parsed.ok()) << url;
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument) << url;
+    EXPECT_NE(parsed.status().message().find("has no URL scheme"), std::string_view::npos)
+        << parsed.status().message();
+    EXPECT_NE(parsed.status().message().find(url), std::string_view::npos);
+    // Control: the same path as NormalizeUrl writes it parses.
+    auto normalized = ParseArrayUrl(NormalizeUrl(url));
+    EXPECT_TRUE(normalized.ok()) << NormalizeUrl(url) << ": " << normalized.status().ToString();
+  }
 }
 
 TEST(NormalizeUrlTest, PathsBecomeFileUrls) {
@@ -139,16 +157,24 @@ TEST(ArrayUrlTest, MissingArrayIsNotFoundNamingTheUrl) {
             std::string_view::npos);
 }
 
+// A plain path is not an array URL (as in TensorStore); NormalizeUrl makes
+// it one. Without a driver part the URL need not end in '/'.
 TEST(ArrayUrlTest, FileUrlFromPlainPath) {
   std::string tmpl = (std::filesystem::temp_directory_path() / "cairn-array-url-XXXXXX").string();
   ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
   std::string dir = tmpl + "/arr";
-  auto created = CreateZarrArray(dir + "|zarr3:", SmallV3());
+  auto bare = CreateZarrArray(dir + "|zarr3:", SmallV3());
+  EXPECT_EQ(bare.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(std::filesystem::exists(dir));
+  auto created = CreateZarrArray(NormalizeUrl(dir + "|zarr3:"), SmallV3());
   ASSERT_TRUE(created.ok()) << created.status().ToString();
   EXPECT_TRUE(std::filesystem::exists(dir + "/zarr.json"));
-  auto opened = OpenZarrArray(dir);
-  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-  EXPECT_EQ((*opened)->shape(), (Shape{5, 3}));
+  EXPECT_EQ(OpenZarrArray(dir).status().code(), StatusCode::kInvalidArgument);
+  for (const std::string& url : {"file://" + dir, "file://" + dir + "/"}) {
+    auto opened = OpenZarrArray(url);
+    ASSERT_TRUE(opened.ok()) << url << ": " << opened.status().ToString();
+    EXPECT_EQ((*opened)->shape(), (Shape{5, 3}));
+  }
   std::filesystem::remove_all(tmpl);
 }
 

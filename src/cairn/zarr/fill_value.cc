@@ -62,8 +62,13 @@ Status ParseInteger(const Json& j, DType dtype, uint8_t* out) {
   }
   if (j.is_number_float()) {
     const double d = j.get<double>();
+    // hi is 2^k - 1, which a double may round up to 2^k (k = 63, 64), so
+    // compare with the exact 2^k: 9223372036854775808.0 is out of int64's
+    // range although it equals static_cast<double>(INT64_MAX). lo (0 or
+    // -2^(k-1)) is exact.
+    const double hi_exclusive = static_cast<double>(hi / 2 + 1) * 2.0;
     if (!std::isfinite(d) || std::floor(d) != d || d < static_cast<double>(lo) ||
-        d > static_cast<double>(hi) || d >= 18446744073709551616.0) {
+        d >= hi_exclusive) {
       return InvalidArgumentError(expected);
     }
     if (d < 0) {

@@ -63,6 +63,8 @@ Status StoreZarr2MetadataWithoutChecksum(const ZarrArray& array, KvStore& stagin
 }
 
 Status CheckLeaf(const LeafToWrite& leaf) {
+  // Before KeyString: a path readers would refuse is not written either.
+  CAIRN_RETURN_IF_ERROR(CheckKeyPathLength(leaf.path));
   std::string where = "leaf " + KeyString(leaf.path);
   if (!IsArrayValueType(leaf.value_type)) return Status::OK();
   if (!leaf.write_shape.empty() && leaf.write_shape.size() != leaf.shape.size()) {
@@ -151,8 +153,8 @@ std::vector<TreeEntry> TreeEntriesFor(const std::vector<LeafToWrite>& leaves) {
 
 Status WriteItemShards(const std::string& item_dir, const std::vector<LeafToWrite>& leaves,
                        const ItemWriteOptions& options) {
-  CAIRN_RETURN_IF_ERROR(CheckParamNames(TreeEntriesFor(leaves)));
   for (const LeafToWrite& leaf : leaves) CAIRN_RETURN_IF_ERROR(CheckLeaf(leaf));
+  CAIRN_RETURN_IF_ERROR(CheckParamNames(TreeEntriesFor(leaves)));
   CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<KvStore> dest,
                          OpenItemWriteStore(item_dir, options.use_ocdbt, options.process_index,
                                             options.process_count));
@@ -193,6 +195,7 @@ Status WriteItemShards(const std::string& item_dir, const std::vector<LeafToWrit
 
 Status FinalizeItem(const std::string& item_dir, const std::vector<LeafToWrite>& leaves,
                     const ItemWriteOptions& options) {
+  for (const LeafToWrite& leaf : leaves) CAIRN_RETURN_IF_ERROR(CheckKeyPathLength(leaf.path));
   std::vector<std::vector<ArrayMetadataRecord>> per_process;
   for (int p = 0; p < options.process_count; ++p) {
     std::string path = item_dir + "/" + std::string(kArrayMetadatasDir) + "/process_" + std::to_string(p);

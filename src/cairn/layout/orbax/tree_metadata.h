@@ -39,6 +39,16 @@ struct KeyEntry {
 
 using KeyPath = std::vector<KeyEntry>;
 
+// The longest key path cairn reads or writes (docs/limits.md). A tree as
+// deep as its longest key path is built, freed and handed to Python level
+// by level; `_METADATA` lists key paths flat, so without a limit a few
+// hundred KB of file would nest the tree deeper than any stack.
+inline constexpr size_t kMaxKeyPathLength = 256;
+
+// InvalidArgument naming the path (its first keys) if it is longer than
+// kMaxKeyPathLength.
+Status CheckKeyPathLength(const KeyPath& path);
+
 // Value types Orbax writes (`value_type`).
 inline constexpr std::string_view kJaxArray = "jax.Array";
 inline constexpr std::string_view kNumpyArray = "np.ndarray";
@@ -86,7 +96,8 @@ std::string KeyString(const KeyPath& path);
 // Parses `_METADATA`. `where` names the file in errors. Errors:
 // InvalidArgument for malformed JSON, a missing `tree_metadata`, an entry
 // without `key_metadata`/`value_metadata`, a key_type other than 1 or 2, a
-// sequence key that is not a decimal index.
+// sequence key that is not a decimal index, a key path longer than
+// kMaxKeyPathLength, JSON nested deeper than kMaxJsonDepth.
 Result<TreeMetadata> ParseTreeMetadata(std::string_view text, std::string_view where);
 
 // Serializes as Orbax does (json.dumps layout, entries in the given order).
@@ -110,7 +121,9 @@ struct TreeNode {
 // A list's indices must be exactly 0..n-1. A single entry with an empty
 // path is a bare top-level leaf. Errors (InvalidArgument, naming the key
 // path): a node used both as dict and list, or as leaf and container,
-// duplicate paths, gaps in list indices.
+// duplicate paths, gaps in list indices, a key path longer than
+// kMaxKeyPathLength. Time linear in the total length of the key paths
+// (plus sorting each list's indices).
 Result<std::unique_ptr<TreeNode>> BuildTree(const TreeMetadata& metadata);
 
 }  // namespace cairn::orbax
