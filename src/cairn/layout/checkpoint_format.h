@@ -34,7 +34,17 @@ struct ArrayInfo {
   // for formats without chunks (safetensors). Converters copy in units of it.
   Shape write_shape;
   uint64_t stored_bytes = 0;  // bytes on storage, when known (0 = unknown)
+  // The keys from the root of the state tree to this array ({"params",
+  // "layer0", "w"}), so that converters can name it in another format's
+  // convention ('.' for Orbax and safetensors, '/' for AXLearn). Empty when
+  // the format has only `path`.
+  std::vector<std::string> tree_path;
 };
+
+// Splits a format's path at `separator` into tree keys.
+std::vector<std::string> SplitTreePath(std::string_view path, char separator);
+// Joins tree keys with `separator`.
+std::string JoinTreePath(const std::vector<std::string>& keys, char separator);
 
 class CheckpointReader {
  public:
@@ -54,9 +64,16 @@ class CheckpointWriter {
   virtual ~CheckpointWriter() = default;
   virtual std::string_view format() const = 0;
   // Writes `box` of array `path` from `src` (dense, C-order, box-shaped).
-  // Formats that stream (safetensors) require boxes in storage order and
-  // say so with FailedPrecondition.
+  // Boxes that cover whole chunks (multiples of the array's write_shape,
+  // clipped at its end) may be written concurrently from several threads;
+  // boxes that share a chunk must not be written at the same time.
+  // Formats that stream (safetensors) instead require every box in storage
+  // order (required_order()), one at a time, and refuse anything else with
+  // FailedPrecondition.
   virtual Status WriteBox(std::string_view path, const Box& box, const void* src) = 0;
+  // The array paths in the order their bytes must be written, each array
+  // front to back in row-major slabs; nullptr when any order will do.
+  virtual const std::vector<std::string>* required_order() const { return nullptr; }
   // Makes the checkpoint visible, durably, as the format does. Until Commit
   // returns OK nothing looks like a valid checkpoint.
   virtual Status Commit() = 0;

@@ -121,7 +121,8 @@ Result<std::unique_ptr<layout::CheckpointReader>> OpenReader(std::shared_ptr<KvS
                         " but its .zarray says " + std::string(DTypeName(m.dtype)) +
                         FormatTupleShape(m.shape));
     }
-    reader->arrays_.push_back({e.path, m.dtype, m.shape, m.chunk_shape, 0});
+    reader->arrays_.push_back({e.path, m.dtype, m.shape, m.chunk_shape, 0,
+                               layout::SplitTreePath(e.path, '/')});
     reader->zarr_[e.path] = *array;
   }
   std::sort(reader->arrays_.begin(), reader->arrays_.end(),

@@ -63,10 +63,10 @@ TEST(AxlearnIndex, RejectsMalformedIndexes) {
 TEST(AxlearnCheckpoint, WritesTheRegularLayoutAndReadsItBack) {
   auto store = std::make_shared<MemoryKvStore>("memory://ax/");
   std::vector<layout::ArrayInfo> arrays = {
-      {"model/w", DType::kFloat32, {8, 4}, {2, 2}, 0},
-      {"learner/optimizer/0/count", DType::kInt32, {}, {}, 0},
-      {"model/emb", DType::kBFloat16, {3, 5, 2}, {3, 5, 2}, 0},
-      {"model/empty", DType::kFloat32, {0, 4}, {0, 4}, 0},
+      {"model/w", DType::kFloat32, {8, 4}, {2, 2}, 0, {}},
+      {"learner/optimizer/0/count", DType::kInt32, {}, {}, 0, {}},
+      {"model/emb", DType::kBFloat16, {3, 5, 2}, {3, 5, 2}, 0, {}},
+      {"model/empty", DType::kFloat32, {0, 4}, {0, 4}, 0, {}},
   };
   WriterOptions options;
   options.step = 100;
@@ -118,7 +118,7 @@ TEST(AxlearnCheckpoint, WritesTheRegularLayoutAndReadsItBack) {
 
 TEST(AxlearnCheckpoint, IndexAndArraysMustAgree) {
   auto store = std::make_shared<MemoryKvStore>();
-  std::vector<layout::ArrayInfo> arrays = {{"w", DType::kFloat32, {4}, {4}, 0}};
+  std::vector<layout::ArrayInfo> arrays = {{"w", DType::kFloat32, {4}, {4}, 0, {}}};
   auto writer = CreateWriter(store, "s", arrays, {});
   ASSERT_TRUE(writer.ok());
   ASSERT_TRUE((*writer)->Commit().ok());

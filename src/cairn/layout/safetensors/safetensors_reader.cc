@@ -57,7 +57,8 @@ class SafetensorsReader final : public layout::CheckpointReader {
   SafetensorsReader(std::shared_ptr<KvStore> store, std::map<std::string, Located> tensors)
       : store_(std::move(store)), tensors_(std::move(tensors)) {
     for (const auto& [name, t] : tensors_) {
-      arrays_.push_back({name, t.entry.dtype, t.entry.shape, t.entry.shape, t.entry.num_bytes()});
+      arrays_.push_back({name, t.entry.dtype, t.entry.shape, t.entry.shape, t.entry.num_bytes(),
+                         layout::SplitTreePath(name, '.')});
     }
   }
 

@@ -19,7 +19,7 @@ std::vector<uint8_t> Pattern(size_t n, uint8_t seed) {
 }
 
 ArrayInfo Info(std::string path, DType dtype, Shape shape) {
-  return ArrayInfo{std::move(path), dtype, shape, shape, 0};
+  return ArrayInfo{std::move(path), dtype, shape, shape, 0, {}};
 }
 
 size_t Bytes(const ArrayInfo& a) { return NumElements(a.shape) * DTypeSize(a.dtype); }

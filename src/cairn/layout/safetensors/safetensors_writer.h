@@ -44,6 +44,7 @@ class SafetensorsWriter : public layout::CheckpointWriter {
  public:
   // The tensor names in the order their bytes must be written.
   virtual const std::vector<std::string>& write_order() const = 0;
+  const std::vector<std::string>* required_order() const override { return &write_order(); }
   // The keys of the files, in order.
   virtual std::vector<std::string> file_keys() const = 0;
 };
