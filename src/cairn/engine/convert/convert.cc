@@ -270,12 +270,19 @@ Result<ConvertStats> Convert(layout::CheckpointReader& source, const WriterFacto
   const auto start = Clock::now();
   CAIRN_ASSIGN_OR_RETURN(std::vector<ArrayMapping> plan,
                          PlanConversion(source.arrays(), options.plan));
-  std::vector<layout::ArrayInfo> dest_arrays;
-  for (const ArrayMapping& m : plan) dest_arrays.push_back(m.dest);
-  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<layout::CheckpointWriter> writer, make_writer(dest_arrays));
   const int threads = options.threads > 0
                           ? options.threads
                           : std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
+  // Destination chunks that fit a slab are copied whole: never read back,
+  // modified and written again.
+  std::vector<layout::ArrayInfo> dest_arrays;
+  for (ArrayMapping& m : plan) {
+    if (m.dest.write_shape.size() != m.dest.shape.size()) m.dest.write_shape = m.dest.shape;
+    m.dest.write_shape = FitChunkShape(m.dest.write_shape, SlabBytesPerElement(m),
+                                       MaxSlabBytes(options.memory_budget, threads));
+    dest_arrays.push_back(m.dest);
+  }
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<layout::CheckpointWriter> writer, make_writer(dest_arrays));
   ConvertStats stats;
   Copier copier(source, *writer, plan, options, threads);
   CAIRN_RETURN_IF_ERROR(copier.Run(stats));

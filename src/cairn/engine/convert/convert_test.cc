@@ -236,6 +236,10 @@ TEST(ConvertPlan, SlabsTileTheBoxAndFit) {
       EXPECT_EQ(total, box.num_elements()) << box.ToString() << " max " << max;
     }
   }
+  EXPECT_EQ(FitChunkShape({64, 48}, 4, 1 << 20), (Shape{64, 48}));  // control: fits
+  EXPECT_EQ(FitChunkShape({64, 48}, 4, 1024), (Shape{4, 48}));
+  EXPECT_EQ(FitChunkShape({64, 48}, 4, 100), (Shape{1, 24}));
+  EXPECT_EQ(FitChunkShape({}, 4, 1), Shape{});
   EXPECT_EQ(ChunkBoxes({5, 4}, {2, 4}).size(), 3u);
   EXPECT_EQ(ChunkBoxes({5, 4}, {2, 4})[2], Box({4, 0}, {1, 4}));
   EXPECT_EQ(ChunkBoxes({}, {}).size(), 1u);
