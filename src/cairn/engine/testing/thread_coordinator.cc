@@ -52,33 +52,3 @@ Result<std::vector<std::string>> ThreadGroup::Exchange(const std::string& name, 
 
 }  // namespace cairn::engine::testing
 
-namespace cairn {
-
-Status AgreeOnStatus(Coordinator& coordinator, std::string_view name, const Status& local,
-                     Coordinator::Duration timeout) {
-  std::string mine = local.ok() ? "" : std::string(1, static_cast<char>(local.code())) + std::string(local.message());
-  CAIRN_ASSIGN_OR_RETURN(auto all, coordinator.AllGather(name, mine, timeout));
-  for (size_t i = 0; i < all.size(); ++i) {
-    if (all[i].empty()) continue;
-    return Status(static_cast<StatusCode>(all[i][0]),
-                  "process " + std::to_string(i) + ": " + all[i].substr(1));
-  }
-  return Status::OK();
-}
-
-std::unique_ptr<Coordinator> NewSingleProcessCoordinator() {
-  struct Single final : Coordinator {
-    int process_index() const override { return 0; }
-    int process_count() const override { return 1; }
-    Status Barrier(std::string_view, Duration) override { return Status::OK(); }
-    Result<std::vector<std::string>> AllGather(std::string_view, std::string_view v, Duration) override {
-      return std::vector<std::string>{std::string(v)};
-    }
-    Result<std::string> Broadcast(std::string_view, int, std::string_view v, Duration) override {
-      return std::string(v);
-    }
-  };
-  return std::make_unique<Single>();
-}
-
-}  // namespace cairn

@@ -2,9 +2,7 @@
 //
 // ThreadGroup holds the shared state; ThreadGroup::Member(i) is process i's
 // Coordinator. Collectives are matched by name; a collective whose peers do
-// not all arrive within the timeout returns Unavailable. Also defines
-// cairn::AgreeOnStatus and NewSingleProcessCoordinator for the engine's
-// tests until the dist layer provides them.
+// not all arrive within the timeout returns Unavailable.
 #pragma once
 
 #include <condition_variable>
