@@ -20,7 +20,7 @@ and URL.
 from cairn._core import CorruptDataError
 from cairn import kvstore
 from cairn.array import Array, create, open
-from cairn.orbax import restore, save  # Orbax checkpoints (orbax.py)
+from cairn.orbax import restore, save, save_async  # Orbax checkpoints (orbax.py)
 from cairn.convert import convert  # offline conversion (convert.py)
 
 __all__ = ["Array", "CorruptDataError", "convert", "create", "kvstore", "open"]

@@ -18,9 +18,13 @@ same points (e.g. ``jax.experimental.multihost_utils.sync_global_devices``).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import sys
+import threading
+import time
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -28,7 +32,7 @@ import numpy as np
 from cairn import _core
 from cairn import _dtypes
 
-__all__ = ["save", "restore", "all_steps", "latest_step", "PYTREE_HANDLER"]
+__all__ = ["save", "save_async", "PendingSave", "restore", "all_steps", "latest_step", "PYTREE_HANDLER"]
 
 PYTREE_HANDLER = "orbax.checkpoint._src.handlers.pytree_checkpoint_handler.PyTreeCheckpointHandler"
 _SEQUENCE, _DICT = 1, 2
@@ -45,7 +49,7 @@ def _is_jax_array(x) -> bool:
 
 
 def _raw(values: np.ndarray) -> np.ndarray:
-    return _dtypes.raw_view(np.require(_dtypes.native(np.asarray(values)), requirements="C"))
+    return _dtypes.raw_view(_dtypes.native(np.asarray(values)))
 
 
 def _sharding_json(sharding) -> Optional[str]:
@@ -83,37 +87,37 @@ def _box_of(index, shape):
     return origin, extent
 
 
-def _split_for_processes(values: np.ndarray, process_index: int, process_count: int):
-    """(write_shape, shards) when `process_count` processes share a numpy
-    array: split along the first axis divisible by the count; otherwise
-    process 0 writes it whole (as Orbax does for numpy leaves)."""
-    shape = values.shape
+def _numpy_write_shape(shape, process_count: int):
+    """The write shape of a numpy leaf saved by `process_count` processes:
+    split along the first axis divisible by the count (each process's replica
+    then writes one slice, replica-parallel), else the whole shape."""
     for axis, n in enumerate(shape):
         if process_count > 1 and n % process_count == 0 and n > 0:
-            part = n // process_count
             write_shape = list(shape)
-            write_shape[axis] = part
-            sl = [slice(None)] * len(shape)
-            sl[axis] = slice(process_index * part, (process_index + 1) * part)
-            origin = [0] * len(shape)
-            origin[axis] = process_index * part
-            return write_shape, [(origin, _raw(values[tuple(sl)]))]
-    return list(shape), ([([0] * len(shape), _raw(values))] if process_index == 0 else [])
+            write_shape[axis] = n // process_count
+            return write_shape
+    return list(shape)
+
+
+def _num_replicas(value) -> int:
+    """How many devices hold each distinct shard of a jax.Array."""
+    counts = {}
+    for index in value.sharding.devices_indices_map(tuple(value.shape)).values():
+        key = tuple(_box_of(index, value.shape)[0])
+        counts[key] = counts.get(key, 0) + 1
+    return next(iter(counts.values())) if counts else 1
 
 
 def _leaf(path, value, process_index, process_count):
-    """The native leaf tuple for `value` at `path` (see layout_bindings.cc)."""
+    """The native leaf tuple for `value` at `path` (see engine_bindings.cc):
+    (path, value_type, dtype, shape, write_shape, num_replicas,
+    [(origin, raw array, replica_id)], random_key_impl, sharding, string)."""
     jax = _jax()
-    if value is None:
-        return (path, "None", "", [], None, [], None, None, None)
-    if isinstance(value, dict) and not value:
-        return (path, "Dict", "", [], None, [], None, None, None)
-    if isinstance(value, list) and not value:
-        return (path, "List", "", [], None, [], None, None, None)
-    if isinstance(value, tuple) and not value:
-        return (path, "Tuple", "", [], None, [], None, None, None)
+    empty = {type(None): "None", dict: "Dict", list: "List", tuple: "Tuple"}
+    if value is None or (isinstance(value, (dict, list, tuple)) and not value):
+        return (path, empty[type(value)], "", [], None, 1, [], None, None, None)
     if isinstance(value, str):
-        return (path, "string", "", [], None, [], None, None, value)
+        return (path, "string", "", [], None, 1, [], None, None, value)
     if _is_jax_array(value):
         key_impl = None
         if jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key):
@@ -127,14 +131,11 @@ def _leaf(path, value, process_index, process_count):
         write_shape = _box_of(first, value.shape)[1]
         shards = []
         for shard in value.addressable_shards:
-            if shard.replica_id != 0:
-                continue
-            origin, _ = _box_of(shard.index, value.shape)
             if process_count == 1 or shard.device.process_index == process_index:
-                shards.append((origin, _raw(np.asarray(shard.data))))
-        return (path, "jax.Array", np.dtype(value.dtype).name, list(value.shape),
-                write_shape, shards, key_impl,
-                _sharding_json(value.sharding), None)
+                origin, _ = _box_of(shard.index, value.shape)
+                shards.append((origin, _raw(np.asarray(shard.data)), int(shard.replica_id)))
+        return (path, "jax.Array", np.dtype(value.dtype).name, list(value.shape), write_shape,
+                _num_replicas(value), shards, key_impl, _sharding_json(value.sharding), None)
     if isinstance(value, (bool, int, float, np.generic)) and not isinstance(value, np.ndarray):
         if isinstance(value, bool):
             arr = np.asarray(value, dtype=np.bool_)
@@ -144,12 +145,14 @@ def _leaf(path, value, process_index, process_count):
             arr = np.asarray(value, dtype=np.float64)
         else:
             arr = np.asarray(value)
-        shards = [([], _raw(arr))] if process_index == 0 else []
-        return (path, "scalar", arr.dtype.name, [], [], shards, None, None, None)
+        return (path, "scalar", arr.dtype.name, [], [], process_count,
+                [([], _raw(arr), process_index)], None, None, None)
     if isinstance(value, np.ndarray):
-        write_shape, shards = _split_for_processes(value, process_index, process_count)
-        return (path, "np.ndarray", value.dtype.name, list(value.shape), write_shape, shards,
-                None, None, None)
+        # Every process holds the whole array: replica `process_index` of
+        # `process_count`.
+        return (path, "np.ndarray", value.dtype.name, list(value.shape),
+                _numpy_write_shape(value.shape, process_count), process_count,
+                [([0] * value.ndim, _raw(value), process_index)], None, None, None)
     raise TypeError(f"cairn.save: unsupported leaf type {type(value).__name__} at key path "
                     f"{tuple(k for k, _ in path)}")
 
@@ -172,12 +175,135 @@ def _flatten(tree, process_index: int, process_count: int):
     return out
 
 
-def save(directory, tree, *, format: str = "orbax", use_ocdbt: bool = True,
-         use_zarr3: bool = True, step: Optional[int] = None, item_name: str = "default",
-         step_prefix: Optional[str] = None, step_format_fixed_length: Optional[int] = None,
-         custom_metadata: Any = None, chunk_byte_size: Optional[int] = None,
-         ocdbt_target_data_file_size: Optional[int] = None, process_index: int = 0,
-         process_count: int = 1, barrier: Optional[Callable[[str], None]] = None) -> str:
+class _FileKeyValue:
+    """kv_set / kv_get over files in a directory every process sees, for
+    coordinating processes that share only a barrier callable and the
+    checkpoint's file system (``save(..., barrier=)``)."""
+
+    def __init__(self, directory: str):
+        self.dir = directory
+
+    def _path(self, key: str) -> str:
+        return os.path.join(self.dir, hashlib.sha1(key.encode()).hexdigest())
+
+    def set(self, key: str, value: bytes) -> None:
+        path = self._path(key)
+        tmp = f"{path}.tmp{os.getpid()}.{threading.get_ident()}"
+        with open(tmp, "wb") as f:
+            f.write(value)
+        os.replace(tmp, path)
+
+    def get(self, key: str, timeout_ms: int) -> bytes:
+        path = self._path(key)
+        deadline = time.monotonic() + timeout_ms / 1000.0
+        delay = 0.0005
+        while True:
+            try:
+                with open(path, "rb") as f:
+                    return f.read()
+            except FileNotFoundError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"cairn: no value for `{key}` within {timeout_ms} ms")
+                time.sleep(delay)
+                delay = min(delay * 2, 0.02)
+
+
+def _coordinator_for(final_top: str, process_index: int, process_count: int, barrier, coordinator):
+    """(coordinator, cleanup) for one save: the caller's; jax.distributed's
+    when jax runs the processes; else, for processes that share only a
+    `barrier` callable, one over files beside the checkpoint; else the one
+    cairn.dist.detect() finds (a single process outside jax and MPI)."""
+    from cairn import dist
+
+    if coordinator is not None:
+        return coordinator, lambda: None
+    if process_count > 1:
+        jax = _jax()
+        if (jax is not None and jax.process_count() == process_count
+                and dist._jax_state() is not None and dist._jax_state().client is not None):
+            return dist.from_jax(), lambda: None
+        if barrier is None:
+            raise ValueError("cairn.save: several processes need a `barrier` callable or a `coordinator`")
+        shared = os.path.join(os.path.dirname(final_top),
+                              f".cairn-coordination.{os.path.basename(final_top)}")
+        if process_index == 0:
+            shutil.rmtree(shared, ignore_errors=True)
+            os.makedirs(shared, exist_ok=True)
+        barrier("cairn_save_coordination")
+        kv = _FileKeyValue(shared)
+        c = dist.callback(process_index, process_count, kv.set, kv.get)
+
+        def cleanup():
+            barrier("cairn_save_done")
+            if process_index == 0:
+                shutil.rmtree(shared, ignore_errors=True)
+
+        return c, cleanup
+    return dist.detect(), lambda: None
+
+
+class PendingSave:
+    """A save in progress (``cairn.save_async``): the tree's arrays are
+    already copied, the caller may change them. ``wait_until_finished()``
+    returns once the checkpoint is committed and raises any error of any
+    process."""
+
+    def __init__(self, pending, cleanup, path: str, coordinator):
+        self._pending = pending
+        self._coordinator = coordinator  # used by the background work
+        self._cleanup = cleanup
+        self.path = path
+        self._finished = False
+
+    def done(self) -> bool:
+        return self._pending.done()
+
+    def wait_until_finished(self) -> str:
+        if not self._finished:
+            try:
+                self._pending.wait()
+            finally:
+                self._finished = True
+                self._cleanup()
+        return self.path
+
+
+def save_async(directory, tree, *, format: str = "orbax", use_ocdbt: bool = True,
+               use_zarr3: bool = True, step: Optional[int] = None, item_name: str = "default",
+               step_prefix: Optional[str] = None, step_format_fixed_length: Optional[int] = None,
+               custom_metadata: Any = None, chunk_byte_size: Optional[int] = None,
+               ocdbt_target_data_file_size: Optional[int] = None, process_index: int = 0,
+               process_count: int = 1, barrier: Optional[Callable[[str], None]] = None,
+               coordinator=None, replica_parallel: bool = True, compression: str = "default",
+               memory_budget: Optional[int] = None, timeout_s: float = 600.0) -> PendingSave:
+    """Starts saving `tree` (see `save`) and returns once its arrays are
+    copied into memory cairn owns (within `memory_budget` bytes); encoding
+    and writing go on in the background. Returns a PendingSave."""
+    if format != "orbax":
+        raise ValueError(f"cairn.save: format {format!r} is not supported here (only 'orbax')")
+    root = os.path.abspath(os.fspath(directory))
+    if step is not None:
+        final_top = os.path.join(root, _core._orbax_step_name(step, step_prefix or "", step_format_fixed_length))
+    else:
+        final_top = root
+    target = ocdbt_target_data_file_size if ocdbt_target_data_file_size is not None else 2 ** 31
+    c, cleanup = _coordinator_for(final_top, process_index, process_count, barrier, coordinator)
+    try:
+        leaves = _flatten(tree, c.process_index, c.process_count)
+        pending = _core._engine_save(
+            final_top, item_name if step is not None else "", leaves, c, use_ocdbt=use_ocdbt,
+            use_zarr3=use_zarr3, replica_parallel=replica_parallel, compression=compression,
+            memory_budget=memory_budget or 0, target_data_file_size=target,
+            chunk_byte_size=chunk_byte_size or 0, custom_metadata=json.dumps(custom_metadata),
+            timeout_s=timeout_s)
+    except BaseException:
+        cleanup()
+        raise
+    path = os.path.join(final_top, item_name) if step is not None else final_top
+    return PendingSave(pending, cleanup, path, c)
+
+
+def save(directory, tree, **kwargs) -> str:
     """Saves `tree` as an Orbax PyTree checkpoint; returns the final directory.
 
     Without `step`, `directory` becomes the item directory, as
@@ -190,44 +316,15 @@ def save(directory, tree, *, format: str = "orbax", use_ocdbt: bool = True,
     split when larger than the target data file size (2 GiB) or
     `chunk_byte_size`. ValueError when two key paths map to the same Orbax
     param name (Orbax joins keys with '.' without escaping).
+
+    Several processes save together with a `coordinator` (cairn.dist), or
+    with their `process_index`, `process_count` and a `barrier` callable;
+    in a multi-process jax job the coordinator is found from jax.
+    `compression`: "default" (Orbax's zstd), "none", or "auto" (zstd only
+    where a sample shrinks by 10% or more). Keyword arguments as
+    `save_async`, which this calls and waits for.
     """
-    if format != "orbax":
-        raise ValueError(f"cairn.save: format {format!r} is not supported here (only 'orbax')")
-    if process_count > 1 and barrier is None:
-        raise ValueError("cairn.save: several processes need a `barrier` callable")
-    sync = barrier or (lambda name: None)
-    primary = process_index == 0
-    root = os.path.abspath(os.fspath(directory))
-    if step is not None:
-        final_top = os.path.join(root, _core._orbax_step_name(step, step_prefix or "", step_format_fixed_length))
-    else:
-        final_top = root
-    tmp_suffix = ".orbax-checkpoint-tmp"
-    init_ns = _core._now_nanos()
-    if primary:
-        top_tmp = _core._orbax_begin_commit(final_top)
-        item_tmp = (_core._orbax_begin_commit(os.path.join(top_tmp, item_name))
-                    if step is not None else top_tmp)
-    else:
-        top_tmp = final_top + tmp_suffix
-        item_tmp = os.path.join(top_tmp, item_name + tmp_suffix) if step is not None else top_tmp
-    sync("cairn_save_dirs_created")
-    leaves = _flatten(tree, process_index, process_count)
-    target = ocdbt_target_data_file_size if ocdbt_target_data_file_size is not None else 2 ** 31
-    custom = json.dumps(custom_metadata)
-    _core._orbax_write_shards(item_tmp, leaves, use_ocdbt, use_zarr3, process_index,
-                              process_count, target, chunk_byte_size or 0, custom)
-    sync("cairn_save_shards_written")
-    if primary:
-        _core._orbax_finalize_item(item_tmp, leaves, use_ocdbt, use_zarr3, process_count, custom)
-        if step is not None:
-            _core._orbax_finish_commit(item_tmp, os.path.join(top_tmp, item_name))
-            _core._orbax_write_checkpoint_metadata(top_tmp, PYTREE_HANDLER, [item_name], init_ns, "{}")
-        else:
-            _core._orbax_write_checkpoint_metadata(top_tmp, PYTREE_HANDLER, [], init_ns, "{}")
-        _core._orbax_finish_commit(top_tmp, final_top)
-    sync("cairn_save_committed")
-    return os.path.join(final_top, item_name) if step is not None else final_top
+    return save_async(directory, tree, **kwargs).wait_until_finished()
 
 
 def all_steps(root) -> list:
@@ -270,6 +367,9 @@ def _apply_target(restored, target, jax, where=()):
         return type(target)(out) if isinstance(target, tuple) else out
     sharding = getattr(target, "sharding", None)
     if jax is not None and sharding is not None and isinstance(sharding, jax.sharding.Sharding):
+        if (isinstance(restored, jax.Array) and restored.sharding == sharding
+                and not jax.dtypes.issubdtype(restored.dtype, jax.dtypes.prng_key)):
+            return restored  # placed by restore() from the boxes the sharding wants
         if isinstance(restored, jax.Array) and jax.dtypes.issubdtype(restored.dtype, jax.dtypes.prng_key):
             data = np.asarray(jax.random.key_data(restored))
             placed = jax.make_array_from_callback(data.shape, sharding, lambda idx: data[idx])
@@ -288,6 +388,29 @@ def _apply_target(restored, target, jax, where=()):
     return restored
 
 
+def _targets_by_param(tree, target, out):
+    """Fills `out` with param -> target leaf, walking the restored structure
+    (from `_METADATA`) and the target together."""
+    if target is None:
+        return
+    if isinstance(tree, dict) and isinstance(target, dict):
+        for k, t in target.items():
+            if k in tree:
+                _targets_by_param(tree[k], t, out)
+    elif isinstance(tree, list) and isinstance(target, (list, tuple)):
+        for node, t in zip(tree, target):
+            _targets_by_param(node, t, out)
+    elif isinstance(tree, tuple) and tree and tree[0] == "array":
+        out[tree[1]] = target
+
+
+def _sharded_target(target, jax):
+    sharding = getattr(target, "sharding", None)
+    if jax is not None and sharding is not None and isinstance(sharding, jax.sharding.Sharding):
+        return sharding
+    return None
+
+
 def restore(directory, target=None, *, item_name: Optional[str] = None,
             step: Optional[int] = None):
     """Restores an Orbax PyTree checkpoint as nested dicts/lists of numpy
@@ -297,7 +420,9 @@ def restore(directory, target=None, *, item_name: Optional[str] = None,
     (then `step`, or the latest finalized step). Arrays come back as numpy
     arrays; typed PRNG keys as jax keys when jax is imported. Where `target`
     holds a ``jax.Array`` or ``jax.ShapeDtypeStruct`` with a sharding, that
-    leaf comes back as a ``jax.Array`` placed with it.
+    leaf comes back as a ``jax.Array`` placed with it, and only the boxes
+    this process's devices hold are read. With a target, only the arrays it
+    names are read.
     """
     path = os.fspath(directory)
     if step is not None:
@@ -321,17 +446,47 @@ def restore(directory, target=None, *, item_name: Optional[str] = None,
             leaves.append(node[1])
 
     collect(tree)
+    jax = _jax()
+    targets = {}
+    if target is not None:
+        _targets_by_param(tree, target, targets)
+        leaves = [p for p in leaves if p in targets]
     info = item.array_info(leaves)
-    arrays = {}
-    raws = []
+    impls = item.random_key_impls
+    arrays = {}      # param -> numpy array (whole)
+    placed = {}      # param -> (sharding, shape, [(device, box key)], {box key: buffer})
+    requests = []
     for param in leaves:
         dtype_name, shape, _ = info[param]
-        arr = np.empty(shape, dtype=_dtypes.to_numpy(dtype_name))
-        arrays[param] = arr
-        raws.append(_dtypes.raw_view(arr))
-    item.read_arrays(leaves, raws)
-    jax = _jax()
-    ctx = {"arrays": arrays, "keys": item.random_key_impls}
+        np_dtype = _dtypes.to_numpy(dtype_name)
+        t = targets.get(param)
+        sharding = _sharded_target(t, jax) if param not in impls else None
+        if sharding is not None and tuple(getattr(t, "shape", shape)) != tuple(shape):
+            raise ValueError(f"cairn.restore: {param} has shape {tuple(shape)} in the checkpoint, "
+                             f"target asks for {tuple(t.shape)}")
+        if sharding is not None:
+            buffers, devices, boxes = {}, [], []
+            for device, index in sharding.addressable_devices_indices_map(tuple(shape)).items():
+                origin, extent = _box_of(index, shape)
+                key = (tuple(origin), tuple(extent))
+                if key not in buffers:
+                    buffers[key] = np.empty(extent, dtype=np_dtype)
+                    boxes.append((origin, _dtypes.raw_view(buffers[key])))
+                devices.append((device, key))
+            placed[param] = (sharding, tuple(shape), devices, buffers)
+        else:
+            arr = np.empty(shape, dtype=np_dtype)
+            arrays[param] = arr
+            boxes = [([0] * len(shape), _dtypes.raw_view(arr))]
+        requests.append((param, dtype_name, boxes))
+    _core._engine_restore(item.dir, "", requests)
+    for param, (sharding, shape, devices, buffers) in placed.items():
+        dtype = getattr(targets[param], "dtype", None)
+        if dtype is not None:
+            buffers = {k: (b if b.dtype == np.dtype(dtype) else b.astype(dtype)) for k, b in buffers.items()}
+        singles = [jax.device_put(buffers[key], device) for device, key in devices]
+        arrays[param] = jax.make_array_from_single_device_arrays(shape, sharding, singles)
+    ctx = {"arrays": arrays, "keys": impls}
 
     def build(node):
         if isinstance(node, dict):
@@ -340,6 +495,8 @@ def restore(directory, target=None, *, item_name: Optional[str] = None,
             return [build(v) for v in node]
         kind = node[0]
         if kind == "array":
+            if node[1] not in arrays:
+                return None  # not asked for by the target
             return _restore_leaf(node, ctx, jax)
         if kind == "string":
             return node[1]

@@ -18,6 +18,7 @@ void RegisterConvert(nanobind::module_& m);  // convert_bindings.cc
 // coordinator calls Python and takes the GIL to do so: release the GIL
 // (nb::gil_scoped_release) around any call that may run collectives.
 void BindDist(nanobind::module_& m);
+void RegisterEngine(nanobind::module_& m);  // engine_bindings.cc: cairn.save / restore / save_async
 
 // Keys are byte strings; Python sees them as str decoded from UTF-8 with
 // "surrogateescape", so keys that are not UTF-8 round-trip.

@@ -1,0 +1,184 @@
+// cairn._core engine functions: the native half of cairn.save /
+// cairn.restore / cairn.save_async (python/cairn/orbax.py).
+//
+// One call each way. _engine_save takes the flattened tree (one tuple per
+// leaf, shards as raw arrays of any strides with their index boxes and
+// replica ids) and a Coordinator, and returns a _PendingSave once the
+// shards are snapshotted (engine/save.h); _engine_restore fills the boxes
+// each array needs (engine/restore.h). The GIL is released while the engine
+// works.
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+#include "cairn/coordinator.h"
+#include "cairn/engine/restore.h"
+#include "cairn/engine/save.h"
+#include "status_translation.h"
+
+namespace nb = nanobind;
+
+namespace cairn::python {
+namespace {
+
+using RawIn = nb::ndarray<nb::ro, nb::device::cpu>;
+using RawOut = nb::ndarray<nb::device::cpu>;
+
+// (origin, raw array, replica_id)
+using PyShard = std::tuple<std::vector<int64_t>, RawIn, int>;
+// (path [(key, key_type)], value_type, dtype name or "", shape, write_shape
+//  or None, num_replicas, shards, random_key_impl or None, sharding json or
+//  None, string value or None)
+using PyLeaf = std::tuple<std::vector<std::pair<std::string, int>>, std::string, std::string,
+                          std::vector<int64_t>, std::optional<std::vector<int64_t>>, int,
+                          std::vector<PyShard>, std::optional<std::string>,
+                          std::optional<std::string>, std::optional<std::string>>;
+
+std::vector<Index> ByteStrides(size_t ndim, const int64_t* strides, size_t itemsize) {
+  std::vector<Index> out(ndim);
+  for (size_t d = 0; d < ndim; ++d) out[d] = strides[d] * static_cast<Index>(itemsize);
+  return out;
+}
+
+engine::SaveLeaf ConvertLeaf(const PyLeaf& l) {
+  engine::SaveLeaf leaf;
+  for (const auto& [key, type] : std::get<0>(l)) {
+    if (type != 1 && type != 2) ThrowStatus(InvalidArgumentError("key_type must be 1 or 2"));
+    leaf.path.push_back({key, static_cast<orbax::KeyType>(type)});
+  }
+  leaf.value_type = std::get<1>(l);
+  if (!std::get<2>(l).empty()) leaf.dtype = ValueOrThrow(ParseDTypeName(std::get<2>(l)));
+  leaf.shape = std::get<3>(l);
+  if (std::get<4>(l)) leaf.write_shape = *std::get<4>(l);
+  leaf.num_replicas = std::get<5>(l);
+  const size_t item = DTypeSize(leaf.dtype);
+  for (const auto& [origin, arr, replica] : std::get<6>(l)) {
+    if (arr.itemsize() != item) {
+      ThrowStatus(InvalidArgumentError("leaf " + orbax::KeyString(leaf.path) + ": shard item size " +
+                                       std::to_string(arr.itemsize()) + " differs from the dtype's"));
+    }
+    engine::ShardToSave s;
+    Shape shape(arr.ndim());
+    for (size_t d = 0; d < arr.ndim(); ++d) shape[d] = static_cast<Index>(arr.shape(d));
+    s.box = Box(origin, shape);
+    s.data = arr.data();
+    s.byte_strides = ByteStrides(arr.ndim(), arr.stride_ptr(), item);
+    s.replica_id = replica;
+    leaf.shards.push_back(std::move(s));
+  }
+  leaf.random_key_impl = std::get<7>(l);
+  leaf.sharding_json = std::get<8>(l);
+  if (std::get<9>(l)) leaf.string_value = *std::get<9>(l);
+  return leaf;
+}
+
+engine::Compression ParseCompression(const std::string& c) {
+  if (c == "default" || c == "zstd") return engine::Compression::kOrbaxDefault;
+  if (c == "none") return engine::Compression::kNone;
+  if (c == "auto") return engine::Compression::kAuto;
+  ThrowStatus(InvalidArgumentError("compression must be 'default', 'none' or 'auto', not '" + c + "'"));
+}
+
+struct PyPendingSave {
+  std::unique_ptr<engine::PendingSave> pending;
+
+  void Wait() {
+    Status s;
+    {
+      nb::gil_scoped_release release;
+      s = pending->Wait();
+    }
+    ThrowIfError(s);
+  }
+};
+
+// (param, dtype name or None, [(origin, writable raw array)])
+using PyRestoreArray = std::tuple<std::string, std::optional<std::string>,
+                                  std::vector<std::pair<std::vector<int64_t>, RawOut>>>;
+
+}  // namespace
+
+void RegisterEngine(nb::module_& m) {
+  nb::class_<PyPendingSave>(m, "_PendingSave")
+      .def("wait", &PyPendingSave::Wait,
+           "Blocks until the checkpoint is committed; raises the save's error.")
+      .def("done", [](const PyPendingSave& p) { return p.pending->done(); })
+      .def_prop_ro("directory", [](const PyPendingSave& p) { return p.pending->directory(); });
+
+  m.def(
+      "_engine_save",
+      [](const std::string& directory, const std::string& item_name, const std::vector<PyLeaf>& leaves,
+         Coordinator& coordinator, bool use_ocdbt, bool use_zarr3, bool replica_parallel,
+         const std::string& compression, uint64_t memory_budget, uint64_t target_data_file_size,
+         uint64_t chunk_byte_size, const std::string& custom_json, double timeout_s) {
+        engine::SaveRequest r;
+        r.directory = directory;
+        r.item_name = item_name;
+        for (const PyLeaf& l : leaves) r.leaves.push_back(ConvertLeaf(l));
+        r.options.use_ocdbt = use_ocdbt;
+        r.options.use_zarr3 = use_zarr3;
+        r.options.replica_parallel = replica_parallel;
+        r.options.compression = ParseCompression(compression);
+        r.options.memory_budget_bytes = memory_budget;
+        r.options.target_data_file_size = target_data_file_size;
+        r.options.chunk_byte_size = chunk_byte_size;
+        r.options.custom_metadata = ValueOrThrow(ParseJson(custom_json, "custom_metadata"));
+        r.options.timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(
+            std::chrono::duration<double>(timeout_s));
+        Result<std::unique_ptr<engine::PendingSave>> pending = InternalError("not started");
+        {
+          nb::gil_scoped_release release;
+          pending = engine::StartSave(r, coordinator);
+        }
+        return PyPendingSave{ValueOrThrow(std::move(pending))};
+      },
+      nb::arg("directory"), nb::arg("item_name"), nb::arg("leaves"), nb::arg("coordinator"),
+      nb::arg("use_ocdbt") = true, nb::arg("use_zarr3") = true, nb::arg("replica_parallel") = true,
+      nb::arg("compression") = "default", nb::arg("memory_budget") = 0,
+      nb::arg("target_data_file_size") = uint64_t{1} << 31, nb::arg("chunk_byte_size") = 0,
+      nb::arg("custom_metadata") = "null", nb::arg("timeout_s") = 600.0,
+      // The background work uses the coordinator until the save is done.
+      nb::keep_alive<0, 4>());
+
+  m.def(
+      "_engine_restore",
+      [](const std::string& directory, const std::string& item_name,
+         const std::vector<PyRestoreArray>& arrays) {
+        engine::RestoreRequest r;
+        r.directory = directory;
+        r.item_name = item_name;
+        for (const auto& [param, dtype, boxes] : arrays) {
+          engine::ArrayToRestore a;
+          a.param = param;
+          if (dtype) a.dtype = ValueOrThrow(ParseDTypeName(*dtype));
+          for (const auto& [origin, out] : boxes) {
+            Shape shape(out.ndim());
+            for (size_t d = 0; d < out.ndim(); ++d) shape[d] = static_cast<Index>(out.shape(d));
+            a.boxes.push_back({Box(origin, shape), out.data(), ByteStrides(out.ndim(), out.stride_ptr(), out.itemsize())});
+          }
+          r.arrays.push_back(std::move(a));
+        }
+        Status s;
+        {
+          nb::gil_scoped_release release;
+          s = engine::Restore(r);
+        }
+        ThrowIfError(s);
+      },
+      nb::arg("directory"), nb::arg("item_name"), nb::arg("arrays"));
+}
+
+}  // namespace cairn::python

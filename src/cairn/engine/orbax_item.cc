@@ -1,0 +1,151 @@
+#include "cairn/engine/orbax_item.h"
+
+#include <unistd.h>
+
+#include "cairn/layout/orbax/item_store.h"
+#include "cairn/layout/orbax/item_writer.h"
+#include "cairn/layout/orbax/metadata_files.h"
+#include "cairn/layout/orbax/step.h"
+
+namespace cairn::engine {
+namespace {
+
+constexpr std::string_view kPyTreeHandler =
+    "orbax.checkpoint._src.handlers.pytree_checkpoint_handler.PyTreeCheckpointHandler";
+
+std::string Absolute(std::string p) {
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  if (!p.empty() && p[0] != '/') {
+    char buf[4096];
+    if (getcwd(buf, sizeof buf) != nullptr) p = std::string(buf) + "/" + p;
+  }
+  return p;
+}
+
+std::vector<orbax::LeafToWrite> LeavesFor(const SaveRequest& request) {
+  std::vector<orbax::LeafToWrite> out;
+  for (const SaveLeaf& l : request.leaves) {
+    orbax::LeafToWrite& w = out.emplace_back();
+    w.path = l.path;
+    w.value_type = l.value_type;
+    w.dtype = l.dtype;
+    w.shape = l.shape;
+    w.write_shape = l.write_shape;
+    w.random_key_impl = l.random_key_impl;
+    w.sharding_json = l.sharding_json;
+    w.string_value = l.string_value;
+  }
+  return out;
+}
+
+}  // namespace
+
+int64_t Now() { return orbax::NowNanos(); }
+
+ItemPaths PathsFor(const SaveRequest& request) {
+  ItemPaths p;
+  p.final_top = Absolute(request.directory);
+  p.top_tmp = p.final_top + std::string(orbax::kTmpSuffix);
+  if (request.item_name.empty()) {
+    p.item_tmp = p.top_tmp;
+  } else {
+    p.item_final_in_tmp = p.top_tmp + "/" + request.item_name;
+    p.item_tmp = p.item_final_in_tmp + std::string(orbax::kTmpSuffix);
+  }
+  return p;
+}
+
+Status BeginItem(const SaveRequest& request, const ItemPaths& paths) {
+  CAIRN_ASSIGN_OR_RETURN(std::string top, orbax::BeginCommit(paths.final_top));
+  if (top != paths.top_tmp) {
+    return InternalError("BeginCommit of " + paths.final_top + " chose " + top + ", expected " + paths.top_tmp);
+  }
+  if (!request.item_name.empty()) {
+    CAIRN_ASSIGN_OR_RETURN(std::string item, orbax::BeginCommit(paths.item_final_in_tmp));
+    (void)item;
+  }
+  return Status::OK();
+}
+
+Result<std::shared_ptr<KvStore>> OpenProcessStore(const SaveRequest& request, const ItemPaths& paths,
+                                                  int process_index, int process_count) {
+  return orbax::OpenItemWriteStore(paths.item_tmp, request.options.use_ocdbt, process_index,
+                                   process_count);
+}
+
+Result<ArrayFormat> FormatFor(const SaveLeaf& leaf, const Shape& chunk, const SaveOptions& options,
+                              bool compress) {
+  Json md;
+  if (options.use_zarr3) {
+    Json bytes = {{"name", "bytes"}, {"configuration", {{"endian", "little"}}}};
+    Json inner = Json::array({bytes});
+    if (compress) inner.push_back({{"name", "zstd"}, {"configuration", {{"level", 3}, {"checksum", true}}}});
+    Json index = Json::array({bytes, {{"name", "crc32c"}}});
+    md = {{"shape", leaf.shape},
+          {"data_type", std::string(DTypeName(leaf.dtype))},
+          {"chunk_grid", {{"name", "regular"}, {"configuration", {{"chunk_shape", chunk}}}}},
+          {"codecs", Json::array({{{"name", "sharding_indexed"},
+                                   {"configuration",
+                                    {{"chunk_shape", chunk},
+                                     {"codecs", inner},
+                                     {"index_codecs", index},
+                                     {"index_location", "end"}}}}})}};
+  } else {
+    md = {{"shape", leaf.shape},
+          {"chunks", chunk},
+          {"dtype", FormatZarr2DType(leaf.dtype)},
+          {"compressor", compress ? Json{{"id", "zstd"}, {"level", 1}, {"checksum", true}} : Json(nullptr)},
+          {"fill_value", nullptr},
+          {"filters", nullptr},
+          {"order", "C"},
+          {"dimension_separator", "."}};
+  }
+  const ZarrFormat format = options.use_zarr3 ? ZarrFormat::kV3 : ZarrFormat::kV2;
+  CAIRN_ASSIGN_OR_RETURN(ArrayMetadata m, MetadataFromPartial(format, md));
+  ArrayFormat out;
+  out.stored_key = MetadataKey(format);
+  ArrayMetadata stored = m;
+  if (stored.v2_compressor.is_object()) stored.v2_compressor.erase("checksum");
+  out.stored_text = stored.ToJsonString();
+  out.encode = std::move(m);
+  return out;
+}
+
+Status WriteArrayMetadatas(const SaveRequest& request, const SavePlan& plan, const ItemPaths& paths,
+                           int process_index) {
+  std::vector<orbax::ArrayMetadataRecord> records;
+  for (const ArrayPlan& a : plan.arrays) {
+    const SaveLeaf& leaf = request.leaves[a.leaf];
+    if (leaf.value_type != orbax::kJaxArray) continue;
+    records.push_back({a.param, leaf.write_shape.empty() ? leaf.shape : leaf.write_shape, a.chunk_shape,
+                       leaf.random_key_impl});
+  }
+  return orbax::WriteSmallFile(paths.item_tmp + "/" + std::string(orbax::kArrayMetadatasDir) +
+                                   "/process_" + std::to_string(process_index),
+                               orbax::EmitArrayMetadatas(records));
+}
+
+Status FinalizeAndCommit(const SaveRequest& request, const ItemPaths& paths, int process_count,
+                         int64_t init_timestamp_nsecs) {
+  orbax::ItemWriteOptions o;
+  o.use_ocdbt = request.options.use_ocdbt;
+  o.use_zarr3 = request.options.use_zarr3;
+  o.process_count = process_count;
+  o.custom_metadata = request.options.custom_metadata;
+  CAIRN_RETURN_IF_ERROR(orbax::FinalizeItem(paths.item_tmp, LeavesFor(request), o));
+  orbax::CheckpointMetadata md;
+  if (request.item_name.empty()) {
+    md.item_handlers = std::string(kPyTreeHandler);
+  } else {
+    CAIRN_RETURN_IF_ERROR(orbax::FinishCommit(paths.item_tmp, paths.item_final_in_tmp));
+    md.item_handlers = std::map<std::string, std::string>{{request.item_name, std::string(kPyTreeHandler)}};
+  }
+  md.init_timestamp_nsecs = init_timestamp_nsecs;
+  md.commit_timestamp_nsecs = orbax::NowNanos();
+  md.custom_metadata = Json::object();
+  CAIRN_RETURN_IF_ERROR(orbax::WriteSmallFile(
+      paths.top_tmp + "/" + std::string(orbax::kCheckpointMetadataFile), orbax::EmitCheckpointMetadata(md)));
+  return orbax::FinishCommit(paths.top_tmp, paths.final_top);
+}
+
+}  // namespace cairn::engine

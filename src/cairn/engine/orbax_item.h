@@ -1,0 +1,65 @@
+// Every call the engine makes into the Orbax layout, in one place (the
+// layout's API is moving from paths to KvStore + prefix; only this file
+// follows it).
+//
+// Thread safety: functions are independent; callers order them as the save
+// protocol in save.h says.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cairn/engine/save_plan.h"
+#include "cairn/engine/save_request.h"
+#include "cairn/kvstore/kvstore.h"
+#include "cairn/zarr/metadata.h"
+
+namespace cairn::engine {
+
+// The directories of one save.
+struct ItemPaths {
+  std::string final_top;  // what the caller asked for
+  std::string top_tmp;    // `<final_top>.orbax-checkpoint-tmp`
+  std::string item_tmp;   // top_tmp, or `<top_tmp>/<item>.orbax-checkpoint-tmp`
+  std::string item_final_in_tmp;  // `<top_tmp>/<item>` (step layout only)
+};
+
+ItemPaths PathsFor(const SaveRequest& request);
+
+// Primary only: creates the temporary directories (removing leftovers).
+// AlreadyExists when the final directory exists.
+Status BeginItem(const SaveRequest& request, const ItemPaths& paths);
+
+// The store this process writes its chunks (and, on the primary, the
+// arrays' metadata) into: its own OCDBT database or the item directory.
+Result<std::shared_ptr<KvStore>> OpenProcessStore(const SaveRequest& request, const ItemPaths& paths,
+                                                  int process_index, int process_count);
+
+// The Zarr metadata of array leaf `leaf` with chunk shape `chunk`, and
+// whether to compress. `encode` is what chunks are encoded with; `stored`
+// the metadata document text as Orbax writes it (v2: without zstd's
+// `checksum` member, which TensorStore rejects; the frames still carry it).
+struct ArrayFormat {
+  ArrayMetadata encode;
+  std::string stored_key;   // "zarr.json" / ".zarray"
+  std::string stored_text;
+};
+Result<ArrayFormat> FormatFor(const SaveLeaf& leaf, const Shape& chunk, const SaveOptions& options,
+                              bool compress);
+
+// Writes `array_metadatas/process_<i>` (this process's view of the arrays).
+Status WriteArrayMetadatas(const SaveRequest& request, const SavePlan& plan, const ItemPaths& paths,
+                           int process_index);
+
+// Primary only, after every process wrote its chunks and array metadatas:
+// `_strings.json`, `_sharding`, `_METADATA`, the root OCDBT database,
+// `_CHECKPOINT_METADATA`, and the commit (commit_success.txt + rename,
+// innermost first).
+Status FinalizeAndCommit(const SaveRequest& request, const ItemPaths& paths, int process_count,
+                         int64_t init_timestamp_nsecs);
+
+// Nanoseconds since the epoch (the layout's clock).
+int64_t Now();
+
+}  // namespace cairn::engine

@@ -1,0 +1,48 @@
+// Restore: fill the boxes this process needs from an Orbax PyTree item.
+//
+// A request lists arrays by Orbax param name and, for each, the boxes this
+// process wants with their destination buffers (any sharding: boxes need not
+// line up with the stored chunks). Only the chunks a box intersects are
+// read; all boxes of all arrays are read in parallel on the shared thread
+// pool, each chunk decoded straight into the destination when chunk and box
+// line up (ZarrArray::Read), else through one chunk-sized buffer.
+//
+// Thread safety: Restore may be called concurrently for different requests.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cairn/dtype/dtype.h"
+#include "cairn/util/box.h"
+#include "cairn/util/result.h"
+
+namespace cairn::engine {
+
+struct BoxToRestore {
+  Box box;                          // global coordinates
+  void* data = nullptr;             // element at box.origin
+  std::vector<Index> byte_strides;  // empty: C-contiguous over box.shape
+};
+
+struct ArrayToRestore {
+  std::string param;  // "params.w" (orbax::ParamName of the key path)
+  // When set, the stored array must have this dtype (InvalidArgument else).
+  std::optional<DType> dtype;
+  std::vector<BoxToRestore> boxes;
+};
+
+struct RestoreRequest {
+  // An item directory, a step directory or a checkpoint root (the latest
+  // finalized step), as orbax::ResolveItemDirectory takes them.
+  std::string directory;
+  std::string item_name;
+  std::vector<ArrayToRestore> arrays;
+};
+
+// Errors: NotFound for a missing item or param; InvalidArgument for a box
+// outside the array or a dtype mismatch; DataLoss for corrupt chunks; each
+// naming the param and the item directory.
+Status Restore(const RestoreRequest& request);
+
+}  // namespace cairn::engine

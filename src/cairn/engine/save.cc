@@ -1,0 +1,252 @@
+// Implements the save protocol described in save.h.
+#include "cairn/engine/save.h"
+
+#include <algorithm>
+#include <mutex>
+
+#include "cairn/codec/zstd_codec.h"
+#include "cairn/engine/orbax_item.h"
+#include "cairn/engine/save_plan.h"
+#include "cairn/kvstore/batch_writer.h"
+#include "cairn/util/thread_pool.h"
+#include "cairn/zarr/chunk_encoder.h"
+#include "cairn/zarr/shard_io.h"
+
+namespace cairn::engine {
+namespace {
+
+constexpr uint64_t kSampleBytes = uint64_t{1} << 20;
+
+// Copies `box` (inside the piece) into a C-contiguous buffer.
+void CopyOut(const PlannedPiece& piece, const Box& box, size_t elem, uint8_t* dst) {
+  const uint8_t* src = piece.data;
+  for (size_t d = 0; d < box.rank(); ++d) src += (box.origin[d] - piece.box.origin[d]) * piece.byte_strides[d];
+  StridedCopy(src, piece.byte_strides, dst, CStrides(box.shape, elem), box.shape, elem);
+}
+
+// '1': zstd saves at least 10% on a sample of the first piece; '0': less;
+// '-': nothing to sample.
+char CompressionVote(const ArrayPlan& a, const SaveLeaf& leaf) {
+  if (a.pieces.empty()) return '-';
+  const PlannedPiece& p = a.pieces.front();
+  const size_t elem = DTypeSize(leaf.dtype);
+  Box sample = p.box;
+  for (size_t d = 0; d < sample.rank(); ++d) {
+    const uint64_t bytes = static_cast<uint64_t>(sample.num_elements()) * elem;
+    if (bytes <= kSampleBytes) break;
+    const uint64_t rest = bytes / static_cast<uint64_t>(sample.shape[d]);
+    sample.shape[d] = std::max<Index>(1, static_cast<Index>(kSampleBytes / std::max<uint64_t>(rest, 1)));
+  }
+  Buffer raw(static_cast<size_t>(sample.num_elements()) * elem);
+  if (raw.size() == 0) return '-';
+  CopyOut(p, sample, elem, raw.data());
+  auto encoded = ZstdCodec(3, false).Encode(raw.view());
+  if (!encoded.ok()) return '1';
+  return encoded->size() * 10 < raw.size() * 9 ? '1' : '0';
+}
+
+class PendingSaveImpl final : public PendingSave {
+ public:
+  ~PendingSaveImpl() override { Wait().IgnoreError(); }
+
+  Status Wait() override {
+    std::lock_guard<std::mutex> lock(wait_mu_);
+    if (thread_.joinable()) thread_.join();
+    return result_;
+  }
+  bool done() const override { return done_.load(); }
+  const std::string& directory() const override { return final_dir_; }
+
+  // Everything the background work needs, owned here.
+  SaveRequest request;
+  ItemPaths paths;
+  SavePlan plan;
+  std::vector<ArrayFormat> formats;  // per plan.arrays
+  Coordinator* coordinator = nullptr;
+  std::unique_ptr<ByteBudget> own_budget;
+  ByteBudget* budget = nullptr;
+  std::unique_ptr<KvBatchWriter> writer;
+  std::unique_ptr<TaskGroup> group;
+  int64_t init_ns = 0;
+  std::string final_dir_;
+  std::string name_prefix;
+
+  Status Snapshot();
+  void Start() { thread_ = std::thread([this] { Finish(); }); }
+
+ private:
+  void Finish();
+  Status Collective(std::string_view step, const Status& local) {
+    return AgreeOnStatus(*coordinator, name_prefix + std::string(step), local, request.options.timeout);
+  }
+
+  std::mutex wait_mu_;
+  std::thread thread_;
+  Status result_;
+  std::atomic<bool> done_{false};
+};
+
+Status PendingSaveImpl::Snapshot() {
+  for (size_t ai = 0; ai < plan.arrays.size(); ++ai) {
+    const ArrayPlan& a = plan.arrays[ai];
+    const ArrayMetadata& m = formats[ai].encode;
+    const size_t elem = DTypeSize(m.dtype);
+    const ChunkSpec spec = m.chunk_spec();
+    const bool identity = m.codecs.IsIdentity(spec);
+    // Bytes a chunk's encoding holds besides its snapshot: the encoded bytes
+    // (zstd's worst case is a little over the input; a shard adds its index)
+    // and, for a chunk sticking out of the array, the padded chunk.
+    const uint64_t chunk_bytes = spec.num_bytes();
+    const uint64_t encoded_estimate = identity ? 0 : chunk_bytes + chunk_bytes / 64 + 4096;
+    const std::string prefix = a.param.empty() ? "" : a.param + "/";
+    for (const PlannedPiece& piece : a.pieces) {
+      std::vector<Index> lo, hi;
+      internal_zarr::CellRange(piece.box, m.chunk_shape, lo, hi);
+      std::vector<Index> cell = lo;
+      do {
+        if (group->failed()) return Status::OK();  // the error comes from Wait
+        const Box valid = ChunkValidBox(m, cell);
+        const uint64_t bytes = static_cast<uint64_t>(valid.num_elements()) * elem;
+        const bool whole = valid.shape == m.chunk_shape;
+        const uint64_t held = bytes + (whole ? encoded_estimate : chunk_bytes + encoded_estimate);
+        budget->Acquire(held);
+        auto hold = std::make_shared<BudgetHold>(budget, held);
+        auto snapshot = std::make_shared<Buffer>(bytes);
+        CopyOut(piece, valid, elem, snapshot->data());
+        group->Run([this, &m, cell, snapshot, hold, prefix]() -> Status {
+          auto encoded = EncodeChunk(m, cell, snapshot->view(), /*store_fill=*/true);
+          if (!encoded.ok()) return encoded.status().Annotate("encoding a chunk of `" + prefix + "`");
+          if (encoded->omit) return Status::OK();
+          ByteView value = encoded->as_is ? snapshot->view() : encoded->bytes.view();
+          return writer->Add(prefix + encoded->key, value);
+        });
+      } while (internal_zarr::NextCell(cell, lo, hi));
+    }
+  }
+  return Status::OK();
+}
+
+void PendingSaveImpl::Finish() {
+  // Step 3 (background part).
+  Status local = group->Wait();
+  if (local.ok()) local = writer->Commit();
+  if (local.ok()) local = WriteArrayMetadatas(request, plan, paths, coordinator->process_index());
+  writer.reset();
+  // Step 4.
+  Status s = Collective("written", local);
+  // Step 5.
+  if (s.ok()) {
+    Status commit = coordinator->is_primary()
+                        ? FinalizeAndCommit(request, paths, coordinator->process_count(), init_ns)
+                        : Status::OK();
+    // Step 6.
+    s = Collective("committed", commit);
+  }
+  if (!s.ok()) s = s.Annotate("saving " + final_dir_);
+  result_ = s;
+  done_.store(true);
+}
+
+}  // namespace
+
+ByteBudget& DefaultByteBudget() {
+  static ByteBudget* budget = new ByteBudget(ByteBudget::kDefaultBytes);
+  return *budget;
+}
+
+Result<std::unique_ptr<PendingSave>> StartSave(const SaveRequest& request, Coordinator& coordinator,
+                                               ByteBudget* budget, const SaveHooks& hooks) {
+  auto save = std::make_unique<PendingSaveImpl>();
+  save->request = request;
+  save->coordinator = &coordinator;
+  save->init_ns = Now();
+  save->paths = PathsFor(request);
+  save->final_dir_ = request.item_name.empty() ? save->paths.final_top
+                                               : save->paths.final_top + "/" + request.item_name;
+  save->name_prefix = "cairn/save/" + save->paths.final_top + "/";
+  const SaveOptions& options = save->request.options;
+  auto agree = [&](std::string_view step, const Status& local) {
+    return AgreeOnStatus(coordinator, save->name_prefix + std::string(step), local, options.timeout);
+  };
+
+  // Step 1.
+  Status local;
+  auto plan = PlanSave(save->request);
+  if (!plan.ok()) {
+    local = plan.status();
+  } else {
+    save->plan = std::move(*plan);
+    if (coordinator.is_primary()) local = BeginItem(save->request, save->paths);
+  }
+  CAIRN_RETURN_IF_ERROR(agree("begin", local));
+
+  // Step 2.
+  std::string compress(save->plan.arrays.size(), '1');
+  if (options.compression == Compression::kNone) {
+    compress.assign(compress.size(), '0');
+  } else if (options.compression == Compression::kAuto) {
+    std::string votes;
+    for (const ArrayPlan& a : save->plan.arrays) votes += CompressionVote(a, save->request.leaves[a.leaf]);
+    CAIRN_ASSIGN_OR_RETURN(auto all, coordinator.AllGather(save->name_prefix + "auto", votes, options.timeout));
+    for (size_t i = 0; i < compress.size(); ++i) {
+      bool any_sample = false, any_compress = false;
+      for (const std::string& v : all) {
+        if (i >= v.size() || v[i] == '-') continue;
+        any_sample = true;
+        any_compress |= v[i] == '1';
+      }
+      compress[i] = (!any_sample || any_compress) ? '1' : '0';
+    }
+  }
+
+  // Step 3 (snapshot).
+  local = Status::OK();
+  for (size_t i = 0; i < save->plan.arrays.size() && local.ok(); ++i) {
+    const ArrayPlan& a = save->plan.arrays[i];
+    auto format = FormatFor(save->request.leaves[a.leaf], a.chunk_shape, options, compress[i] == '1');
+    if (!format.ok()) local = format.status().Annotate("array `" + a.param + "`");
+    else save->formats.push_back(std::move(*format));
+  }
+  std::shared_ptr<KvStore> store;
+  if (local.ok()) {
+    auto opened = OpenProcessStore(save->request, save->paths, coordinator.process_index(),
+                                   coordinator.process_count());
+    if (!opened.ok()) local = opened.status();
+    else store = hooks.wrap_process_store ? hooks.wrap_process_store(*opened) : *opened;
+  }
+  if (!local.ok()) {
+    // Fail every process at the same collective the others reach.
+    Status s = agree("written", local);
+    return s.ok() ? local : s;
+  }
+  if (budget == nullptr) {
+    if (options.memory_budget_bytes != 0) {
+      save->own_budget = std::make_unique<ByteBudget>(options.memory_budget_bytes);
+      budget = save->own_budget.get();
+    } else {
+      budget = &DefaultByteBudget();
+    }
+  }
+  save->budget = budget;
+  save->writer = NewBatchWriter(store);
+  save->group = std::make_unique<TaskGroup>(ThreadPool::Default());
+  if (coordinator.is_primary()) {
+    for (size_t i = 0; i < save->plan.arrays.size(); ++i) {
+      const ArrayPlan& a = save->plan.arrays[i];
+      const std::string key = (a.param.empty() ? "" : a.param + "/") + save->formats[i].stored_key;
+      PendingSaveImpl* raw = save.get();
+      save->group->Run([raw, key, i]() { return raw->writer->Add(key, AsBytes(raw->formats[i].stored_text)); });
+    }
+  }
+  Status snap = save->Snapshot();
+  if (!snap.ok()) save->group->Run([snap] { return snap; });
+  save->Start();
+  return std::unique_ptr<PendingSave>(std::move(save));
+}
+
+Status Save(const SaveRequest& request, Coordinator& coordinator) {
+  CAIRN_ASSIGN_OR_RETURN(auto pending, StartSave(request, coordinator));
+  return pending->Wait();
+}
+
+}  // namespace cairn::engine

@@ -1,0 +1,94 @@
+// SaveRequest: what one process hands the engine to save a checkpoint.
+//
+// Runtime-agnostic: a jax job, a colocated-Python function on Pathways, a
+// PyTorch job or an MPI program describe their arrays with plain host
+// buffers. Every process of a job builds a request with the same leaves (same
+// paths, shapes, dtypes, write shapes, in the same order) and its own shards.
+//
+// A shard is a box of the global array held by this process: a host buffer
+// (base pointer at the box's first element, byte strides per dimension, or
+// C-contiguous when the strides are empty) and a replica id. Shards with the
+// same box on different devices/processes are replicas, numbered 0 ..
+// num_replicas-1; the engine decides which of them this process writes
+// (save_plan.h). The buffers must stay valid and unchanged until StartSave
+// returns (not until the save is durable: the engine snapshots them).
+//
+// Thread safety: plain value types.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cairn/dtype/dtype.h"
+#include "cairn/layout/orbax/tree_metadata.h"
+#include "cairn/util/box.h"
+#include "cairn/util/json.h"
+
+namespace cairn::engine {
+
+struct ShardToSave {
+  Box box;                          // in global array coordinates
+  const void* data = nullptr;       // element at box.origin
+  std::vector<Index> byte_strides;  // empty: C-contiguous over box.shape
+  int replica_id = 0;
+};
+
+// One leaf of the tree, in the tree's flattening order. Array leaves have
+// an array value type (orbax::kJaxArray, kNumpyArray, kScalar); the others
+// (strings, None, empty containers) only carry their path and value.
+struct SaveLeaf {
+  orbax::KeyPath path;
+  std::string value_type = std::string(orbax::kJaxArray);
+  // Arrays:
+  DType dtype = DType::kFloat32;
+  Shape shape;
+  Shape write_shape;  // the shard shape of the sharding; empty: shape
+  int num_replicas = 1;
+  std::vector<ShardToSave> shards;  // this process's shards (may be none)
+  std::optional<std::string> random_key_impl;
+  std::optional<std::string> sharding_json;  // for `_sharding`
+  // Strings:
+  std::string string_value;
+};
+
+enum class Compression {
+  kOrbaxDefault,  // zstd with Orbax's settings (v3: level 3 inside shards; v2: level 1)
+  kNone,          // no compressor
+  kAuto,          // per array: zstd unless a sample shrinks by less than ~10%
+};
+
+struct SaveOptions {
+  bool use_ocdbt = true;
+  bool use_zarr3 = true;
+  // Replicated shards are split among their replicas (save_plan.h); off:
+  // replica 0 writes each shard whole. The result is the same either way.
+  bool replica_parallel = true;
+  Compression compression = Compression::kOrbaxDefault;
+  // Bytes of host memory the engine may own at once (snapshots and encoded
+  // chunks); 0 = ByteBudget::kDefaultBytes.
+  uint64_t memory_budget_bytes = 0;
+  // OCDBT data files are started anew past this size; chunks larger than
+  // it are split (Orbax's rule). 0 = unlimited.
+  uint64_t target_data_file_size = uint64_t{1} << 31;
+  // Upper bound on a chunk's bytes (Orbax's chunk_byte_size); 0 = none.
+  uint64_t chunk_byte_size = 0;
+  Json custom_metadata;  // `_METADATA` custom_metadata (null by default)
+  // Every collective of the save gives up (Unavailable) after this long.
+  std::chrono::nanoseconds timeout = std::chrono::minutes(10);
+};
+
+struct SaveRequest {
+  // The final directory. With `item_name` empty it is the item directory (as
+  // PyTreeCheckpointer().save(directory) makes it); otherwise a step
+  // directory that gets the item `item_name` and `_CHECKPOINT_METADATA`, as
+  // CheckpointManager lays it out. AlreadyExists when it exists.
+  std::string directory;
+  std::string item_name;
+  std::vector<SaveLeaf> leaves;
+  SaveOptions options;
+};
+
+}  // namespace cairn::engine

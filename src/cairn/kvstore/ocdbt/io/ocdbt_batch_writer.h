@@ -1,0 +1,28 @@
+// The OCDBT batch writer: values streamed into new data files of one
+// database as they are added, one commit for all of them.
+//
+// Protocol:
+//   1. Add: a value of at most max_inline_value_bytes (the database's
+//      config, or the options' for a new database) is kept inline in memory;
+//      a larger one is appended, under a mutex, to the open data file
+//      `d/<random>` straight from the caller's buffer (data_file_writer.h:
+//      a file reaching target_data_file_size is made durable and the next
+//      one started). Nothing refers to these files yet.
+//   2. Commit: the open data file is made durable, then the entries (sorted,
+//      the last Add of a key wins) are committed as one new generation with
+//      OcdbtKvStore::CommitEntries (B+tree nodes, then the manifest, last).
+// A writer abandoned before Commit leaves only unreferenced data files.
+//
+// Thread safety: as KvBatchWriter (Add concurrently, Commit once).
+#pragma once
+
+#include <memory>
+
+#include "cairn/kvstore/batch_writer.h"
+#include "cairn/kvstore/ocdbt/io/ocdbt_kvstore.h"
+
+namespace cairn::ocdbt {
+
+std::unique_ptr<KvBatchWriter> NewOcdbtBatchWriter(std::shared_ptr<OcdbtKvStore> store);
+
+}  // namespace cairn::ocdbt

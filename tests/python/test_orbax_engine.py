@@ -1,0 +1,101 @@
+"""The engine behind cairn.save / cairn.restore: asynchronous saves,
+compression choices, restore onto another sharding and partial restore —
+each checked against orbax-checkpoint restoring or having written the
+checkpoint."""
+
+import orbax_helpers as h  # sets XLA_FLAGS first
+
+import json
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+import cairn
+
+
+def orbax_restore(path):
+    return ocp.PyTreeCheckpointer().restore(path)
+
+
+def zarr_metadata(path, param):
+    store = cairn.kvstore.open(f"file://{path}/|ocdbt:")
+    return json.loads(store.get(f"{param}/zarr.json"))
+
+
+def test_save_async_returns_once_the_arrays_are_copied(tmp_path):
+    rng = np.random.default_rng(0)
+    tree = {"a": rng.standard_normal((256, 64), dtype=np.float32), "b": np.arange(10), "s": "x"}
+    expected = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in tree.items()}
+    pending = cairn.save_async(tmp_path / "c", tree)
+    tree["a"][...] = -1  # the caller's buffers are free once save_async returns
+    tree["b"][...] = -1
+    path = pending.wait_until_finished()
+    assert pending.done()
+    assert pending.wait_until_finished() == path  # idempotent
+    h.assert_bit_equal(expected, orbax_restore(path))
+    h.assert_bit_equal(expected, cairn.restore(path))
+
+
+def test_save_async_into_an_existing_directory_raises_on_start(tmp_path):
+    (tmp_path / "c").mkdir()
+    with pytest.raises(FileExistsError, match="already exists|exists"):
+        cairn.save_async(tmp_path / "c", {"a": np.zeros(3)})
+    assert cairn.save(tmp_path / "d", {"a": np.zeros(3)})  # control
+
+
+@pytest.mark.parametrize("compression", ["default", "none", "auto"])
+def test_compression_choices_are_restored_by_orbax(tmp_path, compression):
+    rng = np.random.default_rng(1)
+    tree = {"random": rng.standard_normal((128, 128), dtype=np.float32),
+            "zeros": np.zeros((128, 128), np.float32)}
+    path = cairn.save(tmp_path / "c", tree, compression=compression)
+    h.assert_bit_equal(tree, orbax_restore(path))
+    codecs = {p: json.dumps(zarr_metadata(path, p)["codecs"]) for p in tree}
+    want_zstd = {"default": {"random": True, "zeros": True},
+                 "none": {"random": False, "zeros": False},
+                 "auto": {"random": False, "zeros": True}}[compression]
+    for p, z in want_zstd.items():
+        assert ("zstd" in codecs[p]) is z, (p, codecs[p])
+
+
+def test_bad_compression_name_is_a_value_error(tmp_path):
+    with pytest.raises(ValueError, match="compression"):
+        cairn.save(tmp_path / "c", {"a": np.zeros(3)}, compression="lz4")
+
+
+def test_restore_onto_another_sharding_reads_only_what_each_device_needs(tmp_path):
+    mesh = h.mesh()  # 8 CPU devices
+    devices = np.asarray(mesh.devices).reshape(-1)
+    saved_mesh = jax.sharding.Mesh(devices.reshape(4, 2), ("x", "y"))
+    values = np.arange(16 * 8, dtype=np.float32).reshape(16, 8)
+    arr = jax.device_put(values, NamedSharding(saved_mesh, P("x", "y")))
+    path = cairn.save(tmp_path / "c", {"w": arr, "v": np.arange(6, dtype=np.int32)})
+    other = jax.sharding.Mesh(devices.reshape(2, 4), ("a", "b"))
+    target = {"w": jax.ShapeDtypeStruct((16, 8), np.float32, sharding=NamedSharding(other, P("b", "a")))}
+    got = cairn.restore(path, target=target)  # partial: "v" is not asked for
+    assert set(got) == {"w"}
+    assert got["w"].sharding == target["w"].sharding
+    np.testing.assert_array_equal(np.asarray(got["w"]), values)
+    for shard in got["w"].addressable_shards:
+        np.testing.assert_array_equal(np.asarray(shard.data), values[shard.index])
+    # Orbax restores the same checkpoint with that sharding (control).
+    restore_args = ocp.checkpoint_utils.construct_restore_args(target)
+    o = ocp.PyTreeCheckpointer().restore(path, args=ocp.args.PyTreeRestore(
+        item=target, restore_args=restore_args, partial_restore=True))
+    np.testing.assert_array_equal(np.asarray(o["w"]), values)
+
+
+def test_cairn_restores_orbax_checkpoint_onto_a_new_sharding(tmp_path):
+    mesh = h.mesh()
+    devices = np.asarray(mesh.devices).reshape(-1)
+    values = np.arange(8 * 12, dtype=np.float32).reshape(8, 12)
+    arr = jax.device_put(values, NamedSharding(jax.sharding.Mesh(devices.reshape(8, 1), ("x", "y")), P("x")))
+    ocp.PyTreeCheckpointer().save(tmp_path / "o", {"w": arr})
+    target = {"w": jax.ShapeDtypeStruct((8, 12), np.float32,
+                                        sharding=NamedSharding(jax.sharding.Mesh(devices.reshape(2, 4), ("a", "b")), P(None, "b")))}
+    got = cairn.restore(tmp_path / "o", target=target)
+    assert got["w"].sharding == target["w"].sharding
+    np.testing.assert_array_equal(np.asarray(got["w"]), values)
