@@ -199,3 +199,20 @@ def test_peak_memory_stays_near_the_budget(tmp_path):
     got = ts.open({"driver": "zarr", "kvstore": {"driver": "file",
                    "path": str(tmp_path / "axl/step_00000000/gda/big")}}).result()
     assert got[8191, 8190:].read().result().tolist() == [8192 * 8192 - 2, 8192 * 8192 - 1]
+
+
+def test_mpirun_splits_the_work_and_commits_once(tmp_path):
+    rng = np.random.default_rng(3)
+    arrays = {f"layers.{i}.w": rng.standard_normal((256, 128), dtype=np.float32) for i in range(6)}
+    save_file(arrays, str(tmp_path / "model.safetensors"))
+    r = subprocess.run(["mpirun", "-n", "2", "--oversubscribe", "--allow-run-as-root", cairn_cli(),
+                        "convert", str(tmp_path / "model.safetensors"), str(tmp_path / "axl"),
+                        "--to", "axlearn", "--step", "4", "--memory-budget", "256KiB", "--json",
+                        "--verify"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    assert len(lines) == 1, "only rank 0 prints the summary"
+    assert lines[0]["processes"] == 2 and lines[0]["bytes_written"] == 6 * 256 * 128 * 4
+    step = tmp_path / "axl" / "step_00000004"
+    for name, value in arrays.items():
+        assert same_bits(read_zarr2(step / "gda" / name.replace(".", "/")), value), name

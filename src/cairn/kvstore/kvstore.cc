@@ -58,6 +58,11 @@ Status KvStore::ApplyBatch(std::vector<KvMutation> mutations) {
   return Status::OK();
 }
 
+Result<bool> KvStore::CompareAndPut(std::string_view key, std::optional<ByteView>, ByteView) {
+  return UnimplementedError("CompareAndPut of " + Describe(key) +
+                            ": this kvstore driver has no atomic compare-and-swap");
+}
+
 Status KvStore::DeletePrefix(std::string_view prefix) {
   CAIRN_ASSIGN_OR_RETURN(auto keys, List(prefix));
   for (const auto& k : keys) CAIRN_RETURN_IF_ERROR(Delete(k.key));

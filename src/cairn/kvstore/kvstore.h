@@ -105,6 +105,16 @@ class KvStore {
   // false if a value was already there (the old value is kept).
   virtual Result<bool> PutIfAbsent(std::string_view key, ByteView value) = 0;
 
+  // Stores `value` under `key` only if the key's current value is exactly
+  // `expected` (nullopt: only if the key is absent), atomically with respect
+  // to every other CompareAndPut of the key (for the file driver also from
+  // other processes and TensorStore; a plain Put is not serialized with it).
+  // Returns true if it stored, false if the current value differs (nothing
+  // written). Durable like Put.
+  // Default: Unimplemented (drivers without an atomic compare-and-swap).
+  virtual Result<bool> CompareAndPut(std::string_view key, std::optional<ByteView> expected,
+                                     ByteView value);
+
   // Removes `key`; OK when it was already absent.
   virtual Status Delete(std::string_view key) = 0;
 

@@ -3,6 +3,9 @@
 //   memory://[path]              the process-wide in-memory store, under path
 //   file:///abs/dir/             files under /abs/dir/ (created on first write)
 //   <base>|ocdbt:[path]          an OCDBT database stored in <base>
+//   <base>|ocdbt:@v5/[path]      its generation 5, read-only (TensorStore's
+//                                syntax; `@<commit time>/` is Unimplemented,
+//                                a literal '@' in a path is written %40)
 //
 // The returned store is rooted at the URL's path: its keys are relative to
 // it. Driver and adapter schemes are listed explicitly in url.cc.

@@ -6,6 +6,8 @@
 #include <random>
 
 #include "cairn/dtype/cast.h"
+#include "cairn/engine/convert/convert_checkpoint.h"
+#include "cairn/kvstore/url.h"
 #include "cairn/kvstore/memory/memory_kvstore.h"
 #include "cairn/kvstore/testing/fault_kvstore.h"
 #include "cairn/layout/axlearn/axlearn_checkpoint.h"
@@ -187,6 +189,31 @@ TEST(Convert, VerifyCatchesADifferentDestination) {
   Status s = VerifyConversion(**source, **flipped, *plan, 1 << 20);
   EXPECT_EQ(s.code(), StatusCode::kDataLoss);
   EXPECT_NE(s.message().find("differs from the source"), std::string_view::npos) << s.ToString();
+}
+
+TEST(ConvertCheckpoint, CarriesIteratorStateAndNonTensorEntries) {
+  auto store = *OpenKvStore("memory://carry/");
+  WriteAxlearnSource(store);
+  ASSERT_TRUE(store->Put("src/step_00000005/tf_0/it.index", AsBytes(std::string("tf-index"))).ok());
+  ASSERT_TRUE(store->Put("src/step_00000005/python_1/loader", AsBytes(std::string("msgpack"))).ok());
+  ConvertCheckpointRequest r;
+  r.source = "memory://carry/src/";
+  r.dest = "memory://carry/dst/";
+  r.to = "axlearn";
+  r.options.verify = true;
+  auto result = ConvertCheckpoint(r);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ(result->source_format, "axlearn");
+  EXPECT_EQ(result->dest_location, "memory://carry/dst/step_00000005/");
+  auto tf = store->Get("dst/step_00000005/tf_0/it.index");
+  ASSERT_TRUE(tf.ok() && tf->has_value());
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>((*tf)->data()), (*tf)->size()), "tf-index");
+  EXPECT_TRUE(store->Get("dst/step_00000005/python_1/loader")->has_value());
+  // Again: refused, the step is committed.
+  auto again = ConvertCheckpoint(r);
+  EXPECT_EQ(again.status().code(), StatusCode::kAlreadyExists);
+  r.overwrite = true;
+  EXPECT_TRUE(ConvertCheckpoint(r).ok());
 }
 
 TEST(ConvertPlan, RejectsCollisionsBadCastsAndEmptySelections) {

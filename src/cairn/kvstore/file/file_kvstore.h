@@ -7,16 +7,39 @@
 // written with large pwrite calls, through O_DIRECT where the file system
 // allows it, with one fdatasync per file.
 //
-// Keys: ValidateKey, plus no empty components ("a//b") and no trailing '/'.
-// A key component may not contain ".__cairn_tmp_" (reserved for temporary
-// files, which List never shows).
+// Symbolic links and special files (policy; docs/file_kvstore.md):
+//   - The root directory itself may be reached through symbolic links.
+//   - Below the root nothing is followed. Every directory is opened with
+//     openat(O_NOFOLLOW | O_DIRECTORY) relative to its parent's descriptor,
+//     values with openat(O_NOFOLLOW | O_NONBLOCK) and fstat (safe_path.h).
+//   - Only regular files are values. Get/GetInto of a key that is a symbolic
+//     link, FIFO, device or socket, or whose directory path passes through a
+//     symbolic link, is FailedPrecondition naming the key and the URL; Put,
+//     PutIfAbsent, Delete and OpenWriter refuse a directory path through a
+//     link the same way. Put replaces a non-directory entry at the key itself
+//     (rename never follows the entry it replaces); Delete unlinks it.
+//   - List neither descends into symbolically linked directories nor reports
+//     links, FIFOs, devices or sockets: they are not keys. A prefix whose
+//     directory part passes through a link lists nothing.
+//   - DeletePrefix removes whole directory trees under the prefix (empty
+//     subdirectories too; a prefix ending in '/' removes that directory
+//     itself), unlinking links and special files without following them.
+//   - List and DeletePrefix walk at most kMaxDirDepth (256) directory levels
+//     and fail beyond; keys with more than 256 '/' are invalid.
 //
-// Errors: InvalidArgument for bad keys and ranges; I/O errors map from errno
-// (ENOSPC -> ResourceExhausted, EIO -> Unavailable, ...), each naming the key
-// and the store URL.
+// Keys: ValidateKey, plus no empty components ("a//b"), no trailing '/', at
+// most 256 '/'. A key component may not contain ".__cairn_tmp_" (reserved for
+// temporary files `.__cairn_tmp_<16 random hex digits>`, which List never
+// shows).
+//
+// Errors: InvalidArgument for bad keys and ranges; FailedPrecondition for
+// links and special files (above); I/O errors map from errno (ENOSPC ->
+// ResourceExhausted, EIO -> Unavailable, ...), each naming the key and the
+// store URL.
 //
 // Thread safety: all methods may be called concurrently, also from several
-// processes on the same directory (distinct temporary names per process).
+// processes and hosts on the same directory (temporary names are random and
+// created with O_EXCL).
 #pragma once
 
 #include <atomic>
@@ -26,6 +49,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cairn/kvstore/file/safe_path.h"
 #include "cairn/kvstore/kvstore.h"
 
 namespace cairn {
@@ -49,8 +73,15 @@ class FileKvStore : public KvStore {
   Result<bool> GetInto(std::string_view key, MutableByteView dst) override;
   Status Put(std::string_view key, ByteView value) override;
   Result<bool> PutIfAbsent(std::string_view key, ByteView value) override;
+  // Under an exclusive lock on `<key>.__lock`, as TensorStore's file driver
+  // (see file_compare_and_put.cc).
+  Result<bool> CompareAndPut(std::string_view key, std::optional<ByteView> expected,
+                             ByteView value) override;
   Status Delete(std::string_view key) override;
   Result<std::vector<KeyInfo>> List(std::string_view prefix = "") override;
+  // Removes every entry under the prefix, whole directory trees included,
+  // without following symbolic links (file_list.cc).
+  Status DeletePrefix(std::string_view prefix) override;
   // Streams the value into a temporary file (O_DIRECT for aligned bulk, a
   // small aligned staging buffer otherwise); Commit = steps 3-5 of Put.
   // See file_writer.cc.
@@ -61,25 +92,39 @@ class FileKvStore : public KvStore {
   const std::string& root() const { return root_; }
 
   // Marker inside the names of temporary files.
-  static constexpr std::string_view kTempMarker = ".__cairn_tmp_";
+  static constexpr std::string_view kTempMarker = file_internal::kTempMarker;
 
  private:
-  Status CheckKey(std::string_view key) const;
-  Result<std::optional<std::pair<int, uint64_t>>> OpenForRead(std::string_view key);
-  Status ReadAndClose(int fd, std::string_view key, uint64_t offset, MutableByteView dst);
-  std::string PathOf(std::string_view key) const;
-  // Creates the directories of `key`'s path below (and including) the root.
-  Status EnsureParentDirs(std::string_view key);
   friend class FileKvWriter;
-  // Creates a new temporary file beside `key` (its directories too); returns
-  // its descriptor and sets `tmp` to its path.
-  Result<int> CreateTemp(std::string_view key, std::string* tmp);
-  // Writes `value` to a new temporary file in the key's directory, durably.
-  Result<std::string> WriteTemp(std::string_view key, ByteView value);
+  // The key's directory, opened without following symbolic links (created,
+  // durably, with `create`), its path, and the key's last component. `fd` is
+  // invalid when the directory is missing (only without `create`).
+  struct KeyDir {
+    file_internal::UniqueFd fd;
+    std::string path;
+    std::string name;
+  };
+  // A temporary file created beside a key.
+  struct Temp {
+    KeyDir dir;
+    std::string name;
+    file_internal::UniqueFd fd;
+  };
+
+  Status CheckKey(std::string_view key) const;
+  Result<KeyDir> OpenKeyDir(std::string_view key, bool create);
+  Result<std::optional<std::pair<file_internal::UniqueFd, uint64_t>>> OpenForRead(
+      std::string_view key);
+  Status ReadAll(int fd, std::string_view key, uint64_t offset, MutableByteView dst);
+  // Step 1 of the protocol: a new temporary file beside `key`.
+  Result<Temp> CreateTemp(std::string_view key);
+  // Steps 1-3: `value` in a new temporary file, synced and closed.
+  Result<Temp> WriteTemp(std::string_view key, ByteView value);
 
   std::string root_;
   std::string url_;
   FileKvStoreOptions options_;
+  file_internal::SafeRoot dirs_;
   // Set once the file system refuses O_DIRECT (EINVAL); later writes go
   // straight to buffered I/O.
   std::atomic<bool> direct_refused_{false};

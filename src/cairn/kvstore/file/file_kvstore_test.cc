@@ -46,6 +46,15 @@ const bool kRegisteredDirect = RegisterKvStoreConformanceTests("FileDirectConfor
   options.write_chunk_bytes = 1 << 20;
   return MakeStore(options);
 });
+// Every path through the component walk that kernels without openat2 use.
+const bool kRegisteredWalk = RegisterKvStoreConformanceTests("FileWalkConformance", [] {
+  auto store = MakeStore();
+  const bool was = file_internal::SetOpenat2ForTesting(false);
+  return std::shared_ptr<KvStore>(store.get(), [store, was](KvStore*) mutable {
+    file_internal::SetOpenat2ForTesting(was);
+    store.reset();
+  });
+});
 const bool kRegisteredBuffered = RegisterKvStoreConformanceTests("FileBufferedConformance", [] {
   FileKvStoreOptions options;
   options.use_direct_io = false;

@@ -2,15 +2,19 @@
 //
 // Durability protocol (the same as Put's, file_kvstore.cc, with step 2 spread
 // over the Append calls):
-//   1. OpenWriter creates the temporary file `.__cairn_tmp_<pid>_<n>` beside
-//      the key (O_EXCL; missing directories are created and synced).
+//   1. OpenWriter opens the key's directory without following links (step 0
+//      of Put: missing directories are created, their parents and those of
+//      existing ones synced) and creates the temporary file
+//      `.__cairn_tmp_<16 random hex digits>` in it (O_EXCL | O_NOFOLLOW, a
+//      new random name on EEXIST).
 //   2. Append writes the bytes at the end of the temporary file: a 4096-aligned
 //      bulk whose memory is 4096-aligned goes straight from the caller's bytes
 //      through an O_DIRECT descriptor (no copy); other bytes are gathered in
 //      an aligned staging buffer of kStagingBytes, written when it fills. The
 //      file offset stays a multiple of 4096 until Commit writes the tail.
-//   3. Commit writes the staged tail, fdatasyncs the file once, closes it,
-//   4. renames it over the key, and
+//   3. Commit writes the staged tail, fdatasyncs the file once, closes both
+//      descriptors (checking close()),
+//   4. renameat()s it over the key in the directory's descriptor, and
 //   5. fsyncs the key's directory. Commit returns OK only after step 5.
 // A writer destroyed before Commit succeeds closes and unlinks its temporary
 // file; a crash leaves a temporary file that List never shows.
@@ -25,22 +29,22 @@
 
 namespace cairn {
 
-using file_internal::DirName;
-using file_internal::FsyncDir;
 using file_internal::kDirectAlign;
 using file_internal::PwriteAll;
+using file_internal::SyncDir;
+using file_internal::UniqueFd;
 
 class FileKvWriter : public KvWriter {
  public:
   static constexpr uint64_t kStagingBytes = uint64_t{8} << 20;
 
-  FileKvWriter(FileKvStore* store, std::string key, std::string tmp, int fd)
-      : store_(store), key_(std::move(key)), tmp_(std::move(tmp)), fd_(fd) {
+  FileKvWriter(FileKvStore* store, std::string key, FileKvStore::Temp temp)
+      : store_(store), key_(std::move(key)), temp_(std::move(temp)), fd_(temp_.fd.release()) {
     staging_.reserve(kStagingBytes);
   }
   ~FileKvWriter() override {
     CloseFds();
-    if (!committed_) ::unlink(tmp_.c_str());
+    if (!committed_) ::unlinkat(temp_.dir.fd.get(), temp_.name.c_str(), 0);
   }
 
   Status Append(ByteView bytes) override {
@@ -73,16 +77,21 @@ class FileKvWriter : public KvWriter {
     if (committed_ || fd_ < 0) return Closed();
     Status st = FlushStaging(true);
     if (st.ok() && ::fdatasync(fd_) != 0) st = Error(errno, "fdatasync");
-    int close_rc = ::close(fd_);
-    int close_err = errno;
-    fd_ = -1;
-    CloseFds();
-    if (st.ok() && close_rc != 0) st = Error(close_err, "close");
+    // Both descriptors wrote: check both close() results.
+    for (int* fd : {&dfd_, &fd_}) {
+      if (*fd < 0) continue;
+      const int rc = ::close(*fd);
+      const int err = errno;
+      *fd = -1;
+      if (st.ok() && rc != 0 && err != EINTR) st = Error(err, "close");
+    }
     if (!st.ok()) return st;
-    const std::string path = store_->PathOf(key_);
-    if (::rename(tmp_.c_str(), path.c_str()) != 0) return Error(errno, "rename");
+    const int dirfd = temp_.dir.fd.get();
+    if (::renameat(dirfd, temp_.name.c_str(), dirfd, temp_.dir.name.c_str()) != 0) {
+      return Error(errno, "rename");
+    }
     committed_ = true;
-    return FsyncDir(std::string(DirName(path))).Annotate("writing " + store_->Describe(key_));
+    return SyncDir(dirfd, temp_.dir.path).Annotate("writing " + store_->Describe(key_));
   }
 
   uint64_t size() const override { return appended_; }
@@ -113,7 +122,8 @@ class FileKvWriter : public KvWriter {
   Result<uint64_t> WriteDirect(const uint8_t* data, uint64_t size) {
     uint64_t done = 0;
     if (dfd_ < 0 && DirectAllowed()) {
-      dfd_ = ::open(tmp_.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+      dfd_ = ::openat(temp_.dir.fd.get(), temp_.name.c_str(),
+                      O_WRONLY | O_DIRECT | O_NOFOLLOW | O_CLOEXEC);
       if (dfd_ < 0 && errno == EINVAL) {
         store_->direct_refused_.store(true, std::memory_order_relaxed);
       } else if (dfd_ < 0) {
@@ -173,7 +183,7 @@ class FileKvWriter : public KvWriter {
 
   FileKvStore* store_;
   std::string key_;
-  std::string tmp_;
+  FileKvStore::Temp temp_;  // its fd moved to fd_
   int fd_ = -1;
   int dfd_ = -1;
   Buffer staging_;
@@ -184,10 +194,9 @@ class FileKvWriter : public KvWriter {
 
 Result<std::unique_ptr<KvWriter>> FileKvStore::OpenWriter(std::string_view key) {
   CAIRN_RETURN_IF_ERROR(CheckKey(key));
-  std::string tmp;
-  CAIRN_ASSIGN_OR_RETURN(int fd, CreateTemp(key, &tmp));
+  CAIRN_ASSIGN_OR_RETURN(Temp temp, CreateTemp(key));
   return std::unique_ptr<KvWriter>(
-      std::make_unique<FileKvWriter>(this, std::string(key), std::move(tmp), fd));
+      std::make_unique<FileKvWriter>(this, std::string(key), std::move(temp)));
 }
 
 }  // namespace cairn

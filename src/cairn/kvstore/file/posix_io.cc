@@ -21,15 +21,18 @@ Status FsyncDir(const std::string& dir) {
   if (fd < 0) return ErrnoError(errno, "opening directory " + dir + " to sync it");
   int rc = ::fsync(fd);
   int err = errno;
-  ::close(fd);
+  if (::close(fd) != 0 && rc == 0 && errno != EINTR) {
+    return ErrnoError(errno, "closing directory " + dir + " after syncing it");
+  }
   if (rc != 0) return ErrnoError(err, "syncing directory " + dir);
   return Status::OK();
 }
 
 Status MakeDir(const std::string& path) {
-  if (::mkdir(path.c_str(), 0755) == 0) return FsyncDir(std::string(DirName(path)));
-  if (errno == EEXIST) return Status::OK();
-  return ErrnoError(errno, "creating directory " + path);
+  if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
+    return ErrnoError(errno, "creating directory " + path);
+  }
+  return FsyncDir(std::string(DirName(path)));
 }
 
 uint64_t PwriteAll(int fd, const uint8_t* data, uint64_t size, uint64_t offset, uint64_t chunk,

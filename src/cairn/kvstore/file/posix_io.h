@@ -18,10 +18,16 @@ inline constexpr uint64_t kDirectAlign = 4096;
 // The directory part of `path` ("." when there is none, "/" for "/x").
 std::string_view DirName(std::string_view path);
 
+// Path-based helpers: they follow symbolic links. Code below a store's root
+// uses SafeRoot (safe_path.h) instead, which follows none and remembers which
+// directories it has made durable.
+
 // fsync of a directory, so entries created or renamed in it are durable.
+// Checks close().
 Status FsyncDir(const std::string& dir);
 
-// mkdir, syncing the parent when a directory was created. OK if it exists.
+// mkdir, then fsync of the parent, also when the directory already existed
+// (its creator may have died before syncing the parent). OK if it exists.
 Status MakeDir(const std::string& path);
 
 // Writes all of [data, data + size) at file offset `offset` with pwrite calls

@@ -49,6 +49,26 @@ Result<bool> MemoryKvStore::PutIfAbsent(std::string_view key, ByteView value) {
   return true;
 }
 
+Result<bool> MemoryKvStore::CompareAndPut(std::string_view key, std::optional<ByteView> expected,
+                                          ByteView value) {
+  CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate("writing to " + url_));
+  auto stored = std::make_shared<const Buffer>(Buffer::CopyOf(value));
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = map_.find(key);
+  if (it == map_.end()) {
+    if (expected) return false;
+    map_.emplace(std::string(key), std::move(stored));
+    return true;
+  }
+  if (!expected || it->second->size() != expected->size() ||
+      (!expected->empty() &&
+       std::memcmp(it->second->data(), expected->data(), expected->size()) != 0)) {
+    return false;
+  }
+  it->second = std::move(stored);
+  return true;
+}
+
 Status MemoryKvStore::Delete(std::string_view key) {
   CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate("deleting from " + url_));
   std::lock_guard<std::mutex> lock(mu_);

@@ -33,6 +33,8 @@ class MemoryKvStore : public KvStore {
   Result<std::optional<Buffer>> Get(std::string_view key, const ByteRange& range = {}) override;
   Status Put(std::string_view key, ByteView value) override;
   Result<bool> PutIfAbsent(std::string_view key, ByteView value) override;
+  Result<bool> CompareAndPut(std::string_view key, std::optional<ByteView> expected,
+                             ByteView value) override;
   Status Delete(std::string_view key) override;
   Result<std::vector<KeyInfo>> List(std::string_view prefix = "") override;
   // Validates every key first, then applies all mutations under one lock.

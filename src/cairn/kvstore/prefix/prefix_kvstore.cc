@@ -35,6 +35,12 @@ Result<std::unique_ptr<KvWriter>> PrefixKvStore::OpenWriter(std::string_view key
   return base_->OpenWriter(Full(key));
 }
 
+Result<bool> PrefixKvStore::CompareAndPut(std::string_view key, std::optional<ByteView> expected,
+                                          ByteView value) {
+  CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate("writing to " + url_));
+  return base_->CompareAndPut(Full(key), expected, value);
+}
+
 Result<bool> PrefixKvStore::PutIfAbsent(std::string_view key, ByteView value) {
   CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate("writing to " + url_));
   return base_->PutIfAbsent(Full(key), value);

@@ -27,6 +27,8 @@ class PrefixKvStore : public KvStore {
   Result<bool> GetInto(std::string_view key, MutableByteView dst) override;
   Status Put(std::string_view key, ByteView value) override;
   Result<bool> PutIfAbsent(std::string_view key, ByteView value) override;
+  Result<bool> CompareAndPut(std::string_view key, std::optional<ByteView> expected,
+                             ByteView value) override;
   Status Delete(std::string_view key) override;
   Result<std::vector<KeyInfo>> List(std::string_view prefix = "") override;
   Status ApplyBatch(std::vector<KvMutation> mutations) override;

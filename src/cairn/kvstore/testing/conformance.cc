@@ -141,6 +141,64 @@ void PutIfAbsent(KvStore& s) {
   EXPECT_EQ(GetStr(s, "race").substr(0, 1), "v");
 }
 
+void CompareAndPut(KvStore& s) {
+  auto cas = [&](std::string_view key, std::optional<std::string_view> expected,
+                 std::string_view value) -> bool {
+    std::optional<ByteView> e;
+    if (expected) e = AsBytes(*expected);
+    auto r = s.CompareAndPut(key, e, AsBytes(value));
+    EXPECT_TRUE(r.ok()) << "CompareAndPut " << key << ": " << r.status().ToString();
+    return r.ok() && *r;
+  };
+  // Absent key: only "expect absent" stores.
+  EXPECT_FALSE(cas("cas", std::string_view("a"), "x"));
+  EXPECT_FALSE(s.Get("cas")->has_value());
+  EXPECT_TRUE(cas("cas", std::nullopt, "a"));
+  EXPECT_EQ(GetStr(s, "cas"), "a");
+  // Present key: "expect absent" and a wrong value fail and keep the value.
+  EXPECT_FALSE(cas("cas", std::nullopt, "b"));
+  EXPECT_FALSE(cas("cas", std::string_view("x"), "b"));
+  EXPECT_FALSE(cas("cas", std::string_view("aa"), "b"));
+  EXPECT_FALSE(cas("cas", std::string_view(""), "b"));
+  EXPECT_EQ(GetStr(s, "cas"), "a");
+  EXPECT_TRUE(cas("cas", std::string_view("a"), "b"));
+  EXPECT_EQ(GetStr(s, "cas"), "b");
+  // Empty values, and a key in new directories.
+  EXPECT_TRUE(cas("empty", std::nullopt, ""));
+  EXPECT_TRUE(cas("empty", std::string_view(""), "z"));
+  EXPECT_EQ(GetStr(s, "empty"), "z");
+  EXPECT_TRUE(cas("new/dir/cas", std::nullopt, "n"));
+  EXPECT_EQ(GetStr(s, "new/dir/cas"), "n");
+  ExpectInvalid(s.CompareAndPut("a/../b", std::nullopt, AsBytes("x")).status(),
+                "CompareAndPut of a/../b");
+  // Racing read-increment-CompareAndPut loops lose no increment.
+  constexpr int kThreads = 4;
+  constexpr int kIncrements = 10;
+  ASSERT_TRUE(s.Put("counter", AsBytes("0")).ok());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kIncrements;) {
+        auto cur = s.Get("counter");
+        ASSERT_TRUE(cur.ok() && cur->has_value());
+        std::string old = (*cur)->ToString();
+        std::string next = std::to_string(std::stoi(old) + 1);
+        auto r = s.CompareAndPut("counter", AsBytes(old), AsBytes(next));
+        ASSERT_TRUE(r.ok()) << r.status().ToString();
+        if (*r) ++i;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(GetStr(s, "counter"), std::to_string(kThreads * kIncrements));
+  // Nothing but the keys written is listed (no lock or temporary files).
+  auto list = s.List("");
+  ASSERT_TRUE(list.ok());
+  std::vector<std::string> keys;
+  for (const auto& k : *list) keys.push_back(k.key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"cas", "counter", "empty", "new/dir/cas"}));
+}
+
 void DeleteMissing(KvStore& s) {
   EXPECT_TRUE(s.Delete("never").ok());
   EXPECT_TRUE(s.Delete("no/such/dir").ok());
@@ -333,6 +391,7 @@ bool RegisterKvStoreConformanceTests(const std::string& suite, KvStoreFactory fa
       {"EmptyValue", EmptyValue},
       {"ByteRanges", ByteRanges},
       {"PutIfAbsent", PutIfAbsent},
+      {"CompareAndPut", CompareAndPut},
       {"DeleteMissing", DeleteMissing},
       {"ListPrefixSortedWithSizes", ListPrefixSortedWithSizes},
       {"InvalidKeys", InvalidKeys},

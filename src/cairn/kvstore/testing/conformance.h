@@ -7,7 +7,8 @@
 //       "MemoryConformance", [] { return std::make_shared<cairn::MemoryKvStore>(); });
 //
 // This adds one GoogleTest test per check, named `<suite>.<Check>` (GetMissing,
-// PutGet, Overwrite, EmptyValue, ByteRanges, PutIfAbsent, DeleteMissing,
+// PutGet, Overwrite, EmptyValue, ByteRanges, PutIfAbsent, CompareAndPut,
+// DeleteMissing,
 // ListPrefixSortedWithSizes, InvalidKeys, ConcurrentPuts, ApplyBatch,
 // DeletePrefix, LargeValue). Call it during static initialization (as above)
 // or before RUN_ALL_TESTS.

@@ -62,6 +62,12 @@ Result<bool> FaultKvStore::PutIfAbsent(std::string_view key, ByteView value) {
   return base_->PutIfAbsent(key, value);
 }
 
+Result<bool> FaultKvStore::CompareAndPut(std::string_view key, std::optional<ByteView> expected,
+                                         ByteView value) {
+  CAIRN_RETURN_IF_ERROR(NextWrite("writing " + Describe(key)));
+  return base_->CompareAndPut(key, expected, value);
+}
+
 Status FaultKvStore::Delete(std::string_view key) {
   CAIRN_RETURN_IF_ERROR(NextWrite("deleting " + Describe(key)));
   return base_->Delete(key);

@@ -1,7 +1,8 @@
 // FaultKvStore: a KvStore wrapper that makes chosen writes fail, for
 // crash-consistency and error-path tests.
 //
-// Writes are counted from 0 in call order: each Put, PutIfAbsent, Delete and
+// Writes are counted from 0 in call order: each Put, PutIfAbsent,
+// CompareAndPut, Delete and
 // ApplyBatch (a whole batch is one write, forwarded to the base as one batch)
 // is one write; DeletePrefix counts one write per deleted key. A failing write
 // returns the configured Status and does not reach the base store. Reads
@@ -43,6 +44,8 @@ class FaultKvStore : public KvStore {
   Result<std::optional<Buffer>> Get(std::string_view key, const ByteRange& range = {}) override;
   Status Put(std::string_view key, ByteView value) override;
   Result<bool> PutIfAbsent(std::string_view key, ByteView value) override;
+  Result<bool> CompareAndPut(std::string_view key, std::optional<ByteView> expected,
+                             ByteView value) override;
   Status Delete(std::string_view key) override;
   Result<std::vector<KeyInfo>> List(std::string_view prefix = "") override;
   Status ApplyBatch(std::vector<KvMutation> mutations) override;

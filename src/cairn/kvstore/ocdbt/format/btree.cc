@@ -162,8 +162,9 @@ Result<Buffer> EncodeBtreeNode(const BtreeNode& node, const CompressionOptions& 
 }
 
 Result<BtreeNode> DecodeBtreeNode(ByteView encoded, std::string_view transitive_path,
-                                  std::string_view what) {
-  CAIRN_ASSIGN_OR_RETURN(Buffer body, DecodeEnvelope(kBtreeNodeMagic, encoded, what));
+                                  std::string_view what, uint64_t max_body_bytes) {
+  CAIRN_ASSIGN_OR_RETURN(Buffer body,
+                         DecodeEnvelope(kBtreeNodeMagic, encoded, what, max_body_bytes));
   FieldReader r(body.view(), what);
   BtreeNode node;
   CAIRN_RETURN_IF_ERROR(r.Byte(&node.height, "height"));

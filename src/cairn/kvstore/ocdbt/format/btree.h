@@ -81,8 +81,10 @@ Result<Buffer> EncodeBtreeNode(const BtreeNode& node, const CompressionOptions& 
 
 // Decodes and validates the exact bytes of a node. `transitive_path` is the
 // resolved base path of the reference used to reach it. Errors: DataLoss
-// naming `what` (envelope, counts, key order, lengths, value kinds, refs).
+// naming `what` (envelope, counts, key order, lengths, value kinds, refs),
+// including a decoded body over `max_body_bytes`.
 Result<BtreeNode> DecodeBtreeNode(ByteView encoded, std::string_view transitive_path,
-                                  std::string_view what);
+                                  std::string_view what,
+                                  uint64_t max_body_bytes = kMaxDecodedObjectBytes);
 
 }  // namespace cairn::ocdbt

@@ -42,7 +42,8 @@ bool EscapesRoot(std::string_view path) {
   while (start <= path.size()) {
     size_t end = path.find('/', start);
     if (end == std::string_view::npos) end = path.size();
-    if (path.substr(start, end - start) == "..") return true;
+    const std::string_view component = path.substr(start, end - start);
+    if (component == ".." || component == ".") return true;
     start = end + 1;
   }
   return false;
@@ -127,7 +128,8 @@ Result<std::vector<DataFileId>> DecodeDataFileTable(FieldReader& r,
     path += AsStringView(suffix);
     if (EscapesRoot(path) || path.find('\0') != std::string::npos) {
       return r.Error("data file " + std::to_string(i) + ": path `" + path +
-                     "` is absolute or leaves the database root");
+                     "` is absolute or has a `.` or `..` component (data files must "
+                     "stay under the database root)");
     }
     DataFileId id;
     id.base_path = std::string(transitive_path) + path.substr(0, base_len[i]);

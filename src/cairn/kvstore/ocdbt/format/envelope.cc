@@ -1,5 +1,7 @@
 #include "cairn/kvstore/ocdbt/format/envelope.h"
 
+#include <algorithm>
+
 #include <zstd.h>
 
 #include <cstdio>
@@ -20,7 +22,7 @@ struct DctxFree {
   void operator()(ZSTD_DCtx* d) const { ZSTD_freeDCtx(d); }
 };
 
-Result<Buffer> ZstdDecompressOneFrame(ByteView src, const FieldReader& at) {
+Result<Buffer> ZstdDecompressOneFrame(ByteView src, const FieldReader& at, uint64_t max_body) {
   size_t frame_size = ZSTD_findFrameCompressedSize(src.data(), src.size());
   if (ZSTD_isError(frame_size)) {
     return at.Error(std::string("invalid zstd frame: ") + ZSTD_getErrorName(frame_size));
@@ -31,8 +33,9 @@ Result<Buffer> ZstdDecompressOneFrame(ByteView src, const FieldReader& at) {
   }
   unsigned long long declared = ZSTD_getFrameContentSize(src.data(), src.size());
   if (declared == ZSTD_CONTENTSIZE_ERROR) return at.Error("invalid zstd frame header");
-  if (declared != ZSTD_CONTENTSIZE_UNKNOWN && declared > kMaxDecodedObjectBytes) {
-    return at.Error("zstd frame declares " + std::to_string(declared) + " bytes");
+  if (declared != ZSTD_CONTENTSIZE_UNKNOWN && declared > max_body) {
+    return at.Error("zstd frame declares " + std::to_string(declared) +
+                    " decoded bytes, over the limit of " + std::to_string(max_body));
   }
   std::unique_ptr<ZSTD_DCtx, DctxFree> dctx(ZSTD_createDCtx());
   if (!dctx) return InternalError("ZSTD_createDCtx failed");
@@ -46,8 +49,12 @@ Result<Buffer> ZstdDecompressOneFrame(ByteView src, const FieldReader& at) {
   ZSTD_inBuffer in{src.data(), src.size(), 0};
   while (true) {
     if (produced == out.size()) {
-      if (out.size() >= kMaxDecodedObjectBytes) return at.Error("zstd body too large");
-      out.resize(out.size() * 2);
+      // Stop as soon as the output passes the limit: never decode further.
+      if (out.size() > max_body) {
+        return at.Error("zstd body decodes to more bytes than allowed, over the limit of " +
+                        std::to_string(max_body));
+      }
+      out.resize(std::min<uint64_t>(uint64_t{out.size()} * 2, max_body + 1));
     }
     ZSTD_outBuffer o{out.data(), out.size(), produced};
     size_t r = ZSTD_decompressStream(dctx.get(), &o, &in);
@@ -98,7 +105,9 @@ Result<Buffer> EncodeEnvelope(uint32_t magic, ByteView body, const CompressionOp
   return out;
 }
 
-Result<Buffer> DecodeEnvelope(uint32_t magic, ByteView encoded, std::string_view what) {
+Result<Buffer> DecodeEnvelope(uint32_t magic, ByteView encoded, std::string_view what,
+                              uint64_t max_body_bytes) {
+  max_body_bytes = std::min(max_body_bytes, kMaxDecodedObjectBytes);
   FieldReader r(encoded, what);
   if (encoded.size() < kMinEnvelopeBytes) {
     return r.Error("object of " + std::to_string(encoded.size()) +
@@ -133,8 +142,14 @@ Result<Buffer> DecodeEnvelope(uint32_t magic, ByteView encoded, std::string_view
   CAIRN_RETURN_IF_ERROR(h.Varint64(&compression, "compression_format"));
   ByteView payload;
   CAIRN_RETURN_IF_ERROR(h.Bytes(h.remaining(), &payload, "body"));
-  if (compression == 0) return Buffer::CopyOf(payload);
-  if (compression == 1) return ZstdDecompressOneFrame(payload, h);
+  if (compression == 0) {
+    if (payload.size() > max_body_bytes) {
+      return h.Error("body of " + std::to_string(payload.size()) +
+                     " bytes is over the limit of " + std::to_string(max_body_bytes));
+    }
+    return Buffer::CopyOf(payload);
+  }
+  if (compression == 1) return ZstdDecompressOneFrame(payload, h, max_body_bytes);
   return h.Error("unsupported compression_format " + std::to_string(compression));
 }
 

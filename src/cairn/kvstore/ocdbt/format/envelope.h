@@ -36,7 +36,9 @@ Result<Buffer> EncodeEnvelope(uint32_t magic, ByteView body, const CompressionOp
 // Verifies the envelope of `encoded` (the object's exact bytes) and returns
 // the decompressed body. Errors: DataLoss naming `what` for a wrong magic,
 // length, version, compression, CRC, a zstd stream that is not exactly one
-// frame, or a body over kMaxDecodedObjectBytes.
-Result<Buffer> DecodeEnvelope(uint32_t magic, ByteView encoded, std::string_view what);
+// frame, or a body over `max_body_bytes` (at most kMaxDecodedObjectBytes);
+// decompression stops as soon as the output passes the limit.
+Result<Buffer> DecodeEnvelope(uint32_t magic, ByteView encoded, std::string_view what,
+                              uint64_t max_body_bytes = kMaxDecodedObjectBytes);
 
 }  // namespace cairn::ocdbt

@@ -199,8 +199,9 @@ Result<Buffer> EncodeVersionTreeNode(const VersionTreeNode& node,
 
 Result<VersionTreeNode> DecodeVersionTreeNode(ByteView encoded, uint8_t arity_log2,
                                               std::string_view transitive_path,
-                                              std::string_view what) {
-  CAIRN_ASSIGN_OR_RETURN(Buffer body, DecodeEnvelope(kVersionTreeNodeMagic, encoded, what));
+                                              std::string_view what, uint64_t max_body_bytes) {
+  CAIRN_ASSIGN_OR_RETURN(Buffer body, DecodeEnvelope(kVersionTreeNodeMagic, encoded, what,
+                                                     max_body_bytes));
   FieldReader r(body.view(), what);
   VersionTreeNode node;
   CAIRN_RETURN_IF_ERROR(r.Byte(&node.arity_log2, "version_tree_arity_log2"));

@@ -81,9 +81,11 @@ Status DecodeInteriorEntries(FieldReader& r, const std::vector<DataFileId>& tabl
 Result<Buffer> EncodeVersionTreeNode(const VersionTreeNode& node,
                                      const CompressionOptions& compression);
 // Errors: DataLoss naming `what`, including an arity different from
-// `arity_log2` or a height above MaxVersionTreeHeight.
+// `arity_log2`, a height above MaxVersionTreeHeight or a decoded body over
+// `max_body_bytes`.
 Result<VersionTreeNode> DecodeVersionTreeNode(ByteView encoded, uint8_t arity_log2,
                                               std::string_view transitive_path,
-                                              std::string_view what);
+                                              std::string_view what,
+                                              uint64_t max_body_bytes = kMaxDecodedObjectBytes);
 
 }  // namespace cairn::ocdbt

@@ -132,7 +132,9 @@ Result<std::vector<FullChild>> UpdateSubtree(const IndirectDataReference& ref, u
                                              const std::string& prefix,
                                              std::span<const BtreeMutation> muts, bool is_root,
                                              Context& ctx) {
-  CAIRN_ASSIGN_OR_RETURN(BtreeNode node, ReadBtreeNode(ref, height, ctx.read));
+  CAIRN_ASSIGN_OR_RETURN(
+      BtreeNode node,
+      ReadBtreeNode(ref, height, ctx.read, NodeReadLimits(ctx.config, kMaxDecodedObjectBytes)));
   if (height == 0) {
     std::vector<FullLeaf> merged;
     merged.reserve(node.leaf_entries.size() + muts.size());

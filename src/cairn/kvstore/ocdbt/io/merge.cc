@@ -89,12 +89,15 @@ Status MergeOcdbtDatabases(std::shared_ptr<KvStore> root_base,
       }
       return std::move(**got);
     };
-    Status listed = ListEntries(latest, "", read, [&](std::string_view key, const LeafValue& v) {
-      Placed p{{std::string(key), v}, c};
-      if (!v.is_inline) p.entry.value->ref.file_id.base_path.insert(0, dirs[c]);
-      placed.push_back(std::move(p));
-      return Status::OK();
-    });
+    Status listed = ListEntries(
+        latest, "", read,
+        [&](std::string_view key, const LeafValue& v) {
+          Placed p{{std::string(key), v}, c};
+          if (!v.is_inline) p.entry.value->ref.file_id.base_path.insert(0, dirs[c]);
+          placed.push_back(std::move(p));
+          return Status::OK();
+        },
+        NodeReadLimits(manifest->config, root_options.max_node_read_bytes));
     CAIRN_RETURN_IF_ERROR(listed.Annotate(child_where));
   }
   std::stable_sort(placed.begin(), placed.end(), [](const Placed& a, const Placed& b) {

@@ -20,18 +20,31 @@
 //  5. Commit the last data file (KvWriter::Commit: fdatasync, rename, fsync
 //     of the directory). From here every data file the new manifest refers
 //     to is durable; a crash leaves only unreferenced files.
-//  6. Only then write the manifest, last: single kind = Put of
-//     `manifest.ocdbt` (atomic replace, so a reader sees G or N, never a mix);
-//     numbered kind = PutIfAbsent of `manifest.%016x` for N. When another
-//     writer took N, re-read the manifest and redo steps 3-6 (the values of
-//     step 2 stay where they are; the config must not have changed).
+//  6. Only then write the manifest, last, conditionally, as TensorStore does
+//     without a coordinator: single kind = CompareAndPut of `manifest.ocdbt`
+//     expecting exactly the bytes read at step 1 (or its absence), so a
+//     reader sees G or N, never a mix, and a writer that committed G + 1
+//     meanwhile is detected instead of overwritten; numbered kind =
+//     PutIfAbsent of `manifest.%016x` for N.
+//  7. On a conflict (another writer, in this process, another process or
+//     TensorStore, committed first): re-read the manifest, re-check the
+//     write's condition (PutIfAbsent, CompareAndPut; checked against the
+//     tree of step 1 too) and redo steps 3-6 on top of it (the values of step 2 stay where they
+//     are; the config must not have changed, except that a database that
+//     another writer created first with the same config but its own random
+//     uuid is adopted). After kMaxCommitAttempts
+//     conflicts the commit fails with Unavailable; OK is returned only when
+//     the manifest naming N was stored.
 //
-// Commits of one OcdbtKvStore are serialized by commit_mu_.
+// Commits of one OcdbtKvStore are serialized by commit_mu_; commits of
+// different objects, processes or programs by step 6.
 #include "cairn/kvstore/ocdbt/io/ocdbt_kvstore.h"
 
 #include <algorithm>
+#include <cstring>
 #include <chrono>
 #include <random>
+#include <thread>
 
 
 #include "cairn/kvstore/ocdbt/io/version_writer.h"
@@ -45,7 +58,15 @@ uint64_t NowNanos() {
                                    .count());
 }
 
-constexpr int kMaxCommitAttempts = 16;
+constexpr int kMaxCommitAttempts = 64;
+
+// Sleeps a random time that grows with the number of conflicts so far, so
+// writers that keep colliding spread out.
+void BackOff(int attempt) {
+  thread_local std::minstd_rand rng(std::random_device{}());
+  const int cap_us = 100 << std::min(attempt, 7);
+  std::this_thread::sleep_for(std::chrono::microseconds(rng() % cap_us));
+}
 
 // Value reads of GetMany are blocking I/O: more of them in flight than there
 // are cores keeps the device's queue full.
@@ -61,10 +82,20 @@ ThreadPool& ReadPool() {
 OcdbtKvStore::OcdbtKvStore(std::shared_ptr<KvStore> base, OcdbtOptions options)
     : base_(std::move(base)), options_(std::move(options)) {}
 
+std::string OcdbtKvStore::url() const {
+  std::string u = base_->url() + "|ocdbt:";
+  if (options_.generation) u += "@v" + std::to_string(*options_.generation) + "/";
+  return u;
+}
+
 ReadObjectFn OcdbtKvStore::Reader() const {
   std::shared_ptr<KvStore> base = base_;
   return [base](const DataFileId& file, uint64_t offset, uint64_t length) -> Result<Buffer> {
     std::string path = file.FullPath();
+    if (Status valid = ValidateKey(path); !valid.ok()) {
+      return DataLossError("OCDBT data file path `" + path + "` of " + base->url() +
+                           " is not a valid key: " + std::string(valid.message()));
+    }
     auto got = base->Get(path, ByteRange::Range(offset, length));
     if (!got.ok()) {
       if (got.status().code() == StatusCode::kInvalidArgument) {
@@ -85,16 +116,28 @@ ReadObjectFn OcdbtKvStore::Reader() const {
 }
 
 Result<std::optional<Manifest>> OcdbtKvStore::ReadManifest() {
-  CAIRN_ASSIGN_OR_RETURN(auto bytes, base_->Get(kManifestKey));
-  if (!bytes) return std::optional<Manifest>();
+  CAIRN_ASSIGN_OR_RETURN(ReadManifestResult r, ReadManifestAndBytes());
+  return std::move(r.manifest);
+}
+
+Result<OcdbtKvStore::ReadManifestResult> OcdbtKvStore::ReadManifestAndBytes() {
+  ReadManifestResult out;
+  CAIRN_ASSIGN_OR_RETURN(out.bytes, base_->Get(kManifestKey));
+  if (!out.bytes) return out;
   CAIRN_ASSIGN_OR_RETURN(Manifest m,
-                         DecodeManifest(bytes->view(), base_->Describe(kManifestKey)));
-  if (m.config.manifest_kind == ManifestKind::kSingle) return std::optional(std::move(m));
+                         DecodeManifest(out.bytes->view(), base_->Describe(kManifestKey)));
+  if (m.config.manifest_kind == ManifestKind::kSingle) {
+    out.manifest = std::move(m);
+    return out;
+  }
   // Numbered kind: the latest manifest.%016x holds the versions.
   CAIRN_ASSIGN_OR_RETURN(auto keys, base_->List("manifest."));
   uint64_t latest = 0;
   for (const auto& k : keys) latest = std::max(latest, ParseNumberedManifestKey(k.key).value_or(0));
-  if (latest == 0) return std::optional(std::move(m));
+  if (latest == 0) {
+    out.manifest = std::move(m);
+    return out;
+  }
   std::string key = NumberedManifestKey(latest);
   CAIRN_ASSIGN_OR_RETURN(auto numbered, base_->Get(key));
   if (!numbered) return UnavailableError(base_->Describe(key) + " vanished while reading");
@@ -106,15 +149,21 @@ Result<std::optional<Manifest>> OcdbtKvStore::ReadManifest() {
                          std::string(kManifestKey));
   }
   full.config.manifest_kind = ManifestKind::kNumbered;
-  return std::optional(std::move(full));
+  out.manifest = std::move(full);
+  return out;
 }
 
 Result<std::optional<BtreeGenerationReference>> OcdbtKvStore::ReadRoot() {
   CAIRN_ASSIGN_OR_RETURN(auto manifest, ReadManifest());
+  return RootOf(manifest);
+}
+
+Result<std::optional<BtreeGenerationReference>> OcdbtKvStore::RootOf(
+    const std::optional<Manifest>& manifest) {
   std::optional<BtreeGenerationReference> root;
   if (manifest) {
     CAIRN_ASSIGN_OR_RETURN(root, FindGeneration(*manifest, options_.generation.value_or(0),
-                                                Reader()));
+                                                Reader(), LimitsFor(manifest)));
   }
   if (!root && options_.generation) {
     // As TensorStore: a fixed version that does not exist is an error.
@@ -124,12 +173,18 @@ Result<std::optional<BtreeGenerationReference>> OcdbtKvStore::ReadRoot() {
   return root;
 }
 
+ReadLimits OcdbtKvStore::LimitsFor(const std::optional<Manifest>& m) const {
+  if (!m) return NodeReadLimits(options_.config, options_.max_node_read_bytes);
+  return NodeReadLimits(m->config, options_.max_node_read_bytes);
+}
+
 Result<std::optional<Buffer>> OcdbtKvStore::Get(std::string_view key, const ByteRange& range) {
   CAIRN_RETURN_IF_ERROR(ValidateKey(key));
   auto read = Reader();
-  CAIRN_ASSIGN_OR_RETURN(auto root, ReadRoot());
+  CAIRN_ASSIGN_OR_RETURN(auto manifest, ReadManifest());
+  CAIRN_ASSIGN_OR_RETURN(auto root, RootOf(manifest));
   if (!root) return std::optional<Buffer>();
-  CAIRN_ASSIGN_OR_RETURN(auto value, FindKey(*root, key, read));
+  CAIRN_ASSIGN_OR_RETURN(auto value, FindKey(*root, key, read, LimitsFor(manifest)));
   if (!value) return std::optional<Buffer>();
   CAIRN_ASSIGN_OR_RETURN(auto span, ResolveByteRange(range, value->size()));
   CAIRN_ASSIGN_OR_RETURN(Buffer bytes, ReadValueRange(*value, span.first, span.second, read));
@@ -140,7 +195,8 @@ Result<std::vector<std::optional<SharedBytes>>> OcdbtKvStore::GetMany(
     const std::vector<std::string>& keys) {
   for (const auto& k : keys) CAIRN_RETURN_IF_ERROR(ValidateKey(k));
   std::vector<std::optional<SharedBytes>> out(keys.size());
-  CAIRN_ASSIGN_OR_RETURN(auto root, ReadRoot());
+  CAIRN_ASSIGN_OR_RETURN(auto manifest, ReadManifest());
+  CAIRN_ASSIGN_OR_RETURN(auto root, RootOf(manifest));
   if (!root) return out;
   // Sorted order for the descent; then the values, coalesced (batch_read.h).
   std::vector<size_t> order(keys.size());
@@ -159,7 +215,8 @@ Result<std::vector<std::optional<SharedBytes>>> OcdbtKvStore::GetMany(
           slots.push_back(order[i]);
         }
         return Status::OK();
-      }));
+      },
+      LimitsFor(manifest)));
   CAIRN_ASSIGN_OR_RETURN(std::vector<SharedBytes> bytes, ReadValues(found, read, ReadPool()));
   for (size_t j = 0; j < slots.size(); ++j) out[slots[j]] = std::move(bytes[j]);
   return out;
@@ -167,13 +224,16 @@ Result<std::vector<std::optional<SharedBytes>>> OcdbtKvStore::GetMany(
 
 Result<std::vector<KeyInfo>> OcdbtKvStore::List(std::string_view prefix) {
   std::vector<KeyInfo> out;
-  CAIRN_ASSIGN_OR_RETURN(auto root, ReadRoot());
+  CAIRN_ASSIGN_OR_RETURN(auto manifest, ReadManifest());
+  CAIRN_ASSIGN_OR_RETURN(auto root, RootOf(manifest));
   if (!root) return out;
-  CAIRN_RETURN_IF_ERROR(
-      ListEntries(*root, prefix, Reader(), [&](std::string_view key, const LeafValue& v) {
+  CAIRN_RETURN_IF_ERROR(ListEntries(
+      *root, prefix, Reader(),
+      [&](std::string_view key, const LeafValue& v) {
         out.push_back({std::string(key), v.size()});
         return Status::OK();
-      }));
+      },
+      LimitsFor(manifest)));
   return out;
 }
 
@@ -190,17 +250,36 @@ Status OcdbtKvStore::Delete(std::string_view key) {
 }
 
 Result<bool> OcdbtKvStore::PutIfAbsent(std::string_view key, ByteView value) {
+  return CompareAndPut(key, std::nullopt, value);
+}
+
+Result<bool> OcdbtKvStore::CompareAndPut(std::string_view key, std::optional<ByteView> expected,
+                                         ByteView value) {
   CAIRN_RETURN_IF_ERROR(ValidateKey(key));
+  auto read = Reader();
+  std::string k(key);
+  // Checked against the tree each attempt commits on top of (step 7).
+  CommitCondition condition =
+      [&](const std::optional<BtreeGenerationReference>& root) -> Result<bool> {
+    std::optional<LeafValue> current;
+    if (root) {
+      CAIRN_ASSIGN_OR_RETURN(current,
+                             FindKey(*root, k, read, ReadLimits{options_.max_node_read_bytes}));
+    }
+    if (!current || !expected) return !current && !expected;
+    if (current->size() != expected->size()) return false;
+    CAIRN_ASSIGN_OR_RETURN(Buffer bytes, ReadValueRange(*current, 0, current->size(), read));
+    return bytes.size() == 0 ||
+           std::memcmp(bytes.data(), expected->data(), bytes.size()) == 0;
+  };
   std::lock_guard<std::mutex> lock(commit_mu_);
+  // Early out before any value is staged.
   CAIRN_ASSIGN_OR_RETURN(auto root, ReadRoot());
-  if (root) {
-    CAIRN_ASSIGN_OR_RETURN(auto existing, FindKey(*root, key, Reader()));
-    if (existing) return false;
-  }
+  CAIRN_ASSIGN_OR_RETURN(bool holds, condition(root));
+  if (!holds) return false;
   std::vector<KvMutationView> m;
-  m.push_back({std::string(key), value});
-  CAIRN_RETURN_IF_ERROR(CommitLocked(std::move(m)));
-  return true;
+  m.push_back({k, value});
+  return CommitLocked(std::move(m), condition);
 }
 
 Status OcdbtKvStore::DeletePrefix(std::string_view prefix) {
@@ -209,7 +288,7 @@ Status OcdbtKvStore::DeletePrefix(std::string_view prefix) {
   std::vector<KvMutationView> m;
   for (auto& k : keys) m.push_back({std::move(k.key), std::nullopt});
   if (m.empty()) return Status::OK();
-  return CommitLocked(std::move(m));
+  return CommitLocked(std::move(m)).status();
 }
 
 Status OcdbtKvStore::ApplyBatch(std::vector<KvMutation> mutations) {
@@ -239,7 +318,7 @@ Status OcdbtKvStore::ApplyBatchViews(std::vector<KvMutationView> mutations) {
   }
   if (unique.empty()) return Status::OK();
   std::lock_guard<std::mutex> lock(commit_mu_);
-  return CommitLocked(std::move(unique));
+  return CommitLocked(std::move(unique)).status();
 }
 
 Result<Config> OcdbtKvStore::ConfigForCommit(const std::optional<Manifest>& old) const {
@@ -255,10 +334,11 @@ Result<Config> OcdbtKvStore::ConfigForCommit(const std::optional<Manifest>& old)
   return config;
 }
 
-Status OcdbtKvStore::CommitLocked(std::vector<KvMutationView> mutations) {
+Result<bool> OcdbtKvStore::CommitLocked(std::vector<KvMutationView> mutations,
+                                        const CommitCondition& condition) {
   // Step 1.
-  CAIRN_ASSIGN_OR_RETURN(auto old, ReadManifest());
-  CAIRN_ASSIGN_OR_RETURN(Config config, ConfigForCommit(old));
+  CAIRN_ASSIGN_OR_RETURN(ReadManifestResult old, ReadManifestAndBytes());
+  CAIRN_ASSIGN_OR_RETURN(Config config, ConfigForCommit(old.manifest));
   // Step 2.
   DataFileWriter data(base_.get(), options_.data_prefix, options_.target_data_file_size);
   std::vector<BtreeMutation> staged;
@@ -277,7 +357,7 @@ Status OcdbtKvStore::CommitLocked(std::vector<KvMutationView> mutations) {
     }
     staged.push_back(std::move(b));
   }
-  return CommitStagedLocked(std::move(staged), config, std::move(old), &data);
+  return CommitStagedLocked(std::move(staged), config, std::move(old), &data, condition);
 }
 
 Status OcdbtKvStore::CommitEntries(std::vector<BtreeMutation> entries) {
@@ -290,24 +370,44 @@ Status OcdbtKvStore::CommitEntries(std::vector<BtreeMutation> entries) {
   }
   if (entries.empty()) return Status::OK();
   std::lock_guard<std::mutex> lock(commit_mu_);
-  CAIRN_ASSIGN_OR_RETURN(auto old, ReadManifest());
-  CAIRN_ASSIGN_OR_RETURN(Config config, ConfigForCommit(old));
+  CAIRN_ASSIGN_OR_RETURN(ReadManifestResult old, ReadManifestAndBytes());
+  CAIRN_ASSIGN_OR_RETURN(Config config, ConfigForCommit(old.manifest));
   DataFileWriter data(base_.get(), options_.data_prefix, options_.target_data_file_size);
-  return CommitStagedLocked(std::move(entries), config, std::move(old), &data);
+  return CommitStagedLocked(std::move(entries), config, std::move(old), &data, nullptr)
+      .status();
 }
 
-Status OcdbtKvStore::CommitStagedLocked(std::vector<BtreeMutation> staged, const Config& config,
-                                        std::optional<Manifest> old, DataFileWriter* data) {
+Result<bool> OcdbtKvStore::CommitStagedLocked(std::vector<BtreeMutation> staged,
+                                              Config config, ReadManifestResult read_old,
+                                              DataFileWriter* data,
+                                              const CommitCondition& condition) {
   auto read = Reader();
   const bool numbered = config.manifest_kind == ManifestKind::kNumbered;
+  const bool created_here = !read_old.manifest;
   for (int attempt = 0; attempt < kMaxCommitAttempts; ++attempt) {
     if (attempt > 0) {
-      CAIRN_ASSIGN_OR_RETURN(old, ReadManifest());
-      if (old && !(old->config == config)) {
-        return UnavailableError(url() + ": the database was created concurrently with another "
-                                "config; commit abandoned");
+      // Step 7.
+      BackOff(attempt);
+      CAIRN_ASSIGN_OR_RETURN(read_old, ReadManifestAndBytes());
+      if (read_old.manifest && !(read_old.manifest->config == config)) {
+        // Another writer created the database first. Its config is as good
+        // as ours if only the random uuid differs (the options gave none).
+        Config theirs_with_our_uuid = read_old.manifest->config;
+        theirs_with_our_uuid.uuid = config.uuid;
+        const bool uuid_was_drawn = options_.config.uuid == std::array<uint8_t, 16>{};
+        if (!created_here || !uuid_was_drawn || !(theirs_with_our_uuid == config)) {
+          return UnavailableError(url() + ": the database was created concurrently with "
+                                  "another config; commit abandoned");
+        }
+        config = read_old.manifest->config;
       }
     }
+    if (condition) {
+      CAIRN_ASSIGN_OR_RETURN(auto root, RootOf(read_old.manifest));
+      CAIRN_ASSIGN_OR_RETURN(bool holds, condition(root));
+      if (!holds) return false;
+    }
+    const std::optional<Manifest>& old = read_old.manifest;
     // Step 3.
     std::optional<BtreeGenerationReference> old_root;
     if (old && !old->versions.empty()) old_root = old->versions.back();
@@ -325,7 +425,12 @@ Status OcdbtKvStore::CommitStagedLocked(std::vector<BtreeMutation> staged, const
     // Step 6.
     if (!numbered) {
       CAIRN_ASSIGN_OR_RETURN(Buffer encoded, EncodeManifest(manifest));
-      return base_->Put(kManifestKey, encoded.view()).Annotate("committing " + url());
+      std::optional<ByteView> expected;
+      if (read_old.bytes) expected = read_old.bytes->view();
+      auto stored = base_->CompareAndPut(kManifestKey, expected, encoded.view());
+      if (!stored.ok()) return stored.status().Annotate("committing " + url());
+      if (*stored) return true;
+      continue;  // another writer committed first
     }
     if (!old) {
       Manifest config_only;
@@ -339,9 +444,10 @@ Status OcdbtKvStore::CommitStagedLocked(std::vector<BtreeMutation> staged, const
     CAIRN_ASSIGN_OR_RETURN(
         bool stored,
         base_->PutIfAbsent(NumberedManifestKey(version.generation_number), encoded.view()));
-    if (stored) return Status::OK();
+    if (stored) return true;
   }
-  return UnavailableError(url() + ": too many concurrent commits, giving up");
+  return UnavailableError(url() + ": " + std::to_string(kMaxCommitAttempts) +
+                          " commit attempts lost to concurrent writers; nothing was committed");
 }
 
 Result<std::shared_ptr<KvStore>> OpenOcdbtKvStore(std::shared_ptr<KvStore> base,

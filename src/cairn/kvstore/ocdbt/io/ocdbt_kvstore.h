@@ -9,15 +9,18 @@
 // target_data_file_size bytes, then the manifest (protocol in
 // ocdbt_kvstore.cc). Databases written here are read by TensorStore.
 //
-// Concurrency: commits from this object are serialized by a mutex. Two
-// processes must not commit to the same single-kind database at the same
-// time (the base store offers no compare-and-swap on `manifest.ocdbt`);
-// numbered-kind databases commit with PutIfAbsent and retry on conflict.
+// Concurrency: commits from this object are serialized by a mutex. Commits
+// from other objects, processes or TensorStore on the same database are
+// detected by a conditional manifest write (the base's CompareAndPut of
+// `manifest.ocdbt`, or PutIfAbsent of `manifest.%016x` for the numbered
+// kind) and redone on top of the winner; a commit that loses too often fails
+// with Unavailable and is never reported OK.
 //
 // Thread safety: all methods may be called concurrently.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -47,6 +50,10 @@ struct OcdbtOptions {
   // this many bytes (a larger single value gets a file of its own); 0 =
   // unlimited. TensorStore's and Orbax's local default: 2 GiB.
   uint64_t target_data_file_size = uint64_t{2} << 30;
+  // Reads never decode a node larger than the database's own
+  // max_decoded_node_bytes (plus room for a few maximal entries), nor larger
+  // than this, whatever the database's config says (reader.h ReadLimits).
+  uint64_t max_node_read_bytes = uint64_t{256} << 20;
 };
 
 // A mutation whose value bytes the caller keeps alive (and unchanged) for
@@ -63,6 +70,9 @@ class OcdbtKvStore : public KvStore {
   Result<std::optional<Buffer>> Get(std::string_view key, const ByteRange& range = {}) override;
   Status Put(std::string_view key, ByteView value) override;
   Result<bool> PutIfAbsent(std::string_view key, ByteView value) override;
+  // The condition is checked against the tree each commit attempt builds on.
+  Result<bool> CompareAndPut(std::string_view key, std::optional<ByteView> expected,
+                             ByteView value) override;
   Status Delete(std::string_view key) override;
   Result<std::vector<KeyInfo>> List(std::string_view prefix = "") override;
   // One commit; later mutations of the same key win. An empty batch commits
@@ -72,7 +82,9 @@ class OcdbtKvStore : public KvStore {
   // straight from the caller's memory (no copy in between).
   Status ApplyBatchViews(std::vector<KvMutationView> mutations);
   Status DeletePrefix(std::string_view prefix) override;
-  std::string url() const override { return base_->url() + "|ocdbt:"; }
+  // "<base>|ocdbt:", or "<base>|ocdbt:@v5/" when opened at generation 5
+  // (TensorStore's URL form).
+  std::string url() const override;
 
   // The current manifest (latest numbered one for that kind), or nullopt for
   // an empty database. Errors: DataLoss for a corrupt manifest.
@@ -95,14 +107,30 @@ class OcdbtKvStore : public KvStore {
 
  private:
   ReadObjectFn Reader() const;
+  // The manifest and, for `manifest.ocdbt`, its exact bytes (what the
+  // commit's CompareAndPut expects).
+  struct ReadManifestResult {
+    std::optional<Manifest> manifest;
+    std::optional<Buffer> bytes;
+  };
+  Result<ReadManifestResult> ReadManifestAndBytes();
   // The generation reads use (nullopt: no such generation / empty database).
   Result<std::optional<BtreeGenerationReference>> ReadRoot();
+  Result<std::optional<BtreeGenerationReference>> RootOf(const std::optional<Manifest>& m);
+  // The node limits for reading the database of `m` (NodeReadLimits).
+  ReadLimits LimitsFor(const std::optional<Manifest>& m) const;
+  // Whether a conditional write may go ahead on top of the tree `root`.
+  using CommitCondition =
+      std::function<Result<bool>(const std::optional<BtreeGenerationReference>& root)>;
   // REQUIRES: commit_mu_ held. Commits `mutations` (sorted, unique keys).
-  Status CommitLocked(std::vector<KvMutationView> mutations);
-  // REQUIRES: commit_mu_ held. Steps 2-6 of a commit of placed entries;
-  // `old` is the manifest read at step 2 of the first attempt.
-  Status CommitStagedLocked(std::vector<BtreeMutation> staged, const Config& config,
-                            std::optional<Manifest> old, DataFileWriter* data);
+  // Returns false (nothing committed) when `condition` fails on a retry.
+  Result<bool> CommitLocked(std::vector<KvMutationView> mutations,
+                            const CommitCondition& condition = nullptr);
+  // REQUIRES: commit_mu_ held. Steps 3-7 of a commit of placed entries;
+  // `old` is the manifest read at step 1.
+  Result<bool> CommitStagedLocked(std::vector<BtreeMutation> staged, Config config,
+                                  ReadManifestResult old, DataFileWriter* data,
+                                  const CommitCondition& condition);
   // The config of the database `old` (a new one: the options' config with a
   // random uuid). FailedPrecondition when opened at a fixed generation.
   Result<Config> ConfigForCommit(const std::optional<Manifest>& old) const;

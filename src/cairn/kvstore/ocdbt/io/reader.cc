@@ -1,9 +1,45 @@
 #include "cairn/kvstore/ocdbt/io/reader.h"
 
 #include <algorithm>
+#include <set>
+#include <tuple>
 
 namespace cairn::ocdbt {
 namespace {
+
+// Room for the few entries a writer must put in one node whatever their size
+// (a leaf needs 1, an interior node 2, a merged tail one more).
+constexpr uint64_t kEntriesAboveLimit = 4;
+constexpr uint64_t kEntryOverheadBytes = 1024;
+
+// Checks a node reference's length against the limit before anything is
+// read (an encoded object is at most a little larger than its body).
+Status CheckNodeLength(const IndirectDataReference& ref, const ReadLimits& limits,
+                       const std::string& what) {
+  const uint64_t max_encoded = limits.max_node_bytes + limits.max_node_bytes / 64 + 1024;
+  if (ref.length > max_encoded) {
+    return DataLossError(what + ": " + std::to_string(ref.length) +
+                         " bytes, over the node size limit of " +
+                         std::to_string(limits.max_node_bytes));
+  }
+  return Status::OK();
+}
+
+// One walk over many children: remembers every node read, so a node that
+// two interior entries point at is detected instead of read again.
+struct Walk {
+  const ReadObjectFn& read;
+  const ReadLimits& limits;
+  std::set<std::tuple<std::string, uint64_t, uint64_t>> seen;
+
+  Status Visit(const IndirectDataReference& ref) {
+    if (!seen.emplace(ref.file_id.FullPath(), ref.offset, ref.length).second) {
+      return DataLossError("b+tree node " + ref.ToString() +
+                           " is referenced twice in one tree (every node has one parent)");
+    }
+    return Status::OK();
+  }
+};
 
 bool StartsWith(std::string_view s, std::string_view p) {
   return s.size() >= p.size() && s.substr(0, p.size()) == p;
@@ -11,8 +47,9 @@ bool StartsWith(std::string_view s, std::string_view p) {
 
 // Reads a node and checks its first key against the parent's lower bound.
 Result<BtreeNode> ReadChild(const IndirectDataReference& ref, uint8_t height,
-                            std::string_view inclusive_min, const ReadObjectFn& read) {
-  CAIRN_ASSIGN_OR_RETURN(BtreeNode node, ReadBtreeNode(ref, height, read));
+                            std::string_view inclusive_min, const ReadObjectFn& read,
+                            const ReadLimits& limits) {
+  CAIRN_ASSIGN_OR_RETURN(BtreeNode node, ReadBtreeNode(ref, height, read, limits));
   std::string_view first = height == 0 ? std::string_view(node.leaf_entries.front().key)
                                        : std::string_view(node.interior_entries.front().key);
   if (first < inclusive_min) {
@@ -23,13 +60,15 @@ Result<BtreeNode> ReadChild(const IndirectDataReference& ref, uint8_t height,
 }
 
 Result<VersionTreeNode> ReadVersionNode(const VersionNodeReference& ref, uint8_t arity_log2,
-                                        const ReadObjectFn& read) {
+                                        const ReadObjectFn& read, const ReadLimits& limits) {
   std::string what = "version tree node " + ref.location.ToString();
+  CAIRN_RETURN_IF_ERROR(CheckNodeLength(ref.location, limits, what));
   CAIRN_ASSIGN_OR_RETURN(Buffer bytes,
                          read(ref.location.file_id, ref.location.offset, ref.location.length));
   CAIRN_ASSIGN_OR_RETURN(VersionTreeNode node,
                          DecodeVersionTreeNode(bytes.view(), arity_log2,
-                                               ref.location.file_id.base_path, what));
+                                               ref.location.file_id.base_path, what,
+                                               limits.max_node_bytes));
   if (node.height != ref.height) {
     return DataLossError(what + ": height " + std::to_string(node.height) + ", expected " +
                          std::to_string(ref.height));
@@ -53,7 +92,7 @@ std::optional<BtreeGenerationReference> FindInLeaf(
 }
 
 Status ListRecursive(const BtreeNode& node, const std::string& node_prefix,
-                     std::string_view prefix, const ReadObjectFn& read, const LeafEntryFn& fn) {
+                     std::string_view prefix, Walk& walk, const LeafEntryFn& fn) {
   if (node.height == 0) {
     std::string full;
     for (const auto& e : node.leaf_entries) {
@@ -79,11 +118,13 @@ Status ListRecursive(const BtreeNode& node, const std::string& node_prefix,
     std::string child_prefix =
         node_prefix + es[i].key.substr(0, es[i].subtree_common_prefix_length);
     if (!StartsWith(child_prefix, prefix) && !StartsWith(prefix, child_prefix)) continue;
+    CAIRN_RETURN_IF_ERROR(walk.Visit(es[i].node.location));
     CAIRN_ASSIGN_OR_RETURN(
         BtreeNode child,
         ReadChild(es[i].node.location, node.height - 1,
-                  std::string_view(es[i].key).substr(es[i].subtree_common_prefix_length), read));
-    CAIRN_RETURN_IF_ERROR(ListRecursive(child, child_prefix, prefix, read, fn));
+                  std::string_view(es[i].key).substr(es[i].subtree_common_prefix_length),
+                  walk.read, walk.limits));
+    CAIRN_RETURN_IF_ERROR(ListRecursive(child, child_prefix, prefix, walk, fn));
   }
   return Status::OK();
 }
@@ -94,7 +135,7 @@ struct Pending {
   std::string_view rest;
 };
 
-Status FindKeysIn(const BtreeNode& node, std::vector<Pending> pending, const ReadObjectFn& read,
+Status FindKeysIn(const BtreeNode& node, std::vector<Pending> pending, Walk& walk,
                   const FoundKeyFn& fn) {
   if (node.height == 0) {
     const auto& ls = node.leaf_entries;
@@ -129,11 +170,13 @@ Status FindKeysIn(const BtreeNode& node, std::vector<Pending> pending, const Rea
       }
     }
     if (!inner.empty()) {
+      CAIRN_RETURN_IF_ERROR(walk.Visit(e.node.location));
       CAIRN_ASSIGN_OR_RETURN(
           BtreeNode child,
           ReadChild(e.node.location, node.height - 1,
-                    std::string_view(e.key).substr(e.subtree_common_prefix_length), read));
-      CAIRN_RETURN_IF_ERROR(FindKeysIn(child, std::move(inner), read, fn));
+                    std::string_view(e.key).substr(e.subtree_common_prefix_length), walk.read,
+                    walk.limits));
+      CAIRN_RETURN_IF_ERROR(FindKeysIn(child, std::move(inner), walk, fn));
     }
     for (size_t j = i; j < end; ++j) {
       if (!StartsWith(pending[j].rest, common)) {
@@ -147,8 +190,20 @@ Status FindKeysIn(const BtreeNode& node, std::vector<Pending> pending, const Rea
 
 }  // namespace
 
+ReadLimits NodeReadLimits(const Config& config, uint64_t cap) {
+  ReadLimits limits;
+  limits.max_node_bytes = std::min(cap, kMaxDecodedObjectBytes);
+  if (config.max_decoded_node_bytes != 0) {
+    const uint64_t slack =
+        kEntriesAboveLimit * (kMaxKeyLength + config.max_inline_value_bytes + kEntryOverheadBytes);
+    limits.max_node_bytes =
+        std::min(limits.max_node_bytes, uint64_t{config.max_decoded_node_bytes} + slack);
+  }
+  return limits;
+}
+
 Status FindKeys(const BtreeGenerationReference& root, const std::vector<std::string>& keys,
-                const ReadObjectFn& read, const FoundKeyFn& fn) {
+                const ReadObjectFn& read, const FoundKeyFn& fn, const ReadLimits& limits) {
   if (keys.empty()) return Status::OK();
   if (root.root.location.IsMissing()) {
     for (size_t i = 0; i < keys.size(); ++i) CAIRN_RETURN_IF_ERROR(fn(i, nullptr));
@@ -157,17 +212,20 @@ Status FindKeys(const BtreeGenerationReference& root, const std::vector<std::str
   std::vector<Pending> pending;
   pending.reserve(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) pending.push_back({i, keys[i]});
+  Walk walk{read, limits, {}};
+  CAIRN_RETURN_IF_ERROR(walk.Visit(root.root.location));
   CAIRN_ASSIGN_OR_RETURN(BtreeNode node,
-                         ReadChild(root.root.location, root.root_height, "", read));
-  return FindKeysIn(node, std::move(pending), read, fn);
+                         ReadChild(root.root.location, root.root_height, "", read, limits));
+  return FindKeysIn(node, std::move(pending), walk, fn);
 }
 
 Result<BtreeNode> ReadBtreeNode(const IndirectDataReference& ref, uint8_t height,
-                                const ReadObjectFn& read) {
+                                const ReadObjectFn& read, const ReadLimits& limits) {
   std::string what = "b+tree node " + ref.ToString();
+  CAIRN_RETURN_IF_ERROR(CheckNodeLength(ref, limits, what));
   CAIRN_ASSIGN_OR_RETURN(Buffer bytes, read(ref.file_id, ref.offset, ref.length));
-  CAIRN_ASSIGN_OR_RETURN(BtreeNode node,
-                         DecodeBtreeNode(bytes.view(), ref.file_id.base_path, what));
+  CAIRN_ASSIGN_OR_RETURN(BtreeNode node, DecodeBtreeNode(bytes.view(), ref.file_id.base_path,
+                                                         what, limits.max_node_bytes));
   if (node.height != height) {
     return DataLossError(what + ": height " + std::to_string(node.height) + ", expected " +
                          std::to_string(height));
@@ -177,7 +235,8 @@ Result<BtreeNode> ReadBtreeNode(const IndirectDataReference& ref, uint8_t height
 
 Result<std::optional<BtreeGenerationReference>> FindGeneration(const Manifest& manifest,
                                                                uint64_t generation,
-                                                               const ReadObjectFn& read) {
+                                                               const ReadObjectFn& read,
+                                                               const ReadLimits& limits) {
   if (manifest.versions.empty()) return std::optional<BtreeGenerationReference>();
   if (generation == 0) return std::optional(manifest.versions.back());
   if (generation >= manifest.versions.front().generation_number) {
@@ -196,7 +255,7 @@ Result<std::optional<BtreeGenerationReference>> FindGeneration(const Manifest& m
   if (ref == nullptr) return std::optional<BtreeGenerationReference>();
   VersionNodeReference current = *ref;
   while (true) {
-    CAIRN_ASSIGN_OR_RETURN(VersionTreeNode node, ReadVersionNode(current, a, read));
+    CAIRN_ASSIGN_OR_RETURN(VersionTreeNode node, ReadVersionNode(current, a, read, limits));
     if (node.height == 0) return FindInLeaf(node.leaf_entries, generation);
     const auto& cs = node.interior_entries;
     auto it = std::lower_bound(
@@ -208,10 +267,11 @@ Result<std::optional<BtreeGenerationReference>> FindGeneration(const Manifest& m
 }
 
 Result<std::optional<LeafValue>> FindKey(const BtreeGenerationReference& root,
-                                         std::string_view key, const ReadObjectFn& read) {
+                                         std::string_view key, const ReadObjectFn& read,
+                                         const ReadLimits& limits) {
   if (root.root.location.IsMissing()) return std::optional<LeafValue>();
   CAIRN_ASSIGN_OR_RETURN(BtreeNode node,
-                         ReadChild(root.root.location, root.root_height, "", read));
+                         ReadChild(root.root.location, root.root_height, "", read, limits));
   std::string_view rest = key;  // key relative to the node's prefix
   while (node.height > 0) {
     const auto& es = node.interior_entries;
@@ -225,7 +285,8 @@ Result<std::optional<LeafValue>> FindKey(const BtreeGenerationReference& root,
     rest.remove_prefix(common.size());
     CAIRN_ASSIGN_OR_RETURN(
         node, ReadChild(e.node.location, node.height - 1,
-                        std::string_view(e.key).substr(e.subtree_common_prefix_length), read));
+                        std::string_view(e.key).substr(e.subtree_common_prefix_length), read,
+                        limits));
   }
   const auto& ls = node.leaf_entries;
   auto it = std::lower_bound(ls.begin(), ls.end(), rest,
@@ -235,11 +296,13 @@ Result<std::optional<LeafValue>> FindKey(const BtreeGenerationReference& root,
 }
 
 Status ListEntries(const BtreeGenerationReference& root, std::string_view prefix,
-                   const ReadObjectFn& read, const LeafEntryFn& fn) {
+                   const ReadObjectFn& read, const LeafEntryFn& fn, const ReadLimits& limits) {
   if (root.root.location.IsMissing()) return Status::OK();
+  Walk walk{read, limits, {}};
+  CAIRN_RETURN_IF_ERROR(walk.Visit(root.root.location));
   CAIRN_ASSIGN_OR_RETURN(BtreeNode node,
-                         ReadChild(root.root.location, root.root_height, "", read));
-  return ListRecursive(node, "", prefix, read, fn);
+                         ReadChild(root.root.location, root.root_height, "", read, limits));
+  return ListRecursive(node, "", prefix, walk, fn);
 }
 
 Result<Buffer> ReadValueRange(const LeafValue& value, uint64_t begin, uint64_t end,

@@ -4,7 +4,11 @@
 //
 // Each function reads at most one node per tree level along each path it
 // follows and validates every node against its parent (height, key bounds,
-// latest generation).
+// latest generation). Work is bounded by the stored bytes, whatever they
+// say: no node larger than ReadLimits::max_node_bytes is read or decoded,
+// and a walk over many children (FindKeys, ListEntries) fails with DataLoss
+// when it reaches the same node a second time (interior entries that all
+// point at one child would otherwise multiply the work per level).
 //
 // Thread safety: the functions keep no state; they are as thread-safe as the
 // ReadObjectFn passed in.
@@ -30,20 +34,34 @@ namespace cairn::ocdbt {
 using ReadObjectFn =
     std::function<Result<Buffer>(const DataFileId& file, uint64_t offset, uint64_t length)>;
 
+// Bounds on what a read may decode.
+struct ReadLimits {
+  // Largest node (B+tree or version tree) body, encoded or decoded.
+  uint64_t max_node_bytes = kMaxDecodedObjectBytes;
+};
+
+// The limits for a database with `config`: its max_decoded_node_bytes plus
+// room for the few entries a writer puts in a node however large they are
+// (4 entries of a maximal key and inline value), at most `cap`; `cap` alone
+// when the config says 0 (unlimited).
+ReadLimits NodeReadLimits(const Config& config, uint64_t cap);
+
 // Reads and decodes the B+tree node at `ref`, checking it has `height`.
 Result<BtreeNode> ReadBtreeNode(const IndirectDataReference& ref, uint8_t height,
-                                const ReadObjectFn& read);
+                                const ReadObjectFn& read, const ReadLimits& limits = {});
 
 // The reference of generation `generation` (0 = the latest), or nullopt when
 // the database has no such generation. Errors: DataLoss for corrupt or
 // inconsistent version-tree nodes; errors of `read`.
 Result<std::optional<BtreeGenerationReference>> FindGeneration(const Manifest& manifest,
                                                                uint64_t generation,
-                                                               const ReadObjectFn& read);
+                                                               const ReadObjectFn& read,
+                                                               const ReadLimits& limits = {});
 
 // The value of `key` in the tree of `root`, or nullopt when absent.
 Result<std::optional<LeafValue>> FindKey(const BtreeGenerationReference& root,
-                                         std::string_view key, const ReadObjectFn& read);
+                                         std::string_view key, const ReadObjectFn& read,
+                                         const ReadLimits& limits = {});
 
 // Looks up many keys in one descent: every node on the paths to them is read
 // once. REQUIRES: `keys` sorted (bytewise), duplicates allowed. Calls
@@ -51,13 +69,14 @@ Result<std::optional<LeafValue>> FindKey(const BtreeGenerationReference& root,
 // increasing i.
 using FoundKeyFn = std::function<Status(size_t index, const LeafValue* value)>;
 Status FindKeys(const BtreeGenerationReference& root, const std::vector<std::string>& keys,
-                const ReadObjectFn& read, const FoundKeyFn& fn);
+                const ReadObjectFn& read, const FoundKeyFn& fn, const ReadLimits& limits = {});
 
 // Calls `fn(full_key, value)` for every key starting with `prefix`, in
 // increasing key order; stops at (and returns) the first error of `fn`.
 using LeafEntryFn = std::function<Status(std::string_view key, const LeafValue& value)>;
 Status ListEntries(const BtreeGenerationReference& root, std::string_view prefix,
-                   const ReadObjectFn& read, const LeafEntryFn& fn);
+                   const ReadObjectFn& read, const LeafEntryFn& fn,
+                   const ReadLimits& limits = {});
 
 // The bytes [begin, end) of a value (relative to the value's start).
 // REQUIRES: begin <= end <= value.size().

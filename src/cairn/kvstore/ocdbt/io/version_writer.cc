@@ -67,13 +67,19 @@ Result<Manifest> CreateNewManifest(const std::optional<Manifest>& old, const Con
       node.height = range.height;
       node.arity_log2 = a;
       if (old_in) {
+        const uint64_t limit = NodeReadLimits(config, kMaxDecodedObjectBytes).max_node_bytes;
+        if (old_node->location.length > limit + limit / 64 + 1024) {
+          return DataLossError("version tree node " + old_node->location.ToString() +
+                               ": over the node size limit of " + std::to_string(limit));
+        }
         CAIRN_ASSIGN_OR_RETURN(Buffer bytes, read(old_node->location.file_id,
                                                   old_node->location.offset,
                                                   old_node->location.length));
         CAIRN_ASSIGN_OR_RETURN(
             VersionTreeNode old_decoded,
             DecodeVersionTreeNode(bytes.view(), a, old_node->location.file_id.base_path,
-                                  "version tree node " + old_node->location.ToString()));
+                                  "version tree node " + old_node->location.ToString(),
+                                  limit));
         if (old_decoded.height != range.height) {
           return DataLossError("version tree node " + old_node->location.ToString() +
                                ": unexpected height " + std::to_string(old_decoded.height));
