@@ -1,0 +1,269 @@
+"""The real AXLearn client (PyPI axlearn 0.0.1.post20240213000026) against
+`cairn convert`, both ways, bit for bit.
+
+A session fixture builds an ISOLATED virtual environment (AXLearn pins jax and
+jaxlib 0.4.21, tensorstore 0.1.45, numpy 1.23.5 and tensorflow 2.14, which must
+not mix with this interpreter's packages), `pip install`s the pinned AXLearn
+into it and caches it under build/ (first build several minutes, ~2.8 GB). If pip
+cannot build it the tests FAIL with pip's output. axlearn_client_job.py runs
+inside that environment:
+
+* AXLearn's Checkpointer saves a nested state (float32, bfloat16, int32
+  scalars, a list, arrays sharded on a 2x2 CPU mesh so they have several
+  chunks) -> `cairn convert --to safetensors` (CLI and Python) -> the
+  `safetensors` package reads exactly the arrays AXLearn saved;
+* orbax-checkpoint (this interpreter) and the `safetensors` package write
+  sources -> `cairn convert --to axlearn` -> AXLearn's own read_state_spec and
+  Checkpointer.restore (inside a Mesh) read exactly the source arrays back;
+* AXLearn's checkpoint copied by `cairn convert --from axlearn --to axlearn`
+  is restored by AXLearn again.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import ml_dtypes
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+from safetensors.numpy import load_file, save_file
+
+import cairn
+from test_cli import cairn_cli
+
+AXLEARN = "0.0.1.post20240213000026"
+REPO = pathlib.Path(__file__).resolve().parents[2]
+JOB = pathlib.Path(__file__).resolve().parent / "axlearn_client_job.py"
+# `pip freeze` of a working install: without it pip backtracks through dozens
+# of releases of AXLearn's unpinned dependencies (~20 minutes).
+CONSTRAINTS = pathlib.Path(__file__).resolve().parent / "axlearn_client_constraints.txt"
+STEP = 42
+
+
+def _base_python():
+    """An interpreter AXLearn's pins have wheels for (CPython 3.9-3.11)."""
+    if (3, 9) <= sys.version_info[:2] <= (3, 11):
+        return sys.executable
+    for name in ("python3.11", "python3.10"):
+        found = shutil.which(name) or next(iter(sorted(glob.glob(f"/root/.pyenv/versions/{name[6:]}*/bin/python"))),
+                                            None)
+        if found:
+            return found
+    pytest.fail(f"no Python 3.9-3.11 to build the AXLearn {AXLEARN} environment (this is "
+                f"{sys.version.split()[0]}; tensorflow 2.14 and numpy 1.23.5 need <= 3.11)", pytrace=False)
+
+
+def _probe(python) -> subprocess.CompletedProcess:
+    code = ("import importlib.metadata as m, axlearn.common.checkpointer as c, jax, numpy; "
+            "print(m.version('axlearn')); print(c.__file__); print(jax.__version__, numpy.__version__)")
+    return subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "JAX_PLATFORMS": "cpu"})
+
+
+def _venv_ok(venv: pathlib.Path) -> bool:
+    python = venv / "bin" / "python"
+    if not python.exists():
+        return False
+    lines = _probe(python).stdout.split()
+    return len(lines) >= 2 and lines[0] == AXLEARN and lines[1].startswith(str(venv))
+
+
+@pytest.fixture(scope="session")
+def axlearn_python():
+    """The python of an isolated venv with axlearn==0.0.1.post20240213000026;
+    created on first use, reused while it still works."""
+    base = _base_python()
+    tag = subprocess.run([base, "-c", "import sys; print(f'py{sys.version_info[0]}{sys.version_info[1]}')"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    venv = pathlib.Path(os.environ.get("CAIRN_AXLEARN_VENV", REPO / "build" / f"venv-axlearn-{AXLEARN}-{tag}"))
+    if not _venv_ok(venv):
+        tmp = venv.with_name(venv.name + f".tmp{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.parent.mkdir(parents=True, exist_ok=True)
+        # No --system-site-packages: the system's jax/numpy/tensorstore are far
+        # newer than what this AXLearn pins and would shadow them.
+        for cmd in ([base, "-m", "venv", str(tmp)],
+                    [str(tmp / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check",
+                     "-c", str(CONSTRAINTS), f"axlearn=={AXLEARN}"]):
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+            if r.returncode != 0:
+                shutil.rmtree(tmp, ignore_errors=True)
+                pytest.fail(f"could not build the AXLearn {AXLEARN} environment: {' '.join(cmd)} exited "
+                            f"{r.returncode}\nstdout:\n{r.stdout[-6000:]}\nstderr:\n{r.stderr[-6000:]}",
+                            pytrace=False)
+        shutil.rmtree(venv, ignore_errors=True)
+        os.replace(tmp, venv)  # bin/python works from the moved directory
+        if not _venv_ok(venv):
+            r = _probe(venv / "bin" / "python")
+            pytest.fail(f"axlearn {AXLEARN} installed in {venv} but does not import:\n"
+                        f"{r.stdout}\n{r.stderr[-6000:]}", pytrace=False)
+    return str(venv / "bin" / "python")
+
+
+def run_job(python, *args):
+    # A clean environment: nothing of this interpreter's site-packages leaks in.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    r = subprocess.run([python, str(JOB), *map(str, args)], capture_output=True, text=True, timeout=600,
+                       env={**env, "JAX_PLATFORMS": "cpu"})
+    assert r.returncode == 0, f"AXLearn job {args[0]} failed:\n{r.stdout[-4000:]}\n{r.stderr[-8000:]}"
+
+
+def load_dump(directory):
+    """{path: array} from a manifest.json + .npy dump made by axlearn_client_job.py."""
+    manifest = json.loads((pathlib.Path(directory) / "manifest.json").read_text())
+    out = {}
+    for path, entry in manifest.items():
+        a = np.load(pathlib.Path(directory) / entry["file"])
+        if entry["dtype"] == "bfloat16":
+            a = a.view(ml_dtypes.bfloat16)
+        assert str(a.dtype) == entry["dtype"] and list(a.shape) == entry["shape"], (path, entry)
+        out[path] = a
+    return out, manifest
+
+
+def same_bits(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def assert_same_arrays(got: dict, want: dict, what: str):
+    assert sorted(got) == sorted(want), what
+    for name in want:
+        assert same_bits(got[name], want[name]), (
+            f"{what}: {name}: got {got[name].dtype}{got[name].shape}, want {want[name].dtype}{want[name].shape}")
+
+
+def test_environment_has_the_pinned_axlearn(axlearn_python):
+    r = _probe(axlearn_python)
+    assert r.returncode == 0, r.stderr[-4000:]
+    version, location, jax_version, numpy_version = r.stdout.split()[:4]
+    assert version == AXLEARN
+    assert location.startswith(str(pathlib.Path(axlearn_python).parent.parent))
+    assert (jax_version, numpy_version) == ("0.4.21", "1.23.5")
+
+
+# ---------------------------------------------------------------- AXLearn -> cairn
+
+@pytest.fixture(scope="module")
+def axlearn_saved(axlearn_python, tmp_path_factory):
+    root = tmp_path_factory.mktemp("axlearn_saved")
+    run_job(axlearn_python, "save", root / "ckpt", STEP, root / "expected")
+    expected, _ = load_dump(root / "expected")
+    return root / "ckpt", expected
+
+
+def test_axlearn_wrote_what_the_test_expects(axlearn_saved):
+    base, expected = axlearn_saved
+    step_dir = base / f"step_{STEP:08d}"
+    index = json.loads((step_dir / "index").read_text())
+    assert index[0] == ["step", STEP]
+    entries = dict(index[1:])
+    assert entries["model/emb"] == {"dtype": "bfloat16", "shape": "(16, 8)"}
+    assert entries["learner/optimizer/0/count"] == {"dtype": "int32", "shape": "()"}
+    # sharded on the 2x2 mesh: one chunk per shard
+    zarray = json.loads((step_dir / "gda/model/layer/w/.zarray").read_text())
+    assert zarray["chunks"] == [4, 2] and zarray["shape"] == [8, 4]
+    assert sorted(p.name for p in (step_dir / "gda/model/layer/w").iterdir() if p.name != ".zarray") == \
+        ["0.0", "0.1", "1.0", "1.1"]
+    assert sorted(expected) == sorted(p for p, _ in index[1:])
+
+
+def safetensors_as_paths(path):
+    """The safetensors file's tensors keyed by AXLearn path ('.' -> '/')."""
+    return {name.replace(".", "/"): a for name, a in load_file(str(path)).items()}
+
+
+def test_cli_converts_an_axlearn_checkpoint_to_safetensors(axlearn_saved, tmp_path):
+    base, expected = axlearn_saved
+    r = subprocess.run([cairn_cli(), "convert", str(base), str(tmp_path / "st"), "--to", "safetensors",
+                        "--verify", "--json"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["source_format"] == "axlearn" and summary["arrays"] == len(expected)
+    assert_same_arrays(safetensors_as_paths(tmp_path / "st" / "model.safetensors"), expected,
+                       "AXLearn -> cairn CLI -> safetensors")
+
+
+def test_python_converts_an_axlearn_step_dir_to_safetensors(axlearn_saved, tmp_path):
+    base, expected = axlearn_saved
+    summary = cairn.convert(base / f"step_{STEP:08d}", tmp_path / "st", to="safetensors", verify=True)
+    assert summary["source_format"] == "axlearn"
+    assert_same_arrays(safetensors_as_paths(tmp_path / "st" / "model.safetensors"), expected,
+                       "AXLearn step dir -> cairn.convert -> safetensors")
+
+
+def test_a_step_without_index_is_not_converted(axlearn_saved, tmp_path):
+    base, _ = axlearn_saved
+    copy = tmp_path / "ckpt"
+    shutil.copytree(base, copy)
+    assert cairn.convert(copy, tmp_path / "ok", to="safetensors")["arrays"] > 0  # control
+    (copy / f"step_{STEP:08d}" / "index").unlink()  # AXLearn's "incomplete" step
+    with pytest.raises(Exception) as err:
+        cairn.convert(copy, tmp_path / "st", to="safetensors")
+    assert "index" in str(err.value) or "step" in str(err.value), str(err.value)
+
+
+def test_axlearn_restores_cairns_axlearn_to_axlearn_copy(axlearn_python, axlearn_saved, tmp_path):
+    base, expected = axlearn_saved
+    cairn.convert(base, tmp_path / "copy", to="axlearn", verify=True)
+    run_job(axlearn_python, "restore", tmp_path / "copy" / f"step_{STEP:08d}", tmp_path / "restored")
+    restored, _ = load_dump(tmp_path / "restored")
+    assert_same_arrays(restored, expected, "AXLearn -> cairn axlearn copy -> AXLearn restore")
+
+
+# ---------------------------------------------------------------- cairn -> AXLearn
+
+def orbax_state():
+    rng = np.random.default_rng(3)
+    return {
+        "params": {
+            "w": rng.standard_normal((64, 48), dtype=np.float32),
+            "b": rng.standard_normal(48, dtype=np.float32),
+            "emb": rng.standard_normal((16, 8)).astype(ml_dtypes.bfloat16),
+        },
+        "opt": [{"mu": rng.standard_normal((64, 48), dtype=np.float32)}, {"count": np.int32(7)}],
+        "scalar": np.float32(-0.5),
+    }
+
+
+def test_axlearn_restores_cairns_conversion_of_orbax(axlearn_python, tmp_path):
+    ocp.PyTreeCheckpointer().save(tmp_path / "orbax" / "12" / "default", orbax_state())
+    summary = cairn.convert(tmp_path / "orbax", tmp_path / "axl", to="axlearn", verify=True)
+    assert summary["source_format"] == "orbax"
+    step_dir = tmp_path / "axl" / "step_00000012"
+    run_job(axlearn_python, "restore", step_dir, tmp_path / "restored")
+    restored, manifest = load_dump(tmp_path / "restored")
+    s = orbax_state()
+    want = {"params/w": s["params"]["w"], "params/b": s["params"]["b"], "params/emb": s["params"]["emb"],
+            "opt/0/mu": s["opt"][0]["mu"], "opt/1/count": np.asarray(s["opt"][1]["count"]),
+            "scalar": np.asarray(s["scalar"])}
+    assert_same_arrays(restored, want, "orbax -> cairn -> AXLearn restore")
+    # read_state_spec saw the same dtype and shape as the index says
+    assert manifest["params/emb"]["spec"] == {"dtype": "bfloat16", "shape": [16, 8]}
+    assert manifest["opt/1/count"]["spec"] == {"dtype": "int32", "shape": []}
+
+
+def test_axlearn_restores_cairns_conversion_of_safetensors(axlearn_python, tmp_path):
+    rng = np.random.default_rng(4)
+    arrays = {"layers.0.w": rng.standard_normal((32, 16), dtype=np.float32),
+              "layers.1.w": rng.standard_normal((32, 16)).astype(ml_dtypes.bfloat16),
+              "norm": rng.standard_normal(16).astype(np.float16),
+              "steps": rng.integers(-100, 100, (5,), dtype=np.int64)}
+    save_file(arrays, str(tmp_path / "model.safetensors"))
+    r = subprocess.run([cairn_cli(), "convert", str(tmp_path / "model.safetensors"), str(tmp_path / "axl"),
+                        "--to", "axlearn", "--step", "3", "--verify"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    run_job(axlearn_python, "restore", tmp_path / "axl" / "step_00000003", tmp_path / "restored")
+    restored, manifest = load_dump(tmp_path / "restored")
+    # The index keeps int64; JAX without x64 (AXLearn's default) restores it as int32.
+    assert manifest["steps"]["spec"] == {"dtype": "int64", "shape": [5]}
+    want = {k.replace(".", "/"): v for k, v in arrays.items()}
+    want["steps"] = want["steps"].astype(np.int32)
+    assert_same_arrays(restored, want, "safetensors -> cairn -> AXLearn restore")
