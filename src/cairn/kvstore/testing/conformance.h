@@ -9,7 +9,8 @@
 // This adds one GoogleTest test per check, named `<suite>.<Check>` (GetMissing,
 // PutGet, Overwrite, EmptyValue, ByteRanges, PutIfAbsent, DeleteMissing,
 // ListPrefixSortedWithSizes, InvalidKeys, ConcurrentPuts, ApplyBatch,
-// DeletePrefix, LargeValue). Call it during static initialization (as above)
+// DeletePrefix, LargeValue, ListChildren,
+// PrefixCommitPublishes, PrefixCommitIgnoresStraggler). Call it during static initialization (as above)
 // or before RUN_ALL_TESTS.
 //
 // Thread safety: registration is not thread-safe (GoogleTest's registry).
