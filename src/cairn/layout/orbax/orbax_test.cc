@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "cairn/layout/orbax/item_store.h"
+#include "cairn/layout/orbax/orbax_reader.h"
 #include "cairn/layout/orbax/item_writer.h"
 #include "cairn/layout/orbax/metadata_files.h"
 #include "cairn/layout/orbax/py_json.h"
@@ -302,6 +303,19 @@ TEST_P(ItemRoundTrip, WritesAndReadsEveryLeaf) {
   auto tree = BuildTree(item->metadata);
   ASSERT_TRUE(tree.ok());
   EXPECT_EQ((*tree)->children.size(), 3u);
+
+  // The same item through the checkpoint-format interface.
+  auto reader = NewOrbaxReader(*item);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  ASSERT_EQ((*reader)->arrays().size(), 2u);
+  const layout::ArrayInfo* w = layout::FindArray((*reader)->arrays(), "params.w 1.x");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->tree_path, (std::vector<std::string>{"params", "w 1.x"}));
+  EXPECT_EQ(w->write_shape, (Shape{2, 4}));
+  std::vector<float> rows(8);
+  ASSERT_TRUE((*reader)->ReadBox("params.w 1.x", Box({4, 0}, {2, 4}), rows.data()).ok());
+  EXPECT_EQ(rows, std::vector<float>(a.begin() + 16, a.end()));
+  EXPECT_EQ((*reader)->ReadBox("l.1", Box({}, {}), rows.data()).code(), StatusCode::kNotFound);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllVariants, ItemRoundTrip,

@@ -1,0 +1,335 @@
+#include "cairn/engine/convert/convert.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <new>
+#include <optional>
+#include <thread>
+
+#include "cairn/dtype/cast.h"
+
+namespace cairn::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// One unit of work: slabs of one destination chunk, copied in order by one
+// worker (so a chunk is never written by two threads at once).
+struct Task {
+  size_t mapping = 0;
+  std::vector<Box> slabs;
+};
+
+// The bytes held by slabs in flight. With `ordered`, tickets are served in
+// order: ticket k gets its bytes only after ticket k-1 got its own, so the
+// oldest unwritten slab always holds its bytes and the writer can always
+// make progress.
+class SlabBudget {
+ public:
+  SlabBudget(uint64_t limit, bool ordered) : limit_(limit), ordered_(ordered) {}
+
+  // Returns false when `abort` was raised while waiting.
+  bool Acquire(uint64_t bytes, uint64_t ticket, const std::atomic<bool>& abort) {
+    bytes = std::min(bytes, limit_);
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] {
+      return abort.load() || ((!ordered_ || next_ticket_ == ticket) && used_ + bytes <= limit_);
+    });
+    if (abort.load()) return false;
+    used_ += bytes;
+    peak_ = std::max(peak_, used_);
+    if (ordered_) ++next_ticket_;
+    cv_.notify_all();
+    return true;
+  }
+
+  void Release(uint64_t bytes) {
+    bytes = std::min(bytes, limit_);
+    std::lock_guard lock(mu_);
+    used_ -= bytes;
+    cv_.notify_all();
+  }
+
+  void WakeAll() {
+    std::lock_guard lock(mu_);
+    cv_.notify_all();
+  }
+
+  uint64_t peak() {
+    std::lock_guard lock(mu_);
+    return peak_;
+  }
+
+ private:
+  const uint64_t limit_;
+  const bool ordered_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t used_ = 0;
+  uint64_t peak_ = 0;
+  uint64_t next_ticket_ = 0;
+};
+
+// A buffer that reports allocation failure instead of throwing.
+std::unique_ptr<uint8_t[]> TryAllocate(uint64_t bytes) {
+  return std::unique_ptr<uint8_t[]>(new (std::nothrow) uint8_t[std::max<uint64_t>(bytes, 1)]);
+}
+
+uint64_t SlabBytesPerElement(const ArrayMapping& m) {
+  uint64_t n = DTypeSize(m.source.dtype);
+  if (m.dest.dtype != m.source.dtype) n += DTypeSize(m.dest.dtype);
+  return n;
+}
+
+// Slabs at most this big: a share of the budget for each worker, so that
+// every worker can have one slab in flight and one being read.
+uint64_t MaxSlabBytes(uint64_t budget, int threads) {
+  return std::max<uint64_t>(budget / (2 * static_cast<uint64_t>(threads)), 4096);
+}
+
+class Copier {
+ public:
+  Copier(layout::CheckpointReader& source, layout::CheckpointWriter& writer,
+         const std::vector<ArrayMapping>& plan, const ConvertOptions& options, int threads)
+      : source_(source), writer_(writer), plan_(plan), options_(options), threads_(threads),
+        ordered_(writer.required_order() != nullptr),
+        budget_(options.memory_budget, ordered_) {}
+
+  Status Run(ConvertStats& stats) {
+    start_ = Clock::now();
+    CAIRN_RETURN_IF_ERROR(BuildTasks());
+    std::vector<std::thread> workers;
+    for (int i = 0; i < threads_; ++i) workers.emplace_back([this] { Work(); });
+    for (std::thread& t : workers) t.join();
+    if (!first_error_.ok()) return first_error_;
+    stats.arrays = plan_.size();
+    stats.bytes_read = bytes_read_.load();
+    stats.bytes_written = bytes_written_.load();
+    stats.peak_slab_bytes = budget_.peak();
+    return Status::OK();
+  }
+
+ private:
+  Status BuildTasks() {
+    std::map<std::string, size_t> by_dest;
+    for (size_t i = 0; i < plan_.size(); ++i) by_dest[plan_[i].dest.path] = i;
+    std::vector<size_t> order;
+    if (ordered_) {
+      for (const std::string& path : *writer_.required_order()) {
+        auto it = by_dest.find(path);
+        if (it == by_dest.end()) {
+          return Status(StatusCode::kInternal, "writer orders unknown array `" + path + "`");
+        }
+        order.push_back(it->second);
+      }
+    } else {
+      for (size_t i = 0; i < plan_.size(); ++i) order.push_back(i);
+    }
+    const uint64_t max_slab = MaxSlabBytes(options_.memory_budget, threads_);
+    remaining_slabs_.assign(plan_.size(), 0);
+    for (size_t i : order) {
+      const ArrayMapping& m = plan_[i];
+      total_bytes_ += NumElements(m.dest.shape) * DTypeSize(m.dest.dtype);
+      // Ordered writers take whole arrays front to back; the others whole
+      // destination chunks.
+      const Shape& chunk = ordered_ ? m.dest.shape : m.dest.write_shape;
+      for (const Box& box : ChunkBoxes(m.dest.shape, chunk)) {
+        std::vector<Box> slabs = SplitIntoSlabs(box, SlabBytesPerElement(m), max_slab);
+        remaining_slabs_[i] += slabs.size();
+        if (ordered_) {
+          for (Box& s : slabs) tasks_.push_back({i, {std::move(s)}});
+        } else if (!slabs.empty()) {
+          tasks_.push_back({i, std::move(slabs)});
+        }
+      }
+      if (remaining_slabs_[i] == 0) ++arrays_done_;
+    }
+    return Status::OK();
+  }
+
+  void Work() {
+    for (;;) {
+      const uint64_t t = next_task_.fetch_add(1);
+      if (t >= tasks_.size() || failed_.load()) return;
+      const Task& task = tasks_[t];
+      for (const Box& slab : task.slabs) {
+        Status s = CopySlab(task.mapping, slab, t);
+        if (!s.ok()) {
+          Fail(std::move(s));
+          return;
+        }
+      }
+    }
+  }
+
+  Status CopySlab(size_t i, const Box& slab, uint64_t ticket) {
+    const ArrayMapping& m = plan_[i];
+    const uint64_t n = static_cast<uint64_t>(slab.num_elements());
+    const uint64_t bytes = n * SlabBytesPerElement(m);
+    if (!budget_.Acquire(bytes, ticket, failed_)) return Status::OK();
+    struct Releaser {
+      SlabBudget& b;
+      uint64_t bytes;
+      ~Releaser() { b.Release(bytes); }
+    } release{budget_, bytes};
+    auto buffer = TryAllocate(bytes);
+    if (!buffer) {
+      return Status(StatusCode::kResourceExhausted,
+                    "cannot allocate " + std::to_string(bytes) + " bytes for array `" +
+                        m.source.path + "` box " + slab.ToString());
+    }
+    CAIRN_RETURN_IF_ERROR(source_.ReadBox(m.source.path, slab, buffer.get()));
+    const uint8_t* out = buffer.get();
+    if (m.dest.dtype != m.source.dtype) {
+      uint8_t* cast = buffer.get() + n * DTypeSize(m.source.dtype);
+      CAIRN_RETURN_IF_ERROR(CastElements(m.source.dtype, buffer.get(), m.dest.dtype, cast, n));
+      out = cast;
+    }
+    if (ordered_) {
+      std::unique_lock lock(turn_mu_);
+      turn_cv_.wait(lock, [&] { return failed_.load() || written_upto_ == ticket; });
+      if (failed_.load()) return Status::OK();
+    }
+    Status written = writer_.WriteBox(m.dest.path, slab, out);
+    if (ordered_) {
+      std::lock_guard lock(turn_mu_);
+      ++written_upto_;
+      turn_cv_.notify_all();
+    }
+    CAIRN_RETURN_IF_ERROR(written);
+    bytes_read_ += n * DTypeSize(m.source.dtype);
+    bytes_written_ += n * DTypeSize(m.dest.dtype);
+    Report(i);
+    return Status::OK();
+  }
+
+  void Report(size_t i) {
+    std::lock_guard lock(progress_mu_);
+    if (--remaining_slabs_[i] == 0) ++arrays_done_;
+    if (!options_.progress) return;
+    ConvertProgress p;
+    p.bytes_done = bytes_written_.load();
+    p.bytes_total = total_bytes_;
+    p.arrays_done = arrays_done_;
+    p.arrays_total = plan_.size();
+    p.seconds = SecondsSince(start_);
+    options_.progress(p);
+  }
+
+  void Fail(Status s) {
+    {
+      std::lock_guard lock(progress_mu_);
+      if (first_error_.ok()) first_error_ = std::move(s);
+    }
+    failed_ = true;
+    budget_.WakeAll();
+    std::lock_guard lock(turn_mu_);
+    turn_cv_.notify_all();
+  }
+
+  layout::CheckpointReader& source_;
+  layout::CheckpointWriter& writer_;
+  const std::vector<ArrayMapping>& plan_;
+  const ConvertOptions& options_;
+  const int threads_;
+  const bool ordered_;
+  SlabBudget budget_;
+  Clock::time_point start_;
+  std::vector<Task> tasks_;
+  std::atomic<uint64_t> next_task_{0};
+  std::atomic<bool> failed_{false};
+  std::atomic<uint64_t> bytes_read_{0}, bytes_written_{0};
+  std::mutex turn_mu_;
+  std::condition_variable turn_cv_;
+  uint64_t written_upto_ = 0;  // guarded by turn_mu_
+  std::mutex progress_mu_;
+  std::vector<size_t> remaining_slabs_;  // guarded by progress_mu_
+  size_t arrays_done_ = 0;               // guarded by progress_mu_
+  uint64_t total_bytes_ = 0;
+  Status first_error_;  // guarded by progress_mu_
+};
+
+}  // namespace
+
+Result<ConvertStats> Convert(layout::CheckpointReader& source, const WriterFactory& make_writer,
+                             const ReaderFactory& open_dest, const ConvertOptions& options) {
+  if (options.memory_budget < 4096) {
+    return Status(StatusCode::kInvalidArgument, "memory budget of " +
+                                                    std::to_string(options.memory_budget) +
+                                                    " bytes is too small (at least 4096)");
+  }
+  const auto start = Clock::now();
+  CAIRN_ASSIGN_OR_RETURN(std::vector<ArrayMapping> plan,
+                         PlanConversion(source.arrays(), options.plan));
+  std::vector<layout::ArrayInfo> dest_arrays;
+  for (const ArrayMapping& m : plan) dest_arrays.push_back(m.dest);
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<layout::CheckpointWriter> writer, make_writer(dest_arrays));
+  const int threads = options.threads > 0
+                          ? options.threads
+                          : std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
+  ConvertStats stats;
+  Copier copier(source, *writer, plan, options, threads);
+  CAIRN_RETURN_IF_ERROR(copier.Run(stats));
+  CAIRN_RETURN_IF_ERROR(writer->Commit());
+  stats.seconds = SecondsSince(start);
+  if (options.verify) {
+    const auto verify_start = Clock::now();
+    CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<layout::CheckpointReader> dest, open_dest());
+    CAIRN_RETURN_IF_ERROR(VerifyConversion(source, *dest, plan, options.memory_budget));
+    stats.verify_seconds = SecondsSince(verify_start);
+  }
+  return stats;
+}
+
+Status VerifyConversion(layout::CheckpointReader& source, layout::CheckpointReader& dest,
+                        const std::vector<ArrayMapping>& plan, uint64_t memory_budget) {
+  for (const ArrayMapping& m : plan) {
+    const layout::ArrayInfo* d = layout::FindArray(dest.arrays(), m.dest.path);
+    if (d == nullptr) {
+      return Status(StatusCode::kDataLoss, "verify: array `" + m.dest.path +
+                                               "` is missing from the destination");
+    }
+    if (d->dtype != m.dest.dtype || d->shape != m.dest.shape) {
+      return Status(StatusCode::kDataLoss,
+                    "verify: array `" + m.dest.path + "` is " + std::string(DTypeName(d->dtype)) +
+                        " " + Box::FromShape(d->shape).ToString() + " in the destination, not " +
+                        std::string(DTypeName(m.dest.dtype)) + " " +
+                        Box::FromShape(m.dest.shape).ToString());
+    }
+    const uint64_t per_element = SlabBytesPerElement(m) + DTypeSize(m.dest.dtype);
+    const uint64_t max_slab = std::max<uint64_t>(memory_budget / 2, 4096);
+    for (const Box& chunk : ChunkBoxes(m.dest.shape, m.dest.write_shape)) {
+      for (const Box& slab : SplitIntoSlabs(chunk, per_element, max_slab)) {
+        const uint64_t n = static_cast<uint64_t>(slab.num_elements());
+        const uint64_t src_bytes = n * DTypeSize(m.source.dtype);
+        const uint64_t dst_bytes = n * DTypeSize(m.dest.dtype);
+        auto buffer = TryAllocate(src_bytes + 2 * dst_bytes);
+        if (!buffer) return Status(StatusCode::kResourceExhausted, "verify: out of memory");
+        uint8_t* src = buffer.get();
+        uint8_t* want = src + src_bytes;
+        uint8_t* got = want + dst_bytes;
+        CAIRN_RETURN_IF_ERROR(source.ReadBox(m.source.path, slab, src));
+        CAIRN_RETURN_IF_ERROR(CastElements(m.source.dtype, src, m.dest.dtype, want, n));
+        CAIRN_RETURN_IF_ERROR(dest.ReadBox(m.dest.path, slab, got));
+        if (std::memcmp(want, got, dst_bytes) != 0) {
+          return Status(StatusCode::kDataLoss, "verify: array `" + m.dest.path + "` box " +
+                                                   slab.ToString() +
+                                                   " differs from the source array `" +
+                                                   m.source.path + "`");
+        }
+      }
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace cairn::engine

@@ -1,0 +1,71 @@
+// Converting a checkpoint from one format to another, streaming, within a
+// memory budget.
+//
+// Every destination array is copied in its own chunks (the source's write
+// shape by default), each split into row-major slabs that fit the budget,
+// so no array larger than the budget ever sits whole in memory. Worker
+// threads read, cast and write slabs concurrently; a writer that needs its
+// bytes in storage order (safetensors) gets them in that order while
+// reading still runs ahead. The destination is committed only after every
+// slab is written, so an interrupted conversion leaves nothing that its
+// format treats as a checkpoint.
+//
+// Memory: the slabs in flight never hold more than `memory_budget` bytes
+// (source bytes plus, when casting, destination bytes); the readers'
+// and writers' own buffers (a chunk being decoded or encoded) come on top.
+//
+// Thread safety: Convert may be called from any thread; it runs its own
+// workers.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "cairn/engine/convert/convert_plan.h"
+#include "cairn/layout/checkpoint_format.h"
+
+namespace cairn::engine {
+
+struct ConvertProgress {
+  uint64_t bytes_done = 0;   // destination bytes written
+  uint64_t bytes_total = 0;
+  size_t arrays_done = 0;
+  size_t arrays_total = 0;
+  double seconds = 0;
+};
+
+struct ConvertOptions {
+  ConvertPlanOptions plan;
+  uint64_t memory_budget = uint64_t{1} << 30;
+  int threads = 0;  // 0: the hardware's concurrency (at least 2)
+  bool verify = false;  // re-read the destination (through `open_dest`) and compare
+  // Called from worker threads (one at a time) after each slab.
+  std::function<void(const ConvertProgress&)> progress;
+};
+
+struct ConvertStats {
+  size_t arrays = 0;
+  uint64_t bytes_read = 0;     // source bytes
+  uint64_t bytes_written = 0;  // destination bytes
+  double seconds = 0;
+  double verify_seconds = 0;
+  uint64_t peak_slab_bytes = 0;  // the most bytes held by slabs in flight
+};
+
+using WriterFactory = std::function<Result<std::unique_ptr<layout::CheckpointWriter>>(
+    const std::vector<layout::ArrayInfo>& dest_arrays)>;
+using ReaderFactory = std::function<Result<std::unique_ptr<layout::CheckpointReader>>()>;
+
+// Plans, creates the writer with the destination arrays, copies, commits;
+// then, with options.verify, opens the destination with `open_dest` and
+// compares every array with its source, bit for bit after the cast.
+Result<ConvertStats> Convert(layout::CheckpointReader& source, const WriterFactory& make_writer,
+                             const ReaderFactory& open_dest, const ConvertOptions& options);
+
+// Compares each mapped array of `dest` with `source` (cast as planned),
+// slab by slab within `memory_budget`. DataLoss names the first array and
+// box that differ.
+Status VerifyConversion(layout::CheckpointReader& source, layout::CheckpointReader& dest,
+                        const std::vector<ArrayMapping>& plan, uint64_t memory_budget);
+
+}  // namespace cairn::engine

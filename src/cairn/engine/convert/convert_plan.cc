@@ -1,0 +1,141 @@
+#include "cairn/engine/convert/convert_plan.h"
+
+#include <fnmatch.h>
+
+#include <algorithm>
+#include <map>
+
+#include "cairn/dtype/cast.h"
+
+namespace cairn::engine {
+namespace {
+
+bool Matches(const std::string& glob, const std::string& path) {
+  return fnmatch(glob.c_str(), path.c_str(), 0) == 0;
+}
+
+bool AnyMatches(const std::vector<std::string>& globs, const std::string& path) {
+  return std::any_of(globs.begin(), globs.end(),
+                     [&](const std::string& g) { return Matches(g, path); });
+}
+
+}  // namespace
+
+Result<std::vector<ArrayMapping>> PlanConversion(const std::vector<layout::ArrayInfo>& source,
+                                                 const ConvertPlanOptions& options) {
+  std::vector<ArrayMapping> plan;
+  std::map<std::string, std::string> source_of;  // destination path -> source path
+  for (const layout::ArrayInfo& s : source) {
+    if (!options.include.empty() && !AnyMatches(options.include, s.path)) continue;
+    if (AnyMatches(options.exclude, s.path)) continue;
+    ArrayMapping m{s, s};
+    m.dest.tree_path = s.tree_path.empty() ? std::vector<std::string>{s.path} : s.tree_path;
+    m.dest.path = layout::JoinTreePath(m.dest.tree_path, options.dest_separator);
+    for (const RenameRule& r : options.renames) {
+      if (m.dest.path.compare(0, r.from.size(), r.from) == 0) {
+        m.dest.path = r.to + m.dest.path.substr(r.from.size());
+        m.dest.tree_path = layout::SplitTreePath(m.dest.path, options.dest_separator);
+        break;
+      }
+    }
+    for (const CastRule& c : options.casts) {
+      if (!Matches(c.glob, s.path)) continue;
+      if (!CanCast(s.dtype, c.dtype)) {
+        return Status(StatusCode::kInvalidArgument,
+                      "array `" + s.path + "`: cannot cast " + std::string(DTypeName(s.dtype)) +
+                          " to " + std::string(DTypeName(c.dtype)) + " (rule `" + c.glob + "`)");
+      }
+      m.dest.dtype = c.dtype;
+      break;
+    }
+    m.dest.stored_bytes = 0;
+    auto [it, inserted] = source_of.emplace(m.dest.path, s.path);
+    if (!inserted) {
+      return Status(StatusCode::kInvalidArgument,
+                    "arrays `" + it->second + "` and `" + s.path +
+                        "` would both be written as `" + m.dest.path + "`");
+    }
+    plan.push_back(std::move(m));
+  }
+  if (plan.empty()) {
+    return Status(StatusCode::kInvalidArgument,
+                  "no array selected: " + std::to_string(source.size()) +
+                      " arrays in the source, none matched the include/exclude patterns");
+  }
+  std::sort(plan.begin(), plan.end(), [](const ArrayMapping& a, const ArrayMapping& b) {
+    return a.dest.path < b.dest.path;
+  });
+  return plan;
+}
+
+std::vector<Box> ChunkBoxes(const Shape& shape, const Shape& write_shape) {
+  const size_t rank = shape.size();
+  std::vector<Index> chunk(rank), grid(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    if (shape[d] == 0) return {};
+    chunk[d] = std::max<Index>(1, d < write_shape.size() ? write_shape[d] : shape[d]);
+    grid[d] = (shape[d] + chunk[d] - 1) / chunk[d];
+  }
+  std::vector<Box> boxes;
+  std::vector<Index> cell(rank, 0);
+  for (;;) {
+    Box b;
+    for (size_t d = 0; d < rank; ++d) {
+      b.origin.push_back(cell[d] * chunk[d]);
+      b.shape.push_back(std::min(chunk[d], shape[d] - cell[d] * chunk[d]));
+    }
+    boxes.push_back(std::move(b));
+    size_t d = rank;
+    while (d > 0) {
+      --d;
+      if (++cell[d] < grid[d]) break;
+      cell[d] = 0;
+      if (d == 0) return boxes;
+    }
+    if (rank == 0) return boxes;
+  }
+}
+
+std::vector<Box> SplitIntoSlabs(const Box& box, uint64_t bytes_per_element, uint64_t max_bytes) {
+  const size_t rank = box.rank();
+  if (box.empty()) return {};
+  if (rank == 0 || static_cast<uint64_t>(box.num_elements()) * bytes_per_element <= max_bytes) {
+    return {box};
+  }
+  // The split dimension d: the box's extent from d+1 on fits in max_bytes.
+  uint64_t inner = bytes_per_element;
+  size_t d = rank - 1;
+  while (d > 0 && inner * box.shape[d] <= max_bytes) {
+    inner *= box.shape[d];
+    --d;
+  }
+  const Index step = std::max<Index>(1, static_cast<Index>(max_bytes / inner));
+  std::vector<Box> slabs;
+  std::vector<Index> pos(box.origin.begin(), box.origin.begin() + d);
+  for (;;) {
+    for (Index start = 0; start < box.shape[d]; start += step) {
+      Box s;
+      for (size_t k = 0; k < d; ++k) {
+        s.origin.push_back(pos[k]);
+        s.shape.push_back(1);
+      }
+      s.origin.push_back(box.origin[d] + start);
+      s.shape.push_back(std::min(step, box.shape[d] - start));
+      for (size_t k = d + 1; k < rank; ++k) {
+        s.origin.push_back(box.origin[k]);
+        s.shape.push_back(box.shape[k]);
+      }
+      slabs.push_back(std::move(s));
+    }
+    size_t k = d;
+    while (k > 0) {
+      --k;
+      if (++pos[k] < box.origin[k] + box.shape[k]) break;
+      pos[k] = box.origin[k];
+      if (k == 0) return slabs;
+    }
+    if (d == 0) return slabs;
+  }
+}
+
+}  // namespace cairn::engine

@@ -1,0 +1,64 @@
+// Planning a conversion: which source arrays go where, under which name and
+// dtype, and in which regions they are copied. Pure: no I/O.
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cairn/layout/checkpoint_format.h"
+#include "cairn/util/result.h"
+
+namespace cairn::engine {
+
+// A leading `from` of a destination path becomes `to`.
+struct RenameRule {
+  std::string from;
+  std::string to;
+};
+
+// Arrays whose source path matches `glob` are cast to `dtype`.
+struct CastRule {
+  std::string glob;
+  DType dtype;
+};
+
+struct ConvertPlanOptions {
+  // fnmatch(3) globs on source paths ('*' also matches '.' and '/'). An
+  // array is kept when it matches some include (or includes are empty) and
+  // no exclude.
+  std::vector<std::string> include;
+  std::vector<std::string> exclude;
+  // Destination paths join the tree keys with this ('.' for Orbax and
+  // safetensors, '/' for AXLearn), then the first matching rename applies.
+  char dest_separator = '.';
+  std::vector<RenameRule> renames;
+  // The first matching rule decides the destination dtype.
+  std::vector<CastRule> casts;
+};
+
+struct ArrayMapping {
+  layout::ArrayInfo source;
+  layout::ArrayInfo dest;
+};
+
+// The arrays to convert, sorted by destination path. InvalidArgument when
+// two arrays end up with one destination path (naming both sources), when a
+// cast is not supported, or when nothing is selected.
+Result<std::vector<ArrayMapping>> PlanConversion(const std::vector<layout::ArrayInfo>& source,
+                                                 const ConvertPlanOptions& options);
+
+// The chunks of an array of `shape` with chunk `write_shape` (each at least
+// 1), in row-major order of the chunk grid, clipped at the array's end. A
+// rank-0 array has one empty-shaped box.
+std::vector<Box> ChunkBoxes(const Shape& shape, const Shape& write_shape);
+
+// Splits `box` into row-major slabs of at most `max_bytes` (at
+// `bytes_per_element`), each contiguous in a C-order array that the box
+// spans fully from the split dimension on. A single element larger than
+// max_bytes is still one slab. Empty boxes give no slabs.
+std::vector<Box> SplitIntoSlabs(const Box& box, uint64_t bytes_per_element, uint64_t max_bytes);
+
+}  // namespace cairn::engine

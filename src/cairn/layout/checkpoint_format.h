@@ -1,0 +1,89 @@
+// One reader/writer interface for checkpoint formats.
+//
+// Every format cairn reads (Orbax's variants, AXLearn's layouts, safetensors)
+// is a CheckpointReader: a list of arrays with their metadata, and any box of
+// any array read into a caller's buffer. Every format it writes is a
+// CheckpointWriter: arrays declared up front, boxes written, one commit that
+// makes the checkpoint visible as its format does (commit marker last). The
+// inspect tools and the converter work over these two classes only, so they
+// work on every format.
+//
+// Buffers are dense, C-order (row-major) arrays of the box's shape, native
+// endian, one element per DTypeSize(dtype) bytes.
+//
+// Thread safety: a reader's ReadBox may be called from several threads at
+// once; a writer is used by one thread at a time.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cairn/dtype/dtype.h"
+#include "cairn/util/box.h"
+#include "cairn/util/result.h"
+#include "cairn/util/status.h"
+
+namespace cairn::layout {
+
+struct ArrayInfo {
+  std::string path;   // "params.layer0.w" (the format's own naming)
+  DType dtype = DType::kFloat32;
+  Shape shape;
+  // The shape the format stores in one piece: a chunk, or the whole array
+  // for formats without chunks (safetensors). Converters copy in units of it.
+  Shape write_shape;
+  uint64_t stored_bytes = 0;  // bytes on storage, when known (0 = unknown)
+  // The keys from the root of the state tree to this array ({"params",
+  // "layer0", "w"}), so that converters can name it in another format's
+  // convention ('.' for Orbax and safetensors, '/' for AXLearn). Empty when
+  // the format has only `path`.
+  std::vector<std::string> tree_path;
+};
+
+// Splits a format's path at `separator` into tree keys.
+std::vector<std::string> SplitTreePath(std::string_view path, char separator);
+// Joins tree keys with `separator`.
+std::string JoinTreePath(const std::vector<std::string>& keys, char separator);
+
+class CheckpointReader {
+ public:
+  virtual ~CheckpointReader() = default;
+  // "safetensors", "orbax", "axlearn", ...
+  virtual std::string_view format() const = 0;
+  // The arrays, sorted by path.
+  virtual const std::vector<ArrayInfo>& arrays() const = 0;
+  // Reads `box` of array `path` into `dest` (dense, C-order, box-shaped).
+  // NotFound for an unknown path, InvalidArgument for a box outside the
+  // array, DataLoss for corrupt stored bytes; errors name the array and URL.
+  virtual Status ReadBox(std::string_view path, const Box& box, void* dest) = 0;
+};
+
+class CheckpointWriter {
+ public:
+  virtual ~CheckpointWriter() = default;
+  virtual std::string_view format() const = 0;
+  // Writes `box` of array `path` from `src` (dense, C-order, box-shaped).
+  // Boxes that cover whole chunks (multiples of the array's write_shape,
+  // clipped at its end) may be written concurrently from several threads;
+  // boxes that share a chunk must not be written at the same time.
+  // Formats that stream (safetensors) instead require every box in storage
+  // order (required_order()), one at a time, and refuse anything else with
+  // FailedPrecondition.
+  virtual Status WriteBox(std::string_view path, const Box& box, const void* src) = 0;
+  // The array paths in the order their bytes must be written, each array
+  // front to back in row-major slabs; nullptr when any order will do.
+  virtual const std::vector<std::string>* required_order() const { return nullptr; }
+  // Makes the checkpoint visible, durably, as the format does. Until Commit
+  // returns OK nothing looks like a valid checkpoint.
+  virtual Status Commit() = 0;
+};
+
+// Finds `path` in `arrays` (sorted by path), or nullptr.
+const ArrayInfo* FindArray(const std::vector<ArrayInfo>& arrays, std::string_view path);
+
+// Checks that `box` lies within an array of `shape`: InvalidArgument naming
+// `what` otherwise.
+Status CheckBoxInArray(const Box& box, const Shape& shape, std::string_view what);
+
+}  // namespace cairn::layout

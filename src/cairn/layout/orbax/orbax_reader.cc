@@ -1,0 +1,56 @@
+#include "cairn/layout/orbax/orbax_reader.h"
+
+#include <algorithm>
+#include <map>
+
+namespace cairn::orbax {
+namespace {
+
+class OrbaxReader final : public layout::CheckpointReader {
+ public:
+  std::string_view format() const override { return "orbax"; }
+  const std::vector<layout::ArrayInfo>& arrays() const override { return arrays_; }
+
+  Status ReadBox(std::string_view path, const Box& box, void* dest) override {
+    auto it = zarr_.find(std::string(path));
+    if (it == zarr_.end()) {
+      return Status(StatusCode::kNotFound,
+                    "no array `" + std::string(path) + "` in Orbax item " + item_.dir);
+    }
+    return it->second->Read(box, dest).Annotate("array `" + std::string(path) + "` of Orbax item " +
+                                                item_.dir);
+  }
+
+  OrbaxItem item_;
+  std::vector<layout::ArrayInfo> arrays_;
+  std::map<std::string, std::shared_ptr<ZarrArray>> zarr_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<layout::CheckpointReader>> NewOrbaxReader(OrbaxItem item) {
+  auto reader = std::make_unique<OrbaxReader>();
+  reader->item_ = std::move(item);
+  for (const TreeEntry& e : reader->item_.metadata.entries) {
+    if (!IsArrayValueType(e.value.value_type) || e.value.skip_deserialize) continue;
+    const std::string param = ParamName(e.path);
+    CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<ZarrArray> array, OpenItemArray(reader->item_, param));
+    const ArrayMetadata& m = array->metadata();
+    layout::ArrayInfo info;
+    info.path = param;
+    info.dtype = m.dtype;
+    info.shape = m.shape;
+    // The chunk Orbax wrote (write_shape); inside a shard, the shard.
+    info.write_shape = e.value.write_shape ? Shape(e.value.write_shape->begin(),
+                                                   e.value.write_shape->end())
+                                           : m.chunk_shape;
+    for (const KeyEntry& k : e.path) info.tree_path.push_back(k.key);
+    reader->arrays_.push_back(std::move(info));
+    reader->zarr_[param] = std::move(array);
+  }
+  std::sort(reader->arrays_.begin(), reader->arrays_.end(),
+            [](const layout::ArrayInfo& a, const layout::ArrayInfo& b) { return a.path < b.path; });
+  return std::unique_ptr<layout::CheckpointReader>(std::move(reader));
+}
+
+}  // namespace cairn::orbax
