@@ -177,7 +177,8 @@ def save(directory, tree, *, format: str = "orbax", use_ocdbt: bool = True,
          step_prefix: Optional[str] = None, step_format_fixed_length: Optional[int] = None,
          custom_metadata: Any = None, chunk_byte_size: Optional[int] = None,
          ocdbt_target_data_file_size: Optional[int] = None, process_index: int = 0,
-         process_count: int = 1, barrier: Optional[Callable[[str], None]] = None) -> str:
+         process_count: int = 1, barrier: Optional[Callable[[str], None]] = None,
+         save_id: Optional[str] = None) -> str:
     """Saves `tree` as an Orbax PyTree checkpoint; returns the final directory.
 
     Without `step`, `directory` becomes the item directory, as
@@ -190,6 +191,12 @@ def save(directory, tree, *, format: str = "orbax", use_ocdbt: bool = True,
     split when larger than the target data file size (2 GiB) or
     `chunk_byte_size`. ValueError when two key paths map to the same Orbax
     param name (Orbax joins keys with '.' without escaping).
+
+    Every save has a save id (`save_id`, or a random one): its temporary
+    directory is ``<final>.orbax-checkpoint-tmp-<id>``, and a writer of
+    another save never writes into it. With several processes, pass the
+    same `save_id` to all of them; without one, the other processes find
+    the primary's temporary directory after the first barrier.
     """
     if format != "orbax":
         raise ValueError(f"cairn.save: format {format!r} is not supported here (only 'orbax')")
@@ -202,16 +209,19 @@ def save(directory, tree, *, format: str = "orbax", use_ocdbt: bool = True,
         final_top = os.path.join(root, _core._orbax_step_name(step, step_prefix or "", step_format_fixed_length))
     else:
         final_top = root
-    tmp_suffix = ".orbax-checkpoint-tmp"
     init_ns = _core._now_nanos()
     if primary:
-        top_tmp = _core._orbax_begin_commit(final_top)
-        item_tmp = (_core._orbax_begin_commit(os.path.join(top_tmp, item_name))
+        top_tmp, save_id = _core._orbax_begin_commit(final_top, save_id or "")
+        item_tmp = (_core._orbax_begin_commit(os.path.join(top_tmp, item_name), save_id)[0]
                     if step is not None else top_tmp)
-    else:
-        top_tmp = final_top + tmp_suffix
-        item_tmp = os.path.join(top_tmp, item_name + tmp_suffix) if step is not None else top_tmp
     sync("cairn_save_dirs_created")
+    if not primary:
+        if save_id:
+            top_tmp = _core._orbax_pending_path(final_top, save_id)
+        else:
+            top_tmp, save_id = _core._orbax_find_pending(final_top)
+        item_tmp = (_core._orbax_pending_path(os.path.join(top_tmp, item_name), save_id)
+                    if step is not None else top_tmp)
     leaves = _flatten(tree, process_index, process_count)
     target = ocdbt_target_data_file_size if ocdbt_target_data_file_size is not None else 2 ** 31
     custom = json.dumps(custom_metadata)
@@ -221,11 +231,11 @@ def save(directory, tree, *, format: str = "orbax", use_ocdbt: bool = True,
     if primary:
         _core._orbax_finalize_item(item_tmp, leaves, use_ocdbt, use_zarr3, process_count, custom)
         if step is not None:
-            _core._orbax_finish_commit(item_tmp, os.path.join(top_tmp, item_name))
+            _core._orbax_finish_commit(os.path.join(top_tmp, item_name), save_id)
             _core._orbax_write_checkpoint_metadata(top_tmp, PYTREE_HANDLER, [item_name], init_ns, "{}")
         else:
             _core._orbax_write_checkpoint_metadata(top_tmp, PYTREE_HANDLER, [], init_ns, "{}")
-        _core._orbax_finish_commit(top_tmp, final_top)
+        _core._orbax_finish_commit(final_top, save_id)
     sync("cairn_save_committed")
     return os.path.join(final_top, item_name) if step is not None else final_top
 
