@@ -3,6 +3,10 @@
 // save leaves the previous checkpoint intact and no partial step visible.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 #include <filesystem>
 #include <numeric>
@@ -118,6 +122,38 @@ std::vector<std::string> KeysUnder(const Location& loc) {
     for (const KeyInfo& k : *keys) out.push_back(k.key.substr(loc.prefix.size()));
   }
   return out;
+}
+
+TEST(SmallFiles, ReadsAreBoundedAndRefuseSpecialFiles) {
+  TempDir dir;
+  Location loc{std::make_shared<FileKvStore>(dir.path), "", dir.path};
+  ASSERT_TRUE(WriteSmallFile(loc, "_CHECKPOINT_METADATA", std::string(100, 'x')).ok());
+  auto exact = ReadSmallFile(loc, "_CHECKPOINT_METADATA", 100);  // control: at the limit
+  ASSERT_TRUE(exact.ok()) << exact.status().ToString();
+  EXPECT_EQ(exact->size(), 100u);
+  auto over = ReadSmallFile(loc, "_CHECKPOINT_METADATA", 99);
+  EXPECT_EQ(over.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(over.status().message().find("_CHECKPOINT_METADATA"), std::string_view::npos);
+  EXPECT_NE(over.status().message().find("limit of 99 bytes"), std::string_view::npos) << over.status().ToString();
+  auto missing = ReadSmallFile(loc, "nope");
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  // /dev/zero behind a symlink and a FIFO: refused at once, never read.
+  fs::create_symlink("/dev/zero", dir.path + "/_METADATA");
+  ASSERT_EQ(::mkfifo((dir.path + "/_sharding").c_str(), 0600), 0);
+  for (const char* name : {"_METADATA", "_sharding"}) {
+    auto r = ReadSmallFile(loc, name);
+    EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition) << name << ": " << r.status().ToString();
+    EXPECT_NE(r.status().message().find(name), std::string_view::npos) << r.status().ToString();
+  }
+  // A large regular file is refused from its size, before it is read.
+  {
+    std::FILE* f = std::fopen((dir.path + "/big").c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(::ftruncate(::fileno(f), int64_t{1} << 40), 0);  // sparse 1 TiB
+    std::fclose(f);
+  }
+  auto big = ReadSmallFile(loc, "big");
+  EXPECT_EQ(big.status().code(), StatusCode::kResourceExhausted) << big.status().ToString();
 }
 
 TEST(SaveId, TmpNamesFollowOrbaxAndIdsDiffer) {

@@ -148,6 +148,20 @@ Result<std::string> ReadSmallFile(const Location& loc, std::string_view name, ui
                                   " bytes or more, over the limit of " + std::to_string(max_bytes) +
                                   " bytes for a metadata file");
   };
+  // Only a plain key is read: a FIFO would block and a device would not end
+  // (stores that have neither report kKey or nothing).
+  {
+    const size_t slash = key.rfind('/');
+    const std::string parent = slash == std::string::npos ? "" : key.substr(0, slash + 1);
+    const std::string base = key.substr(parent.size());
+    CAIRN_ASSIGN_OR_RETURN(std::vector<ChildEntry> siblings, loc.store->ListChildren(parent));
+    for (const ChildEntry& e : siblings) {
+      if (e.name == base && e.kind == ChildEntry::Kind::kOther) {
+        return FailedPreconditionError("reading " + loc.store->Describe(key) +
+                                       ": not a regular file (a symbolic link, FIFO or device)");
+      }
+    }
+  }
   CAIRN_ASSIGN_OR_RETURN(std::vector<KeyInfo> listed, loc.store->List(key));
   for (const KeyInfo& k : listed) {
     if (k.key == key && k.size > max_bytes) return too_big(k.size);

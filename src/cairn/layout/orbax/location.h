@@ -65,8 +65,9 @@ bool Exists(const Location& loc);
 
 // Reads key `name` of `loc`, at most `max_bytes` bytes: NotFound when absent,
 // ResourceExhausted naming the key and the limit when it is larger (checked
-// from the listed size before reading, and again on the bytes read), the
-// store's errors otherwise (a FIFO or device: FailedPrecondition).
+// from the listed size before reading, and again on the bytes read),
+// FailedPrecondition when the store lists it as neither key nor directory (a
+// symlink, FIFO or device: never opened), the store's errors otherwise.
 inline constexpr uint64_t kMaxSmallFileBytes = uint64_t{256} << 20;
 Result<std::string> ReadSmallFile(const Location& loc, std::string_view name,
                                   uint64_t max_bytes = kMaxSmallFileBytes);
