@@ -19,6 +19,7 @@ constexpr RegisterFn kCommands[] = {
     cairn::cli::RegisterInfo,
     cairn::cli::RegisterVerify,
     cairn::cli::RegisterDiff,
+    cairn::cli::RegisterConvert,
 };
 
 }  // namespace

@@ -1,4 +1,5 @@
-// A progress bar on stderr for long CLI commands (verify, diff).
+// A progress bar on stderr for long CLI commands (verify, diff, convert):
+// bytes done of the total, throughput and the estimated time left.
 //
 // Drawn only when stderr is a terminal, and only once the work has run for
 // more than a second (CAIRN_PROGRESS_DELAY_MS overrides the delay, for
@@ -48,8 +49,11 @@ class ProgressBar {
     std::string bar(static_cast<size_t>(filled > kWidth ? kWidth : filled), '#');
     bar.resize(kWidth, '.');
     const double secs = std::chrono::duration<double>(now - start_).count();
-    std::fprintf(stderr, "\r%s [%s] %5.1f%%  %.1f / %.1f MiB  %.0fs\033[K", label_.c_str(),
-                 bar.c_str(), frac * 100, done / 1048576.0, total / 1048576.0, secs);
+    const double rate = secs > 0 ? done / secs : 0;  // bytes per second
+    const double eta = rate > 0 && total > done ? (total - done) / rate : 0;
+    std::fprintf(stderr, "\r%s [%s] %5.1f%%  %.1f / %.1f MiB  %.1f MiB/s  %.0fs, ETA %.0fs\033[K",
+                 label_.c_str(), bar.c_str(), frac * 100, done / 1048576.0, total / 1048576.0,
+                 rate / 1048576.0, secs, eta);
     std::fflush(stderr);
   }
 

@@ -43,7 +43,7 @@ function(cairn_layer name)
       add_executable(cairn_${name}_test ${test_srcs})
       target_compile_definitions(cairn_${name}_test PRIVATE
         CAIRN_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
-        CAIRN_TESTDATA_DIR="${PROJECT_SOURCE_DIR}/../shared/testdata")
+        CAIRN_TESTDATA_DIR="${PROJECT_SOURCE_DIR}/tests/testdata")
       target_link_libraries(cairn_${name}_test PRIVATE cairn_${name} ${testing_lib}
                             ${ARG_TEST_DEPS} GTest::gtest GTest::gtest_main)
       add_test(NAME ${name} COMMAND cairn_${name}_test)

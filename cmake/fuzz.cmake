@@ -10,7 +10,7 @@
 # cairn_fuzz_target(NAME SOURCE DEPS libs...) declares one target by hand.
 #
 # Running one: build/fuzz/cairn_ocdbt_decoders_fuzz -max_total_time=30 CORPUS_DIR SEED_DIR
-# (scripts/test.sh does this for every target, seeded from ../shared/testdata).
+# (scripts/test.sh does this for every target, seeded from tests/testdata).
 function(cairn_fuzz_target name)
   cmake_parse_arguments(ARG "" "SOURCE" "DEPS" ${ARGN})
   add_executable(${name} ${ARG_SOURCE})

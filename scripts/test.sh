@@ -20,18 +20,28 @@ cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEB
 cmake --build build/asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build/asan --output-on-failure -j "$jobs"
 
-echo "== Fuzz targets (clang, libFuzzer + ASan + UBSan), ~30 s each"
+# CAIRN_FUZZ_SECONDS: how long each fuzz target runs (default 30, CI stays short).
+fuzz_seconds="${CAIRN_FUZZ_SECONDS:-30}"
+echo "== Fuzz targets (clang, libFuzzer + ASan + UBSan), ${fuzz_seconds} s each"
 cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCAIRN_FUZZ=ON \
   -DCAIRN_BUILD_TESTS=OFF -DCAIRN_BUILD_CLI=OFF >/dev/null
 cmake --build build/fuzz -j "$jobs"
+# Inputs up to 1 MiB (deep nesting and large counts need room), the format's
+# tokens from tests/fuzz/<name>.dict (every target must have one), seeds from
+# the golden files in tests/testdata.
 for fuzzer in build/fuzz/cairn_*_fuzz; do
-  corpus="build/fuzz/corpus/$(basename "$fuzzer")"
+  name="$(basename "$fuzzer")"
+  stem="${name#cairn_}"
+  dict="tests/fuzz/${stem%_fuzz}.dict"
+  [[ -f "$dict" ]] || { echo "FAILED: $name has no dictionary $dict"; exit 1; }
+  corpus="build/fuzz/corpus/$name"
   mkdir -p "$corpus"
   log="$corpus.log"
-  "$fuzzer" -max_total_time=30 -rss_limit_mb=2048 -max_len=1048576 -print_final_stats=1 \
-    "$corpus" ../shared/testdata >"$log" 2>&1 || { cat "$log"; echo "FAILED: $fuzzer"; exit 1; }
-  echo "$(basename "$fuzzer"): $(grep -m1 -o 'Done [0-9]* runs.*' "$log")"
+  "$fuzzer" -max_total_time="$fuzz_seconds" -timeout=25 -rss_limit_mb=2048 -max_len=1048576 \
+    -dict="$dict" -print_final_stats=1 "$corpus" tests/testdata >"$log" 2>&1 ||
+    { cat "$log"; echo "FAILED: $fuzzer"; exit 1; }
+  echo "$name: $(grep -m1 -o 'Done [0-9]* runs.*' "$log")"
 done
 
 echo "== Python package and interop tests"

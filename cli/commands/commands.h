@@ -24,5 +24,6 @@ Command RegisterDemo(CLI::App& app);
 Command RegisterInfo(CLI::App& app);
 Command RegisterVerify(CLI::App& app);
 Command RegisterDiff(CLI::App& app);
+Command RegisterConvert(CLI::App& app);
 
 }  // namespace cairn::cli

@@ -51,7 +51,8 @@ const Observed kObserved[] = {
      R"([{"configuration":{"chunk_shape":[2,2],"codecs":[{"configuration":{"endian":"little"},)"
      R"("name":"bytes"}],"index_codecs":[{"configuration":{"endian":"little"},"name":"bytes"},)"
      R"({"name":"crc32c"}]},"name":"sharding_indexed"}])"},
-    // DESIGN reference §2.8 (b): Orbax's layout for bfloat16 [4096, 11008].
+    // What Orbax writes for a bfloat16 [4096, 11008] array: one shard per
+    // chunk, zstd level 3 inner chunks, crc32c index.
     {DType::kBFloat16, {4096, 11008},
      R"([{"configuration":{"chunk_shape":[4096,11008],"codecs":[{"configuration":{"endian":)"
      R"("little"},"name":"bytes"},{"configuration":{"checksum":false,"level":3},"name":"zstd"}],)"

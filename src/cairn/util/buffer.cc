@@ -1,6 +1,7 @@
 #include "cairn/util/buffer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -14,6 +15,13 @@ namespace {
 // blocks are kept for reuse instead, bounded in total size.
 constexpr size_t kCacheMinBytes = size_t{1} << 20;
 constexpr size_t kCacheMaxTotalBytes = size_t{512} << 20;
+
+// Larger than any user address space (47 bits on x86-64 and arm64): a
+// request above it is refused without asking the allocator, which under
+// sanitizers would abort instead of returning null.
+constexpr size_t kMaxAllocationBytes = size_t{1} << 47;
+
+std::atomic<uint64_t> total_allocated{0};
 
 struct BlockCache {
   std::mutex mu;
@@ -67,16 +75,42 @@ Buffer Buffer::CopyOf(ByteView bytes) {
   return b;
 }
 
-void Buffer::reserve(size_t capacity) {
-  if (capacity <= capacity_) return;
+bool Buffer::TryReserve(size_t capacity) {
+  if (capacity <= capacity_) return true;
+  if (capacity > kMaxAllocationBytes) return false;
   size_t rounded = (capacity + kAlignment - 1) / kAlignment * kAlignment;
   void* p = TakeCachedBlock(rounded, &rounded);
   if (p == nullptr) p = std::aligned_alloc(kAlignment, rounded);
-  if (p == nullptr) throw std::bad_alloc();  // allocation failure is fatal, as with new
+  if (p == nullptr) return false;
+  total_allocated.fetch_add(rounded, std::memory_order_relaxed);
   if (size_ > 0) std::memcpy(p, data_.get(), size_);
   data_.reset(static_cast<uint8_t*>(p));  // frees the old block with its old capacity
   data_.get_deleter().capacity = rounded;
   capacity_ = rounded;
+  return true;
+}
+
+void Buffer::reserve(size_t capacity) {
+  if (!TryReserve(capacity)) throw std::bad_alloc();  // as `new` does
+}
+
+Result<Buffer> Buffer::TryAllocate(size_t size, std::string_view what) {
+  Buffer b;
+  CAIRN_RETURN_IF_ERROR(b.TryResize(size, what));
+  return b;
+}
+
+Status Buffer::TryResize(size_t size, std::string_view what) {
+  if (size > capacity_ && !TryReserve(size)) {
+    return ResourceExhaustedError("cannot allocate " + std::to_string(size) + " bytes for " +
+                                  std::string(what) + ": out of memory");
+  }
+  size_ = size;
+  return Status::OK();
+}
+
+uint64_t Buffer::TotalBytesAllocated() {
+  return total_allocated.load(std::memory_order_relaxed);
 }
 
 void Buffer::resize(size_t size) {

@@ -5,6 +5,13 @@
 // and is NOT zero-initialized on allocation: every byte a caller reads it must
 // have written. Growing with `resize` keeps existing bytes.
 //
+// Allocation failure: `Buffer(size)`, `resize`, `reserve` and `append` throw
+// std::bad_alloc like `new` (a TaskGroup turns that into ResourceExhausted).
+// Code that allocates a size decided by a chunk shape, metadata or stored
+// bytes uses `TryAllocate`/`TryResize`, which return ResourceExhausted
+// instead; sizes above 2^47 bytes (more than any address space) fail there
+// without asking the allocator.
+//
 // Large blocks (1 MiB and up) freed by one Buffer are kept, up to 512 MiB in
 // all, for the next Buffer of that size: chunk-sized buffers would otherwise
 // be mapped and page-faulted anew for every chunk.
@@ -19,6 +26,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+
+#include "cairn/util/result.h"
 
 namespace cairn {
 
@@ -39,6 +48,9 @@ class Buffer {
   Buffer() = default;
   // Allocates `size` uninitialized bytes.
   explicit Buffer(size_t size) { resize(size); }
+  // Allocates `size` uninitialized bytes, or ResourceExhausted naming the
+  // size and `what` (e.g. "chunk of key `c/0`") when they cannot be had.
+  static Result<Buffer> TryAllocate(size_t size, std::string_view what = "a buffer");
   // Copies `bytes`.
   static Buffer CopyOf(ByteView bytes);
   static Buffer CopyOf(std::string_view bytes) { return CopyOf(AsBytes(bytes)); }
@@ -65,6 +77,9 @@ class Buffer {
 
   // Changes the size; new bytes are uninitialized. May reallocate.
   void resize(size_t size);
+  // resize() that returns ResourceExhausted (naming `what`) instead of
+  // throwing; the buffer is unchanged on failure.
+  Status TryResize(size_t size, std::string_view what = "a buffer");
   // Ensures capacity without changing the size.
   void reserve(size_t capacity);
   // Appends bytes (amortized growth).
@@ -78,6 +93,10 @@ class Buffer {
   std::string_view as_string_view() const { return AsStringView(view()); }
   std::string ToString() const { return std::string(as_string_view()); }
 
+  // Bytes obtained for Buffers since the process started (from the
+  // allocator or the block cache), for tests that bound a code path's memory.
+  static uint64_t TotalBytesAllocated();
+
   bool operator==(const Buffer& other) const {
     return size_ == other.size_ && (size_ == 0 || std::memcmp(data(), other.data(), size_) == 0);
   }
@@ -89,6 +108,9 @@ class Buffer {
     size_t capacity;  // value-initialized (0) with the unique_ptr
     void operator()(uint8_t* p) const;
   };
+  // reserve() without throwing: false (buffer unchanged) on failure.
+  bool TryReserve(size_t capacity);
+
   std::unique_ptr<uint8_t, Free> data_;
   size_t size_ = 0;
   size_t capacity_ = 0;

@@ -1,9 +1,56 @@
 #include "cairn/util/thread_pool.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <new>
 
 namespace cairn {
+namespace {
+
+// Made before any job runs: reporting an allocation failure must not need
+// to allocate.
+const Status& OutOfMemoryStatus() {
+  static const Status* status =
+      new Status(ResourceExhaustedError("out of memory: an allocation failed in a thread-pool job"));
+  return *status;
+}
+const Status& kEagerOutOfMemory = OutOfMemoryStatus();
+
+// Runs a bare job; an exception is reported and dropped (not rethrown: on a
+// worker it would terminate the process).
+void RunBareJob(std::function<void()>& job) noexcept {
+  try {
+    job();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cairn: a thread-pool job threw (%s); ignored\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "cairn: a thread-pool job threw; ignored\n");
+  }
+}
+
+}  // namespace
+
+Status RunCatchingExceptions(const std::function<Status()>& job) noexcept {
+  try {
+    return job();
+  } catch (const std::bad_alloc&) {
+    return OutOfMemoryStatus();
+  } catch (const std::exception& e) {
+    try {
+      return InternalError(std::string("a thread-pool job threw: ") + e.what());
+    } catch (...) {
+      return OutOfMemoryStatus();
+    }
+  } catch (...) {
+    try {
+      return InternalError("a thread-pool job threw a non-standard exception");
+    } catch (...) {
+      return OutOfMemoryStatus();
+    }
+  }
+}
 
 ThreadPool::ThreadPool(size_t num_threads) {
   if (num_threads == 0) num_threads = 1;
@@ -36,7 +83,7 @@ bool ThreadPool::RunOne() {
     job = std::move(queue_.front());
     queue_.pop_front();
   }
-  job();
+  RunBareJob(job);
   return true;
 }
 
@@ -50,7 +97,7 @@ void ThreadPool::WorkerLoop() {
       job = std::move(queue_.front());
       queue_.pop_front();
     }
-    job();
+    RunBareJob(job);
   }
 }
 
@@ -76,12 +123,20 @@ void TaskGroup::Run(std::function<Status()> job) {
     std::lock_guard<std::mutex> lock(mu_);
     ++pending_;
   }
-  pool_.Schedule([this, job = std::move(job)] {
-    Status s = job();
+  // The job's end is recorded whatever happens inside it: a count left
+  // undecremented would make Wait() spin forever.
+  try {
+    pool_.Schedule([this, job = std::move(job)] {
+      Status s = RunCatchingExceptions(job);
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!s.ok() && first_error_.ok()) first_error_ = std::move(s);
+      if (--pending_ == 0) cv_.notify_all();
+    });
+  } catch (...) {  // queueing the job failed to allocate: it never runs
     std::lock_guard<std::mutex> lock(mu_);
-    if (!s.ok() && first_error_.ok()) first_error_ = std::move(s);
+    if (first_error_.ok()) first_error_ = OutOfMemoryStatus();
     if (--pending_ == 0) cv_.notify_all();
-  });
+  }
 }
 
 Status TaskGroup::Wait() {

@@ -7,6 +7,14 @@
 // Thread safety: all methods may be called from any thread, including from
 // jobs running on the pool (a TaskGroup waited on from a pool thread runs
 // queued jobs itself instead of blocking, so nested use cannot deadlock).
+//
+// Exceptions: cairn code returns Status, but a job may still throw (an
+// allocation that fails throws std::bad_alloc, as may code cairn calls). A
+// TaskGroup job that throws counts as finished and fails the group with
+// ResourceExhausted (bad_alloc) or Internal (anything else), on a pool worker
+// and on a waiting thread that runs the job itself alike; the process is
+// never terminated and Wait() never hangs on a job that threw. A bare
+// Schedule()d job that throws is reported on stderr and dropped.
 #pragma once
 
 #include <atomic>
@@ -56,9 +64,10 @@ class TaskGroup {
   explicit TaskGroup(ThreadPool& pool = ThreadPool::Default()) : pool_(pool) {}
   ~TaskGroup();  // waits
   // Schedules `job`. Jobs scheduled after an error still run unless they
-  // check `failed()`.
+  // check `failed()`. A job that throws fails the group (see above).
   void Run(std::function<Status()> job);
-  // Blocks until every job has finished; returns the first non-OK status.
+  // Blocks until every job has finished (or thrown); returns the first
+  // non-OK status.
   Status Wait();
   bool failed() const;
 
@@ -69,5 +78,9 @@ class TaskGroup {
   size_t pending_ = 0;
   Status first_error_;
 };
+
+// Runs `job`, turning an exception it throws into a Status: bad_alloc into
+// ResourceExhausted, anything else into Internal. Never throws.
+Status RunCatchingExceptions(const std::function<Status()>& job) noexcept;
 
 }  // namespace cairn

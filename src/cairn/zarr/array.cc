@@ -31,7 +31,11 @@ template <typename Fn>
 Status ForEachCell(const std::vector<Index>& lo, const std::vector<Index>& hi, const Fn& fn) {
   Index count = 1;
   for (size_t d = 0; d < lo.size(); ++d) count *= hi[d] - lo[d] + 1;
-  if (count == 1) return fn(std::span<const Index>(lo));
+  if (count == 1) {
+    // On the caller's thread; an exception (bad_alloc) becomes a Status as
+    // it would in a task group.
+    return RunCatchingExceptions([&] { return fn(std::span<const Index>(lo)); });
+  }
   ThreadPool& pool = ThreadPool::Default();
   TaskGroup group(pool);
   std::mutex mu;
@@ -156,20 +160,26 @@ Status ZarrArray::LoadChunk(const std::string& key, Buffer& chunk) const {
   const size_t nbytes = spec.num_bytes();
   CAIRN_ASSIGN_OR_RETURN(std::optional<Buffer> stored, store_->Get(key));
   if (!stored) {
-    chunk.resize(nbytes);
+    CAIRN_RETURN_IF_ERROR(chunk.TryResize(nbytes, "a chunk filled with the fill value"));
     FillWithElement(chunk.data(), nbytes / spec.fill_value.size(), spec.fill_value.data(),
                     spec.fill_value.size());
     return Status::OK();
   }
+  return DecodeChunk(std::move(*stored), chunk);
+}
+
+Status ZarrArray::DecodeChunk(Buffer stored, Buffer& chunk) const {
+  const ChunkSpec spec = metadata_->chunk_spec();
+  const size_t nbytes = spec.num_bytes();
   if (metadata_->codecs.IsIdentity(spec)) {
-    if (stored->size() != nbytes) {
-      return DataLossError("chunk has " + std::to_string(stored->size()) + " bytes, expected " +
+    if (stored.size() != nbytes) {
+      return DataLossError("chunk has " + std::to_string(stored.size()) + " bytes, expected " +
                            std::to_string(nbytes));
     }
-    chunk = std::move(*stored);
+    chunk = std::move(stored);
     return Status::OK();
   }
-  CAIRN_ASSIGN_OR_RETURN(chunk, metadata_->codecs.Decode(spec, *stored));
+  CAIRN_ASSIGN_OR_RETURN(chunk, metadata_->codecs.Decode(spec, stored));
   if (chunk.size() != nbytes) {
     return DataLossError("chunk decoded to " + std::to_string(chunk.size()) +
                          " bytes, expected " + std::to_string(nbytes));
@@ -201,8 +211,17 @@ Status ZarrArray::ReadChunk(std::span<const Index> cell, const Box& box, uint8_t
     if (!*found) FillStrided(out, dst_strides, inter.shape, m.fill_value);
     return Status::OK();
   }
+  // Part of a chunk, or a chunk that must be decoded. A missing chunk fills
+  // the region in place: materialising it could take up to kMaxChunkBytes
+  // per worker for a read of a few elements.
+  auto stored = store_->Get(key);
+  if (!stored.ok()) return stored.status().Annotate(where);
+  if (!*stored) {
+    FillStrided(out, dst_strides, inter.shape, m.fill_value);
+    return Status::OK();
+  }
   Buffer chunk;
-  CAIRN_RETURN_IF_ERROR(LoadChunk(key, chunk).Annotate(where));
+  CAIRN_RETURN_IF_ERROR(DecodeChunk(std::move(**stored), chunk).Annotate(where));
   const std::vector<Index> chunk_strides = CStrides(m.chunk_shape, elem);
   const uint8_t* src = Offset(chunk.data(), inter.origin, chunk_box.origin, chunk_strides);
   StridedCopy(src, chunk_strides, out, dst_strides, inter.shape, elem);
@@ -231,7 +250,7 @@ Status ZarrArray::WriteChunk(std::span<const Index> cell, const Box& box, const 
   }
   Buffer chunk;
   if (inter == valid) {
-    chunk.resize(spec.num_bytes());
+    CAIRN_RETURN_IF_ERROR(chunk.TryResize(spec.num_bytes(), "the chunk").Annotate(where));
     if (inter != chunk_box) {
       FillWithElement(chunk.data(), spec.num_bytes() / elem, m.fill_value.data(), elem);
     }

@@ -73,7 +73,8 @@ class ZarrArray {
 
   // Reads `box` (within the array's shape, else InvalidArgument) into `dst`,
   // laid out as `layout` over box.shape. REQUIRES: dst large enough.
-  // Missing chunks read as the fill value. For an array sharded with a
+  // Missing chunks read as the fill value, written straight into `dst`
+  // (a missing chunk is never materialised). For an array sharded with a
   // top-level `sharding_indexed` codec, a box covering only part of a shard
   // fetches the shard index and then only the inner chunks it needs.
   // Errors (DataLoss for corrupt chunks, Unavailable from the store) name
@@ -105,8 +106,11 @@ class ZarrArray {
   Status WriteChunk(std::span<const Index> cell, const Box& box, const uint8_t* src,
                     std::span<const Index> src_strides) const;
   // Decodes the stored chunk at `key` into `chunk` (chunk_spec() layout),
-  // or fills it when the key is missing.
+  // or fills it when the key is missing (ResourceExhausted if the chunk
+  // cannot be allocated).
   Status LoadChunk(const std::string& key, Buffer& chunk) const;
+  // Decodes the stored bytes of a chunk into `chunk` (chunk_spec() layout).
+  Status DecodeChunk(Buffer stored, Buffer& chunk) const;
 
   std::shared_ptr<KvStore> store_;
   std::string prefix_;

@@ -1,22 +1,25 @@
 // Decodes every TensorStore-written golden database in
-// CAIRN_TESTDATA_DIR/tensorstore-written/ by reading its files directly.
+// tests/testdata/tensorstore-written/ by reading its files directly. Missing
+// data fails the test with the path (util/testing/testdata.h), never crashes.
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
 
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include "cairn/kvstore/ocdbt/format/manifest.h"
 #include "cairn/kvstore/ocdbt/io/reader.h"
+#include "cairn/util/testing/testdata.h"
 
 namespace cairn::ocdbt {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kGolden = fs::path(CAIRN_TESTDATA_DIR) / "tensorstore-written";
+using ::cairn::testing::TestdataPathOrFail;
 
 std::string ReadFile(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -70,13 +73,16 @@ std::map<std::string, std::string> ExpectedFiles(const fs::path& dir) {
 }
 
 void CheckFilesDatabase(const std::string& name) {
-  fs::path db = kGolden / "ocdbt" / name;
+  auto golden = TestdataPathOrFail("tensorstore-written/ocdbt/" + name);
+  auto files = TestdataPathOrFail("tensorstore-written/ocdbt/expected-files");
+  ASSERT_TRUE(golden && files);
+  const fs::path db = *golden;
   Manifest m = LoadManifest(db);
   ASSERT_EQ(m.versions.size(), 1u);
   auto read = DirReader(db);
   auto root = FindGeneration(m, 0, read);
   ASSERT_TRUE(root.ok() && root->has_value());
-  auto expected = ExpectedFiles(kGolden / "ocdbt" / "expected-files");
+  auto expected = ExpectedFiles(*files);
   ASSERT_EQ(expected.size(), 8u);
   EXPECT_EQ(ListAll(**root, read), expected);
   EXPECT_EQ((*root)->root.statistics.num_keys, expected.size());
@@ -102,7 +108,10 @@ void CheckFilesDatabase(const std::string& name) {
 
 TEST(OcdbtGoldenTest, FilesHighArity) {
   CheckFilesDatabase("files_high_arity.ocdbt");
-  Manifest m = LoadManifest(kGolden / "ocdbt" / "files_high_arity.ocdbt");
+  auto db = TestdataPathOrFail("tensorstore-written/ocdbt/files_high_arity.ocdbt");
+  ASSERT_TRUE(db);
+  Manifest m = LoadManifest(*db);
+  ASSERT_EQ(m.versions.size(), 1u);
   EXPECT_EQ(m.config.max_inline_value_bytes, 100u);
   EXPECT_EQ(m.config.max_decoded_node_bytes, 8388608u);
   EXPECT_EQ(m.config.version_tree_arity_log2, 4);
@@ -112,14 +121,19 @@ TEST(OcdbtGoldenTest, FilesHighArity) {
 
 TEST(OcdbtGoldenTest, FilesMinArity) {
   CheckFilesDatabase("files_min_arity.ocdbt");
-  Manifest m = LoadManifest(kGolden / "ocdbt" / "files_min_arity.ocdbt");
+  auto db = TestdataPathOrFail("tensorstore-written/ocdbt/files_min_arity.ocdbt");
+  ASSERT_TRUE(db);
+  Manifest m = LoadManifest(*db);
+  ASSERT_EQ(m.versions.size(), 1u);
   EXPECT_EQ(m.config.max_inline_value_bytes, 2u);
   EXPECT_EQ(m.config.max_decoded_node_bytes, 1u);
   EXPECT_EQ(m.versions[0].root_height, 3);
 }
 
 void CheckMultiVersion(const std::string& name) {
-  fs::path db = kGolden / "ocdbt" / name;
+  auto golden = TestdataPathOrFail("tensorstore-written/ocdbt/" + name);
+  ASSERT_TRUE(golden);
+  const fs::path db = *golden;
   Manifest m = LoadManifest(db);
   ASSERT_EQ(m.latest_generation(), 200u);
   auto read = DirReader(db);
@@ -149,7 +163,9 @@ void CheckMultiVersion(const std::string& name) {
 
 TEST(OcdbtGoldenTest, MultiVersionHighArity) {
   CheckMultiVersion("multi_version_high_arity.ocdbt");
-  Manifest m = LoadManifest(kGolden / "ocdbt" / "multi_version_high_arity.ocdbt");
+  auto db = TestdataPathOrFail("tensorstore-written/ocdbt/multi_version_high_arity.ocdbt");
+  ASSERT_TRUE(db);
+  Manifest m = LoadManifest(*db);
   ASSERT_EQ(m.versions.size(), 8u);
   EXPECT_EQ(m.versions.front().generation_number, 193u);
   ASSERT_EQ(m.version_nodes.size(), 1u);
@@ -160,7 +176,9 @@ TEST(OcdbtGoldenTest, MultiVersionHighArity) {
 
 TEST(OcdbtGoldenTest, MultiVersionLowArity) {
   CheckMultiVersion("multi_version_low_arity.ocdbt");
-  Manifest m = LoadManifest(kGolden / "ocdbt" / "multi_version_low_arity.ocdbt");
+  auto db = TestdataPathOrFail("tensorstore-written/ocdbt/multi_version_low_arity.ocdbt");
+  ASSERT_TRUE(db);
+  Manifest m = LoadManifest(*db);
   ASSERT_EQ(m.versions.size(), 2u);
   EXPECT_EQ(m.versions.front().generation_number, 199u);
   std::vector<std::pair<int, uint64_t>> nodes;
@@ -171,14 +189,47 @@ TEST(OcdbtGoldenTest, MultiVersionLowArity) {
 }
 
 TEST(OcdbtGoldenTest, Zarr3InOcdbtMatchesPlainFiles) {
-  fs::path db = kGolden / "zarr3-in-ocdbt" / "simple_0.5.ocdbt";
-  Manifest m = LoadManifest(db);
-  auto read = DirReader(db);
+  auto golden = TestdataPathOrFail("tensorstore-written/zarr3-in-ocdbt/simple_0.5.ocdbt");
+  auto files = TestdataPathOrFail("tensorstore-written/zarr3-in-ocdbt/simple_0.5");
+  ASSERT_TRUE(golden && files);
+  Manifest m = LoadManifest(*golden);
+  auto read = DirReader(*golden);
   auto root = FindGeneration(m, 0, read);
   ASSERT_TRUE(root.ok() && root->has_value());
-  auto expected = ExpectedFiles(kGolden / "zarr3-in-ocdbt" / "simple_0.5");
+  auto expected = ExpectedFiles(*files);
   ASSERT_FALSE(expected.empty());
   EXPECT_EQ(ListAll(**root, read), expected);
+}
+
+// Without its data a golden test records failures naming the missing path
+// and returns; it must not crash the binary (it once dereferenced an empty
+// manifest). Control: the same check with the data present passes.
+TEST(OcdbtGoldenTest, MissingDataFailsWithThePathInsteadOfCrashing) {
+  {
+    ::testing::TestPartResultArray results;
+    {
+      ::testing::ScopedFakeTestPartResultReporter reporter(
+          ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &results);
+      CheckFilesDatabase("no_such_database.ocdbt");
+      CheckMultiVersion("no_such_database.ocdbt");
+    }
+    int missing = 0;
+    for (int i = 0; i < results.size(); ++i) {
+      const std::string message = results.GetTestPartResult(i).message();
+      if (message.find("missing test data: ") != std::string::npos) {
+        ++missing;
+        EXPECT_NE(message.find("no_such_database.ocdbt"), std::string::npos) << message;
+      }
+    }
+    EXPECT_EQ(missing, 2);  // one per helper call; both returned instead of crashing
+  }
+  ::testing::TestPartResultArray control;
+  {
+    ::testing::ScopedFakeTestPartResultReporter reporter(
+        ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &control);
+    CheckFilesDatabase("files_high_arity.ocdbt");
+  }
+  EXPECT_EQ(control.size(), 0);
 }
 
 }  // namespace

@@ -1,0 +1,177 @@
+// `cairn convert SRC DST --to {safetensors,axlearn}`: converts a checkpoint
+// of any format cairn reads (detected, or --from) into another, streaming
+// within --memory-budget, and commits the destination last. The work is one
+// call of engine::ConvertCheckpoint, the same the Python package makes.
+//
+// Prints a progress bar (bytes, throughput, ETA) on a terminal, then a
+// summary line; with --json, one JSON object instead.
+// Under `mpirun -n N` the ranks split the work (each within its own budget)
+// and rank 0 commits and prints.
+// Exit status: 0 on success, 1 on a failed conversion, 2 on bad options.
+#include <cinttypes>
+#include <cstdlib>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cairn/engine/convert/convert_checkpoint.h"
+#include "cairn/mpi_coordinator.h"
+#include "cli_util.h"
+#include "commands/commands.h"
+#include "progress.h"
+
+namespace cairn::cli {
+namespace {
+
+struct ConvertCliOptions {
+  std::string source, dest, to, from;
+  int64_t step = -1;
+  std::vector<std::string> include, exclude, renames, casts;
+  std::string memory_budget = "1GiB";
+  std::string max_file_size = "0";
+  int threads = 0;
+  bool verify = false, overwrite = false, json = false;
+};
+
+// "1GiB", "512MiB", "64k", "1000" -> bytes.
+Result<uint64_t> ParseBytes(const std::string& text) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (...) {
+    return Status(StatusCode::kInvalidArgument, "`" + text + "` is not a size like 512MiB");
+  }
+  std::string unit = text.substr(used);
+  uint64_t scale = 1;
+  if (unit == "" || unit == "B") scale = 1;
+  else if (unit == "k" || unit == "K" || unit == "KiB") scale = uint64_t{1} << 10;
+  else if (unit == "M" || unit == "MiB") scale = uint64_t{1} << 20;
+  else if (unit == "G" || unit == "GiB") scale = uint64_t{1} << 30;
+  else if (unit == "KB") scale = 1000;
+  else if (unit == "MB") scale = 1000 * 1000;
+  else if (unit == "GB") scale = 1000 * 1000 * 1000;
+  else return Status(StatusCode::kInvalidArgument, "unknown size unit in `" + text + "`");
+  if (value < 0) return Status(StatusCode::kInvalidArgument, "negative size `" + text + "`");
+  return static_cast<uint64_t>(value * static_cast<double>(scale));
+}
+
+// "A=B" -> {A, B}.
+Result<std::pair<std::string, std::string>> SplitRule(const std::string& rule, const char* what) {
+  size_t eq = rule.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    return Status(StatusCode::kInvalidArgument,
+                  std::string(what) + " `" + rule + "` is not of the form PATTERN=VALUE");
+  }
+  return std::make_pair(rule.substr(0, eq), rule.substr(eq + 1));
+}
+
+Result<engine::ConvertCheckpointRequest> BuildRequest(const ConvertCliOptions& o) {
+  engine::ConvertCheckpointRequest r;
+  r.source = o.source;
+  r.dest = o.dest;
+  r.to = o.to;
+  r.from = o.from;
+  if (o.step >= 0) r.step = o.step;
+  r.overwrite = o.overwrite;
+  CAIRN_ASSIGN_OR_RETURN(r.max_file_bytes, ParseBytes(o.max_file_size));
+  CAIRN_ASSIGN_OR_RETURN(r.options.memory_budget, ParseBytes(o.memory_budget));
+  r.options.threads = o.threads;
+  r.options.verify = o.verify;
+  r.options.plan.include = o.include;
+  r.options.plan.exclude = o.exclude;
+  for (const std::string& rule : o.renames) {
+    CAIRN_ASSIGN_OR_RETURN(auto kv, SplitRule(rule, "--rename"));
+    r.options.plan.renames.push_back({kv.first, kv.second});
+  }
+  for (const std::string& rule : o.casts) {
+    CAIRN_ASSIGN_OR_RETURN(auto kv, SplitRule(rule, "--dtype"));
+    CAIRN_ASSIGN_OR_RETURN(DType dtype, ParseDTypeName(kv.second));
+    r.options.plan.casts.push_back({kv.first, dtype});
+  }
+  return r;
+}
+
+// Under mpirun (more than one rank), the MPI coordinator; otherwise none.
+Result<std::unique_ptr<Coordinator>> CoordinatorFromEnvironment() {
+  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (size == nullptr) size = std::getenv("PMI_SIZE");
+  if (size == nullptr || std::atoi(size) <= 1) return std::unique_ptr<Coordinator>();
+  CAIRN_RETURN_IF_ERROR(InitializeMpiIfNeeded());
+  return NewMpiCoordinator(std::chrono::minutes(30));
+}
+
+int RunConvert(const ConvertCliOptions& o) {
+  auto request = BuildRequest(o);
+  if (!request.ok()) return PrintError("convert", "options", request.status(), 2);
+  auto coordinator = CoordinatorFromEnvironment();
+  if (!coordinator.ok()) return PrintError("convert", "MPI", coordinator.status(), 1);
+  request->coordinator = coordinator->get();
+  const bool primary = *coordinator == nullptr || (*coordinator)->is_primary();
+  ProgressBar bar("convert");
+  std::mutex mu;
+  if (primary) {
+    request->options.progress = [&](const engine::ConvertProgress& p) {
+      std::lock_guard lock(mu);
+      bar.Update(p.bytes_done, p.bytes_total);
+    };
+  }
+  auto result = engine::ConvertCheckpoint(*request);
+  if (!result.ok()) return PrintError("convert", "`" + o.source + "` to `" + o.dest + "`", result.status(), 1);
+  if (!primary) return 0;
+  const engine::ConvertStats& s = result->stats;
+  const double gbps = s.seconds > 0 ? s.bytes_written / s.seconds / 1e9 : 0;
+  if (o.json) {
+    Json j = {{"source", result->source_location},
+              {"source_format", result->source_format},
+              {"dest", result->dest_location},
+              {"to", o.to},
+              {"arrays", s.arrays},
+              {"bytes_read", s.bytes_read},
+              {"bytes_written", s.bytes_written},
+              {"seconds", s.seconds},
+              {"gb_per_second", gbps},
+              {"peak_slab_bytes", s.peak_slab_bytes},
+              {"verified", o.verify},
+              {"processes", *coordinator ? (*coordinator)->process_count() : 1},
+              {"verify_seconds", s.verify_seconds}};
+    std::printf("%s\n", DumpLine(j).c_str());
+    return 0;
+  }
+  std::printf("converted %zu arrays (%.1f MiB) from %s (%s) to %s in %.2fs (%.2f GB/s)%s\n",
+              s.arrays, s.bytes_written / 1048576.0, result->source_location.c_str(),
+              result->source_format.c_str(), result->dest_location.c_str(), s.seconds, gbps,
+              o.verify ? ", verified" : "");
+  return 0;
+}
+
+}  // namespace
+
+Command RegisterConvert(CLI::App& app) {
+  auto opts = std::make_shared<ConvertCliOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "convert", "Convert a checkpoint (Orbax, AXLearn, safetensors) to another format, streaming");
+  sub->add_option("source", opts->source, "checkpoint to read: path or URL")->required();
+  sub->add_option("dest", opts->dest, "where to write: a directory path or URL")->required();
+  sub->add_option("--to", opts->to, "destination format")
+      ->required()
+      ->check(CLI::IsMember({"safetensors", "axlearn"}));
+  sub->add_option("--from", opts->from, "source format (default: detected)")
+      ->check(CLI::IsMember({"safetensors", "axlearn", "orbax"}));
+  sub->add_option("--step", opts->step, "step of the source (default: the latest committed)");
+  sub->add_option("--include", opts->include, "keep only arrays whose path matches a glob");
+  sub->add_option("--exclude", opts->exclude, "drop arrays whose path matches a glob");
+  sub->add_option("--rename", opts->renames, "OLD=NEW: replace a leading OLD of destination paths");
+  sub->add_option("--dtype", opts->casts, "GLOB=DTYPE: cast matching arrays (e.g. '*=bfloat16')");
+  sub->add_option("--memory-budget", opts->memory_budget, "bytes in flight (default 1GiB)");
+  sub->add_option("--max-file-size", opts->max_file_size,
+                  "safetensors: shard into files of at most this size (default: one file)");
+  sub->add_option("--threads", opts->threads, "worker threads (default: the cores)");
+  sub->add_flag("--verify", opts->verify, "re-read the output and compare it with the source");
+  sub->add_flag("--overwrite", opts->overwrite, "replace a committed destination");
+  sub->add_flag("--json", opts->json, "print one JSON summary line");
+  return Command{sub, [opts] { return RunConvert(*opts); }};
+}
+
+}  // namespace cairn::cli
