@@ -38,12 +38,9 @@ std::string FormatOf(const inspect::CheckpointInfo& info) {
 }
 
 int RunInfo(const InfoOptions& opts) {
-  std::optional<std::string> local = inspect::LocalPathOf(opts.path);
-  if (!local) {
-    return PrintError("info", "`" + opts.path + "`",
-                      InvalidArgumentError("not a local path or file:// URL"), 1);
-  }
-  auto info = inspect::DescribeCheckpoint(*local);
+  auto loc = orbax::OpenLocation(opts.path);
+  if (!loc.ok()) return PrintError("info", "`" + opts.path + "`", loc.status(), 1);
+  auto info = inspect::DescribeCheckpoint(*loc);
   if (!info.ok()) return PrintError("info", "`" + opts.path + "`", info.status(), 1);
   int status = 0;
   for (const inspect::ItemInfo& item : info->items) {

@@ -73,21 +73,23 @@ int PrintArray(const std::string& path, const ZarrArray& array, uint64_t bytes, 
 }
 
 // The Orbax checkpoint `url` names, when it names one.
-std::optional<std::string> CheckpointPath(const std::string& url) {
+std::optional<orbax::Location> CheckpointLocation(const std::string& url) {
   std::optional<std::string> local = inspect::LocalPathOf(url);
   if (!local) return std::nullopt;
-  auto kind = inspect::ClassifyCheckpoint(*local);
+  auto loc = orbax::OpenLocation(*local);
+  if (!loc.ok()) return std::nullopt;
+  auto kind = inspect::ClassifyCheckpoint(*loc);
   if (!kind.ok()) return std::nullopt;
   // A bare OCDBT database (manifest.ocdbt, no _METADATA) lists as a kvstore.
-  if (*kind == inspect::CheckpointKind::kItem &&
-      !orbax::IsRegularFile(*local + "/" + std::string(orbax::kTreeMetadataFile))) {
+  if (*kind == inspect::CheckpointKind::kItem && !orbax::HasKey(*loc, orbax::kTreeMetadataFile)) {
     return std::nullopt;
   }
-  return local;
+  return *loc;
 }
 
-int RunLsCheckpoint(const std::string& path, bool json) {
-  auto info = inspect::DescribeCheckpoint(path);
+int RunLsCheckpoint(const orbax::Location& loc, bool json) {
+  const std::string path = loc.Path();
+  auto info = inspect::DescribeCheckpoint(loc);
   if (!info.ok()) return Fail("`" + path + "`", info.status());
   size_t pytree_items = 0;
   for (const inspect::ItemInfo& item : info->items) pytree_items += item.is_pytree ? 1 : 0;
@@ -122,7 +124,7 @@ int RunLsCheckpoint(const std::string& path, bool json) {
 }
 
 int RunLs(const LsOptions& opts) {
-  if (std::optional<std::string> ckpt = CheckpointPath(opts.url)) {
+  if (std::optional<orbax::Location> ckpt = CheckpointLocation(opts.url)) {
     return RunLsCheckpoint(*ckpt, opts.json);
   }
   // A local path becomes a file:// URL (array URLs need a scheme).

@@ -28,16 +28,13 @@ struct VerifyCliOptions {
 };
 
 int RunVerify(const VerifyCliOptions& opts) {
-  std::optional<std::string> local = inspect::LocalPathOf(opts.path);
-  if (!local) {
-    return PrintError("verify", "`" + opts.path + "`",
-                      InvalidArgumentError("not a local path or file:// URL"), 2);
-  }
+  auto loc = orbax::OpenLocation(opts.path);
+  if (!loc.ok()) return PrintError("verify", "`" + opts.path + "`", loc.status(), 2);
   Result<inspect::VerifyReport> report = [&] {
     ProgressBar bar("verify");
     inspect::VerifyOptions options;
     options.progress = [&bar](uint64_t done, uint64_t total) { bar.Update(done, total); };
-    return inspect::VerifyCheckpoint(*local, options);
+    return inspect::VerifyCheckpoint(*loc, options);
   }();
   if (!report.ok()) return PrintError("verify", "`" + opts.path + "`", report.status(), 2);
   if (opts.json) {
@@ -50,7 +47,7 @@ int RunVerify(const VerifyCliOptions& opts) {
       std::printf("OK: %zu items, %zu arrays, %" PRIu64 " chunks, %" PRIu64 " bytes verified\n",
                   report->items, report->arrays, report->chunks, report->bytes_read);
     } else {
-      std::printf("%zu problems in %s\n", report->problems.size(), local->c_str());
+      std::printf("%zu problems in %s\n", report->problems.size(), report->path.c_str());
     }
   }
   return report->ok() ? 0 : 1;

@@ -219,7 +219,8 @@ void RegisterLayout(nb::module_& m) {
     Result<orbax::OrbaxItem> item = InternalError("not opened");
     {
       nb::gil_scoped_release release;
-      auto dir = orbax::ResolveItemDirectory(path, item_name);
+      auto loc = orbax::OpenLocation(path);
+      auto dir = loc.ok() ? orbax::ResolveItemLocation(*loc, item_name) : Result<orbax::Location>(loc.status());
       item = dir.ok() ? orbax::OpenItem(*dir) : Result<orbax::OrbaxItem>(dir.status());
     }
     return PyOrbaxItem{std::make_shared<orbax::OrbaxItem>(ValueOrThrow(std::move(item)))};
@@ -233,7 +234,8 @@ void RegisterLayout(nb::module_& m) {
           Status s;
           {
             nb::gil_scoped_release release;
-            s = orbax::WriteItemShards(item_dir, native, options);
+            auto loc = orbax::OpenLocation(item_dir);
+            s = loc.ok() ? orbax::WriteItemShards(*loc, native, options) : loc.status();
           }
           ThrowIfError(s);
         });
@@ -245,15 +247,47 @@ void RegisterLayout(nb::module_& m) {
           Status s;
           {
             nb::gil_scoped_release release;
-            s = orbax::FinalizeItem(item_dir, native, options);
+            auto loc = orbax::OpenLocation(item_dir);
+            s = loc.ok() ? orbax::FinalizeItem(*loc, native, options) : loc.status();
           }
           ThrowIfError(s);
         });
-  m.def("_orbax_begin_commit", [](const std::string& final_path) {
-    return ValueOrThrow(WithoutGil([&] { return orbax::BeginCommit(final_path); }));
+  // Commit protocol (step.h). begin: (pending path, save id); a new save id
+  // unless one is given. pending_path / find_pending: for the processes that
+  // do not begin the commit.
+  m.def("_orbax_begin_commit", [](const std::string& final_path, const std::string& save_id) {
+    Result<orbax::PendingCommit> pending = InternalError("not begun");
+    {
+      nb::gil_scoped_release release;
+      auto loc = orbax::OpenLocation(final_path);
+      pending = loc.ok() ? orbax::BeginCommit(*loc, save_id.empty() ? orbax::NewSaveId() : save_id)
+                         : Result<orbax::PendingCommit>(loc.status());
+    }
+    auto p = ValueOrThrow(std::move(pending));
+    return std::make_pair(p.location.Path(), p.save_id);
+  }, nb::arg("final_path"), nb::arg("save_id") = "");
+  m.def("_orbax_pending_path", [](const std::string& final_path, const std::string& save_id) {
+    auto loc = ValueOrThrow(orbax::OpenLocation(final_path));
+    return orbax::PendingCommitFor(loc, save_id).location.Path();
   });
-  m.def("_orbax_finish_commit", [](const std::string& tmp, const std::string& final_path) {
-    ThrowIfError(WithoutGil([&] { return orbax::FinishCommit(tmp, final_path); }));
+  m.def("_orbax_find_pending", [](const std::string& final_path) {
+    Result<orbax::PendingCommit> pending = InternalError("not found");
+    {
+      nb::gil_scoped_release release;
+      auto loc = orbax::OpenLocation(final_path);
+      pending = loc.ok() ? orbax::FindPendingCommit(*loc) : Result<orbax::PendingCommit>(loc.status());
+    }
+    auto p = ValueOrThrow(std::move(pending));
+    return std::make_pair(p.location.Path(), p.save_id);
+  });
+  m.def("_orbax_finish_commit", [](const std::string& final_path, const std::string& save_id) {
+    Status s;
+    {
+      nb::gil_scoped_release release;
+      auto loc = orbax::OpenLocation(final_path);
+      s = loc.ok() ? orbax::FinishCommit(orbax::PendingCommitFor(*loc, save_id)) : loc.status();
+    }
+    ThrowIfError(s);
   });
   m.def("_orbax_write_checkpoint_metadata",
         [](const std::string& dir, const std::string& handler, const std::vector<std::string>& items,
@@ -269,15 +303,21 @@ void RegisterLayout(nb::module_& m) {
           md.init_timestamp_nsecs = init_ns;
           md.commit_timestamp_nsecs = orbax::NowNanos();
           md.custom_metadata = ValueOrThrow(ParseJson(custom, "custom_metadata"));
+          auto loc = ValueOrThrow(orbax::OpenLocation(dir));
           const std::string text = orbax::EmitCheckpointMetadata(md);
-          ThrowIfError(WithoutGil([&] {
-            return orbax::WriteSmallFile(dir + "/" + std::string(orbax::kCheckpointMetadataFile), text);
-          }));
+          ThrowIfError(WithoutGil(
+              [&] { return orbax::WriteSmallFile(loc, orbax::kCheckpointMetadataFile, text); }));
         });
   m.def("_orbax_list_steps", [](const std::string& root) {
-    auto steps = ValueOrThrow(WithoutGil([&] { return orbax::DiscoverSteps(root); }));
+    Result<std::vector<orbax::StepInfo>> found = InternalError("not listed");
+    {
+      nb::gil_scoped_release release;
+      auto loc = orbax::OpenLocation(root);
+      found = loc.ok() ? orbax::DiscoverSteps(*loc) : Result<std::vector<orbax::StepInfo>>(loc.status());
+    }
+    auto steps = ValueOrThrow(std::move(found));
     nb::list out;
-    for (const auto& s : steps) out.append(nb::make_tuple(s.step, s.path));
+    for (const auto& s : steps) out.append(nb::make_tuple(s.step, s.path()));
     return out;
   });
   m.def("_orbax_step_name", [](int64_t step, const std::string& prefix, std::optional<int> width) {

@@ -42,26 +42,29 @@ std::vector<orbax::LeafToWrite> LeavesFor(const SaveRequest& request) {
 
 int64_t Now() { return orbax::NowNanos(); }
 
-ItemPaths PathsFor(const SaveRequest& request) {
+std::string FinalTopOf(const SaveRequest& request) { return Absolute(request.directory); }
+
+Result<ItemPaths> PathsFor(const SaveRequest& request, const std::string& save_id) {
   ItemPaths p;
-  p.final_top = Absolute(request.directory);
-  p.top_tmp = p.final_top + std::string(orbax::kTmpSuffix);
-  if (request.item_name.empty()) {
-    p.item_tmp = p.top_tmp;
-  } else {
-    p.item_final_in_tmp = p.top_tmp + "/" + request.item_name;
-    p.item_tmp = p.item_final_in_tmp + std::string(orbax::kTmpSuffix);
+  p.final_top = FinalTopOf(request);
+  p.save_id = save_id;
+  CAIRN_ASSIGN_OR_RETURN(p.final_location, orbax::OpenLocation(p.final_top));
+  p.top = orbax::PendingCommitFor(p.final_location, save_id);
+  if (!request.item_name.empty()) {
+    p.item = orbax::PendingCommitFor(p.top.location.Child(request.item_name), save_id);
   }
   return p;
 }
 
 Status BeginItem(const SaveRequest& request, const ItemPaths& paths) {
-  CAIRN_ASSIGN_OR_RETURN(std::string top, orbax::BeginCommit(paths.final_top));
-  if (top != paths.top_tmp) {
-    return InternalError("BeginCommit of " + paths.final_top + " chose " + top + ", expected " + paths.top_tmp);
+  CAIRN_ASSIGN_OR_RETURN(orbax::PendingCommit top, orbax::BeginCommit(paths.final_location, paths.save_id));
+  if (top.location.Path() != paths.top.location.Path()) {
+    return InternalError("BeginCommit of " + paths.final_top + " chose " + top.location.Path() +
+                         ", expected " + paths.top.location.Path());
   }
-  if (!request.item_name.empty()) {
-    CAIRN_ASSIGN_OR_RETURN(std::string item, orbax::BeginCommit(paths.item_final_in_tmp));
+  if (paths.item) {
+    CAIRN_ASSIGN_OR_RETURN(orbax::PendingCommit item,
+                           orbax::BeginCommit(paths.item->final_location, paths.save_id));
     (void)item;
   }
   return Status::OK();
@@ -69,7 +72,7 @@ Status BeginItem(const SaveRequest& request, const ItemPaths& paths) {
 
 Result<std::shared_ptr<KvStore>> OpenProcessStore(const SaveRequest& request, const ItemPaths& paths,
                                                   int process_index, int process_count) {
-  return orbax::OpenItemWriteStore(paths.item_tmp, request.options.use_ocdbt, process_index,
+  return orbax::OpenItemWriteStore(paths.item_tmp(), request.options.use_ocdbt, process_index,
                                    process_count);
 }
 
@@ -120,8 +123,8 @@ Status WriteArrayMetadatas(const SaveRequest& request, const SavePlan& plan, con
     records.push_back({a.param, leaf.write_shape.empty() ? leaf.shape : leaf.write_shape, a.chunk_shape,
                        leaf.random_key_impl});
   }
-  return orbax::WriteSmallFile(paths.item_tmp + "/" + std::string(orbax::kArrayMetadatasDir) +
-                                   "/process_" + std::to_string(process_index),
+  return orbax::WriteSmallFile(paths.item_tmp().Child(orbax::kArrayMetadatasDir),
+                               "process_" + std::to_string(process_index),
                                orbax::EmitArrayMetadatas(records));
 }
 
@@ -132,20 +135,20 @@ Status FinalizeAndCommit(const SaveRequest& request, const ItemPaths& paths, int
   o.use_zarr3 = request.options.use_zarr3;
   o.process_count = process_count;
   o.custom_metadata = request.options.custom_metadata;
-  CAIRN_RETURN_IF_ERROR(orbax::FinalizeItem(paths.item_tmp, LeavesFor(request), o));
+  CAIRN_RETURN_IF_ERROR(orbax::FinalizeItem(paths.item_tmp(), LeavesFor(request), o));
   orbax::CheckpointMetadata md;
   if (request.item_name.empty()) {
     md.item_handlers = std::string(kPyTreeHandler);
   } else {
-    CAIRN_RETURN_IF_ERROR(orbax::FinishCommit(paths.item_tmp, paths.item_final_in_tmp));
+    CAIRN_RETURN_IF_ERROR(orbax::FinishCommit(*paths.item));
     md.item_handlers = std::map<std::string, std::string>{{request.item_name, std::string(kPyTreeHandler)}};
   }
   md.init_timestamp_nsecs = init_timestamp_nsecs;
   md.commit_timestamp_nsecs = orbax::NowNanos();
   md.custom_metadata = Json::object();
-  CAIRN_RETURN_IF_ERROR(orbax::WriteSmallFile(
-      paths.top_tmp + "/" + std::string(orbax::kCheckpointMetadataFile), orbax::EmitCheckpointMetadata(md)));
-  return orbax::FinishCommit(paths.top_tmp, paths.final_top);
+  CAIRN_RETURN_IF_ERROR(orbax::WriteSmallFile(paths.top.location, orbax::kCheckpointMetadataFile,
+                                              orbax::EmitCheckpointMetadata(md)));
+  return orbax::FinishCommit(paths.top);
 }
 
 }  // namespace cairn::engine

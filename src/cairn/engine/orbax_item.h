@@ -7,28 +7,40 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cairn/engine/save_plan.h"
 #include "cairn/engine/save_request.h"
 #include "cairn/kvstore/kvstore.h"
+#include "cairn/layout/orbax/location.h"
+#include "cairn/layout/orbax/step.h"
 #include "cairn/zarr/metadata.h"
 
 namespace cairn::engine {
 
-// The directories of one save.
+// The locations of one save.
 struct ItemPaths {
-  std::string final_top;  // what the caller asked for
-  std::string top_tmp;    // `<final_top>.orbax-checkpoint-tmp`
-  std::string item_tmp;   // top_tmp, or `<top_tmp>/<item>.orbax-checkpoint-tmp`
-  std::string item_final_in_tmp;  // `<top_tmp>/<item>` (step layout only)
+  std::string final_top;            // what the caller asked for (an absolute path)
+  orbax::Location final_location;   // the same, opened
+  std::string save_id;              // chosen by the primary, the same on every process
+  orbax::PendingCommit top;         // `<final_top>.orbax-checkpoint-tmp-<id>`
+  std::optional<orbax::PendingCommit> item;  // `<top>/<item>.orbax-checkpoint-tmp-<id>` (step layout)
+  // Where the item's files go until the commit: the item's or the top's
+  // pending location.
+  const orbax::Location& item_tmp() const { return item ? item->location : top.location; }
 };
 
-ItemPaths PathsFor(const SaveRequest& request);
+// Opens the locations of `request` for save `save_id` (without touching
+// storage beyond opening the store).
+Result<ItemPaths> PathsFor(const SaveRequest& request, const std::string& save_id);
 
-// Primary only: creates the temporary directories (removing leftovers).
-// AlreadyExists when the final directory exists.
+// The final directory of `request` as an absolute path.
+std::string FinalTopOf(const SaveRequest& request);
+
+// Primary only: creates the temporary directories (removing leftovers of
+// other saves). AlreadyExists when the final directory exists.
 Status BeginItem(const SaveRequest& request, const ItemPaths& paths);
 
 // The store this process writes its chunks (and, on the primary, the

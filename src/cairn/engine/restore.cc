@@ -3,13 +3,17 @@
 #include <memory>
 
 #include "cairn/layout/orbax/item_store.h"
+#include "cairn/layout/orbax/location.h"
 #include "cairn/util/thread_pool.h"
 
 namespace cairn::engine {
 
 Status Restore(const RestoreRequest& request) {
-  CAIRN_ASSIGN_OR_RETURN(std::string dir, orbax::ResolveItemDirectory(request.directory, request.item_name));
-  CAIRN_ASSIGN_OR_RETURN(orbax::OrbaxItem item, orbax::OpenItem(dir));
+  CAIRN_ASSIGN_OR_RETURN(orbax::Location where, orbax::OpenLocation(request.directory));
+  CAIRN_ASSIGN_OR_RETURN(orbax::Location item_location,
+                         orbax::ResolveItemLocation(where, request.item_name));
+  CAIRN_ASSIGN_OR_RETURN(orbax::OrbaxItem item, orbax::OpenItem(item_location));
+  const std::string dir = item_location.Path();
   // Open every array (metadata reads) in parallel, then read every box.
   std::vector<std::shared_ptr<ZarrArray>> arrays(request.arrays.size());
   {

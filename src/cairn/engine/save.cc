@@ -160,21 +160,30 @@ Result<std::unique_ptr<PendingSave>> StartSave(const SaveRequest& request, Coord
   save->request = request;
   save->coordinator = &coordinator;
   save->init_ns = Now();
-  save->paths = PathsFor(request);
-  save->final_dir_ = request.item_name.empty() ? save->paths.final_top
-                                               : save->paths.final_top + "/" + request.item_name;
-  save->name_prefix = "cairn/save/" + save->paths.final_top + "/";
+  const std::string final_top = FinalTopOf(request);
+  save->final_dir_ = request.item_name.empty() ? final_top : final_top + "/" + request.item_name;
+  save->name_prefix = "cairn/save/" + final_top + "/";
   const SaveOptions& options = save->request.options;
   auto agree = [&](std::string_view step, const Status& local) {
     return AgreeOnStatus(coordinator, save->name_prefix + std::string(step), local, options.timeout);
   };
 
-  // Step 1.
+  // Step 1. The primary picks the save id: every process writes only into
+  // that save's temporary directories, so a straggler of an earlier save
+  // can never write into this one.
+  CAIRN_ASSIGN_OR_RETURN(
+      std::string save_id,
+      coordinator.Broadcast(save->name_prefix + "save_id", 0,
+                            coordinator.is_primary() ? orbax::NewSaveId() : "", options.timeout));
   Status local;
+  auto paths = PathsFor(save->request, save_id);
   auto plan = PlanSave(save->request);
-  if (!plan.ok()) {
+  if (!paths.ok()) {
+    local = paths.status();
+  } else if (!plan.ok()) {
     local = plan.status();
   } else {
+    save->paths = std::move(*paths);
     save->plan = std::move(*plan);
     if (coordinator.is_primary()) local = BeginItem(save->request, save->paths);
   }

@@ -55,6 +55,32 @@ struct KeyInfo {
   bool operator==(const KeyInfo& o) const { return key == o.key && size == o.size; }
 };
 
+// One entry of KvStore::ListChildren: a path component directly below a
+// prefix.
+struct ChildEntry {
+  enum class Kind {
+    kKey,     // a key (a regular file in the file driver)
+    kPrefix,  // keys continue below `name + "/"` (file: a directory, maybe empty)
+    kOther,   // neither (file: a symlink, FIFO, socket or device); reported,
+              // never followed
+  };
+  std::string name;  // one component: no '/'
+  Kind kind = Kind::kKey;
+  bool operator==(const ChildEntry& o) const { return name == o.name && kind == o.kind; }
+};
+
+// A prefix being committed (KvStore::BeginPrefixCommit). The caller writes
+// the keys of the new prefix under `pending_prefix`; FinishPrefixCommit makes
+// them appear under `final_prefix`, all at once where the store can.
+struct PrefixCommit {
+  std::string final_prefix;    // ends with '/'
+  std::string pending_prefix;  // ends with '/'; == final_prefix when in_place
+  // True for stores that cannot rename (the default): keys are written in
+  // place and only the marker written last tells a finished prefix from an
+  // unfinished one, so readers must require it.
+  bool in_place = false;
+};
+
 // One mutation in a batch: a value to store, or nullopt to delete.
 struct KvMutation {
   std::string key;
@@ -135,6 +161,45 @@ class KvStore {
   // Errors: InvalidArgument for a bad key.
   virtual Result<std::unique_ptr<KvWriter>> OpenWriter(std::string_view key);
 
+  // The immediate children of `prefix` ("" or ending in '/'), sorted by
+  // name: one entry per distinct first path component after the prefix (see
+  // ChildEntry). A name that is both a key and a prefix ("a" and "a/b" in a
+  // store without directories) gives two entries, the key first. Missing
+  // prefix: an empty list. The default derives the entries from List(prefix);
+  // the file driver reads one directory (and also reports empty directories
+  // and non-regular entries).
+  // Errors: InvalidArgument for a prefix that is not "" and does not end in
+  // '/' or is not a valid key followed by '/'; those of List.
+  virtual Result<std::vector<ChildEntry>> ListChildren(std::string_view prefix);
+
+  // --- Prefix commit: publishing a "directory" of keys at once. ----------
+  //
+  // 1. BeginPrefixCommit(final, pending): AlreadyExists if `final` already
+  //    has children. Otherwise prepares `pending` (file: creates the
+  //    directory durably) and returns where to write.
+  // 2. The caller writes its keys under commit.pending_prefix (Put, writers).
+  //    The caller chooses `pending` (a unique sibling name) and removes
+  //    leftovers of earlier attempts itself (ListChildren + DeletePrefix).
+  // 3. FinishPrefixCommit(commit, marker_name, marker): writes the marker key
+  //    `pending + marker_name` (skipped when marker_name is empty), makes
+  //    everything under `pending` durable and publishes it as `final`.
+  //    NotFound when `pending` has vanished (a newer BeginPrefixCommit of the
+  //    same final prefix removed it); AlreadyExists when `final` appeared.
+  //
+  // How each driver publishes (each documents its numbered steps):
+  //   file:    fsync every file and directory under pending, rename the
+  //            pending directory to final, fsync the parent directory.
+  //   memory:  moves the keys under one lock (atomic).
+  //   prefix:  forwards to its base with the prefix added.
+  //   default: (stores without rename, e.g. object stores) in place:
+  //            pending == final, and the marker is written last; a reader
+  //            must treat a prefix without the marker as unfinished.
+  // Prefixes end with '/' and are valid keys without it.
+  virtual Result<PrefixCommit> BeginPrefixCommit(std::string_view final_prefix,
+                                                 std::string_view pending_prefix);
+  virtual Status FinishPrefixCommit(const PrefixCommit& commit, std::string_view marker_name,
+                                    ByteView marker);
+
   // The store's URL ("file:///ckpt/7/", "memory://x/|ocdbt:"), for errors.
   virtual std::string url() const = 0;
 
@@ -144,5 +209,9 @@ class KvStore {
 
 // Checks a key (see the file comment). InvalidArgument says what is wrong.
 Status ValidateKey(std::string_view key);
+
+// Checks a prefix for ListChildren / prefix commits: "" (only when
+// `allow_empty`) or a valid key followed by '/'. `what` names the argument.
+Status ValidatePrefix(std::string_view prefix, std::string_view what, bool allow_empty);
 
 }  // namespace cairn

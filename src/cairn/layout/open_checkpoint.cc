@@ -90,9 +90,11 @@ Result<OpenedCheckpoint> OpenOrbax(KvStore& store, const std::string& prefix,
     CAIRN_RETURN_IF_ERROR(CollectIteratorFiles(store, step_dir + "python/", "python_",
                                                step_dir + "python/", out.iterator_files));
   }
-  CAIRN_ASSIGN_OR_RETURN(std::string item_dir,
-                         orbax::ResolveItemDirectory(path, out.axlearn_index ? "state" : ""));
-  CAIRN_ASSIGN_OR_RETURN(orbax::OrbaxItem item, orbax::OpenItem(item_dir));
+  CAIRN_ASSIGN_OR_RETURN(orbax::Location location, orbax::OpenLocation(path));
+  CAIRN_ASSIGN_OR_RETURN(orbax::Location item_location,
+                         orbax::ResolveItemLocation(location, out.axlearn_index ? "state" : ""));
+  const std::string item_dir = item_location.Path();
+  CAIRN_ASSIGN_OR_RETURN(orbax::OrbaxItem item, orbax::OpenItem(item_location));
   CAIRN_ASSIGN_OR_RETURN(out.reader, orbax::NewOrbaxReader(std::move(item)));
   out.location = item_dir;
   if (out.axlearn_index) {

@@ -86,6 +86,14 @@ class FileKvStore : public KvStore {
   // small aligned staging buffer otherwise); Commit = steps 3-5 of Put.
   // See file_writer.cc.
   Result<std::unique_ptr<KvWriter>> OpenWriter(std::string_view key) override;
+  // One directory read; symlinks, FIFOs and devices come back as kOther and
+  // are never followed. Prefix commits rename a temporary directory, with
+  // the protocol at the top of file_commit.cc.
+  Result<std::vector<ChildEntry>> ListChildren(std::string_view prefix) override;
+  Result<PrefixCommit> BeginPrefixCommit(std::string_view final_prefix,
+                                         std::string_view pending_prefix) override;
+  Status FinishPrefixCommit(const PrefixCommit& commit, std::string_view marker_name,
+                            ByteView marker) override;
   std::string url() const override { return url_; }
 
   // The root directory, without a trailing '/' (except for "/").

@@ -113,6 +113,61 @@ Status MemoryKvStore::DeletePrefix(std::string_view prefix) {
   while (it != map_.end() && it->first.compare(0, prefix.size(), prefix) == 0) {
     it = map_.erase(it);
   }
+  for (auto p = pending_.lower_bound(prefix); p != pending_.end() && p->compare(0, prefix.size(), prefix) == 0;) {
+    p = pending_.erase(p);
+  }
+  return Status::OK();
+}
+
+// Prefix commit (kvstore.h), memory driver:
+//   1. Begin: AlreadyExists when `final` holds keys; records `pending`.
+//   2. The caller writes keys under `pending`.
+//   3. Finish, under one lock: NotFound unless `pending` is still recorded;
+//      AlreadyExists when `final` holds keys; stores the marker under
+//      `pending`, then moves every key of `pending` to `final`.
+Result<PrefixCommit> MemoryKvStore::BeginPrefixCommit(std::string_view final_prefix,
+                                                      std::string_view pending_prefix) {
+  CAIRN_RETURN_IF_ERROR(ValidatePrefix(final_prefix, "final prefix in " + url_, false));
+  CAIRN_RETURN_IF_ERROR(ValidatePrefix(pending_prefix, "pending prefix in " + url_, false));
+  if (final_prefix.starts_with(pending_prefix) || pending_prefix.starts_with(final_prefix)) {
+    return InvalidArgumentError("committing " + Describe(final_prefix) + ": pending prefix " +
+                                std::string(pending_prefix) + " overlaps it");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = map_.lower_bound(final_prefix);
+  if (it != map_.end() && it->first.starts_with(final_prefix)) {
+    return AlreadyExistsError("committing " + Describe(final_prefix) + ": it already holds keys");
+  }
+  pending_.emplace(pending_prefix);
+  return PrefixCommit{std::string(final_prefix), std::string(pending_prefix), /*in_place=*/false};
+}
+
+Status MemoryKvStore::FinishPrefixCommit(const PrefixCommit& commit, std::string_view marker_name,
+                                         ByteView marker) {
+  const std::string& from = commit.pending_prefix;
+  const std::string& to = commit.final_prefix;
+  std::string marker_key = from + std::string(marker_name);
+  if (!marker_name.empty()) CAIRN_RETURN_IF_ERROR(ValidateKey(marker_key).Annotate("commit marker in " + url_));
+  auto marker_value = std::make_shared<const Buffer>(Buffer::CopyOf(marker));
+  std::lock_guard<std::mutex> lock(mu_);
+  auto p = pending_.find(from);
+  if (p == pending_.end()) {
+    return NotFoundError("committing " + Describe(to) + ": pending prefix " + from +
+                         " is gone (a newer commit of the same prefix removed it)");
+  }
+  auto existing = map_.lower_bound(to);
+  if (existing != map_.end() && existing->first.starts_with(to)) {
+    return AlreadyExistsError("committing " + Describe(to) + ": it already holds keys");
+  }
+  if (!marker_name.empty()) map_.insert_or_assign(marker_key, marker_value);
+  auto it = map_.lower_bound(from);
+  while (it != map_.end() && it->first.starts_with(from)) {
+    std::string key = to + it->first.substr(from.size());
+    Value v = std::move(it->second);
+    it = map_.erase(it);
+    map_.insert_or_assign(std::move(key), std::move(v));
+  }
+  pending_.erase(p);
   return Status::OK();
 }
 

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,6 +41,13 @@ class MemoryKvStore : public KvStore {
   // Validates every key first, then applies all mutations under one lock.
   Status ApplyBatch(std::vector<KvMutation> mutations) override;
   Status DeletePrefix(std::string_view prefix) override;
+  // Prefix commit (kvstore.h): Finish writes the marker and moves every key
+  // from the pending to the final prefix under one lock, so readers see all
+  // of them or none. ListChildren is the default (from List).
+  Result<PrefixCommit> BeginPrefixCommit(std::string_view final_prefix,
+                                         std::string_view pending_prefix) override;
+  Status FinishPrefixCommit(const PrefixCommit& commit, std::string_view marker_name,
+                            ByteView marker) override;
   std::string url() const override { return url_; }
 
   // Number of keys and total value bytes held (for tests and memory accounting).
@@ -51,6 +59,10 @@ class MemoryKvStore : public KvStore {
   const std::string url_;
   mutable std::mutex mu_;
   std::map<std::string, Value, std::less<>> map_;  // guarded by mu_
+  // Pending prefixes of unfinished prefix commits (the memory analogue of a
+  // temporary directory): DeletePrefix removes those it covers, so a
+  // FinishPrefixCommit after a newer Begin removed its prefix is NotFound.
+  std::set<std::string, std::less<>> pending_;  // guarded by mu_
 };
 
 }  // namespace cairn

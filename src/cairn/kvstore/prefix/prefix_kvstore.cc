@@ -69,6 +69,29 @@ Status PrefixKvStore::DeletePrefix(std::string_view prefix) {
   return base_->DeletePrefix(Full(prefix));
 }
 
+Result<std::vector<ChildEntry>> PrefixKvStore::ListChildren(std::string_view prefix) {
+  CAIRN_RETURN_IF_ERROR(ValidatePrefix(prefix, "ListChildren prefix of " + url_, /*allow_empty=*/true));
+  return base_->ListChildren(Full(prefix));
+}
+
+Result<PrefixCommit> PrefixKvStore::BeginPrefixCommit(std::string_view final_prefix,
+                                                      std::string_view pending_prefix) {
+  CAIRN_RETURN_IF_ERROR(ValidatePrefix(final_prefix, "final prefix in " + url_, false));
+  CAIRN_RETURN_IF_ERROR(ValidatePrefix(pending_prefix, "pending prefix in " + url_, false));
+  CAIRN_ASSIGN_OR_RETURN(PrefixCommit c, base_->BeginPrefixCommit(Full(final_prefix), Full(pending_prefix)));
+  c.final_prefix.erase(0, prefix_.size());
+  c.pending_prefix.erase(0, prefix_.size());
+  return c;
+}
+
+Status PrefixKvStore::FinishPrefixCommit(const PrefixCommit& commit, std::string_view marker_name,
+                                         ByteView marker) {
+  PrefixCommit full = commit;
+  full.final_prefix.insert(0, prefix_);
+  full.pending_prefix.insert(0, prefix_);
+  return base_->FinishPrefixCommit(full, marker_name, marker);
+}
+
 std::shared_ptr<KvStore> MakePrefixKvStore(std::shared_ptr<KvStore> base, std::string prefix,
                                            std::string url) {
   if (prefix.empty()) return base;

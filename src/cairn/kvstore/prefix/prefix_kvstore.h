@@ -34,6 +34,13 @@ class PrefixKvStore : public KvStore {
   Status ApplyBatch(std::vector<KvMutation> mutations) override;
   Status DeletePrefix(std::string_view prefix) override;
   Result<std::unique_ptr<KvWriter>> OpenWriter(std::string_view key) override;
+  // ListChildren and prefix commits forward to the base with the prefix
+  // added (and strip it from the returned PrefixCommit).
+  Result<std::vector<ChildEntry>> ListChildren(std::string_view prefix) override;
+  Result<PrefixCommit> BeginPrefixCommit(std::string_view final_prefix,
+                                         std::string_view pending_prefix) override;
+  Status FinishPrefixCommit(const PrefixCommit& commit, std::string_view marker_name,
+                            ByteView marker) override;
   std::string url() const override { return url_; }
 
   const std::shared_ptr<KvStore>& base() const { return base_; }

@@ -346,6 +346,85 @@ void LargeValue(KvStore& s) {
   EXPECT_TRUE(**r2 == Buffer::CopyOf(value.view().subspan(1, kSize / 2)));
 }
 
+std::vector<std::string> Keys(KvStore& s, std::string_view prefix) {
+  auto list = s.List(prefix);
+  EXPECT_TRUE(list.ok()) << list.status().ToString();
+  std::vector<std::string> out;
+  if (list.ok()) {
+    for (const KeyInfo& k : *list) out.push_back(k.key);
+  }
+  return out;
+}
+
+void ListChildren(KvStore& s) {
+  using K = ChildEntry::Kind;
+  for (const char* k : {"a/b", "a/c/d", "a-c", "ab", "z"}) ASSERT_TRUE(s.Put(k, AsBytes("v")).ok());
+  auto top = s.ListChildren("");
+  ASSERT_TRUE(top.ok()) << top.status().ToString();
+  EXPECT_EQ(*top, (std::vector<ChildEntry>{{"a", K::kPrefix}, {"a-c", K::kKey}, {"ab", K::kKey}, {"z", K::kKey}}));
+  auto a = s.ListChildren("a/");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(*a, (std::vector<ChildEntry>{{"b", K::kKey}, {"c", K::kPrefix}}));
+  auto missing = s.ListChildren("q/");
+  ASSERT_TRUE(missing.ok()) << missing.status().ToString();
+  EXPECT_TRUE(missing->empty());
+  for (const char* bad : {"a", "../", "/a/", "a/../"}) {
+    auto r = s.ListChildren(bad);
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad << ": " << r.status().ToString();
+  }
+}
+
+// Begin / write / Finish: nothing visible under the final prefix before
+// Finish (unless the store commits in place), everything after, and a
+// second commit of the same prefix is AlreadyExists while another is fine.
+void PrefixCommitPublishes(KvStore& s) {
+  auto c = s.BeginPrefixCommit("ckpt/1/", "ckpt/1.tmp-a/");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->final_prefix, "ckpt/1/");
+  ASSERT_TRUE(s.Put(c->pending_prefix + "data/x", AsBytes("xx")).ok());
+  ASSERT_TRUE(s.Put(c->pending_prefix + "meta", AsBytes("m")).ok());
+  if (!c->in_place) {
+    EXPECT_EQ(c->pending_prefix, "ckpt/1.tmp-a/");
+    EXPECT_TRUE(Keys(s, "ckpt/1/").empty());
+  }
+  Status done = s.FinishPrefixCommit(*c, "commit_success.txt", AsBytes("ok"));
+  ASSERT_TRUE(done.ok()) << done.ToString();
+  EXPECT_EQ(Keys(s, "ckpt/1/"),
+            (std::vector<std::string>{"ckpt/1/commit_success.txt", "ckpt/1/data/x", "ckpt/1/meta"}));
+  EXPECT_EQ(GetStr(s, "ckpt/1/commit_success.txt"), "ok");
+  EXPECT_EQ(GetStr(s, "ckpt/1/data/x"), "xx");
+  EXPECT_TRUE(Keys(s, "ckpt/1.tmp-a/").empty());
+  auto again = s.BeginPrefixCommit("ckpt/1/", "ckpt/1.tmp-b/");
+  EXPECT_EQ(again.status().code(), StatusCode::kAlreadyExists) << again.status().ToString();
+  EXPECT_NE(again.status().message().find("ckpt/1/"), std::string_view::npos) << again.status().ToString();
+  auto other = s.BeginPrefixCommit("ckpt/2/", "ckpt/2.tmp-b/");
+  EXPECT_TRUE(other.ok()) << other.status().ToString();
+  ExpectInvalid(s.BeginPrefixCommit("ckpt/3", "ckpt/3.tmp/").status(), "final prefix without '/'");
+  ExpectInvalid(s.BeginPrefixCommit("", "x/").status(), "empty final prefix");
+  ExpectInvalid(s.BeginPrefixCommit("../x/", "y/").status(), "final prefix with ..");
+}
+
+// A straggling writer of an older attempt (pending prefix p1, removed by the
+// caller before a new attempt p2 began) never reaches the committed prefix,
+// and the old attempt can no longer finish.
+void PrefixCommitIgnoresStraggler(KvStore& s) {
+  auto c1 = s.BeginPrefixCommit("run/7/", "run/7.tmp-1/");
+  ASSERT_TRUE(c1.ok()) << c1.status().ToString();
+  if (c1->in_place) GTEST_SKIP() << "in-place commits cannot exclude stragglers";
+  ASSERT_TRUE(s.Put(c1->pending_prefix + "old", AsBytes("1")).ok());
+  ASSERT_TRUE(s.DeletePrefix(c1->pending_prefix).ok());
+  auto c2 = s.BeginPrefixCommit("run/7/", "run/7.tmp-2/");
+  ASSERT_TRUE(c2.ok()) << c2.status().ToString();
+  ASSERT_TRUE(s.Put(c2->pending_prefix + "new", AsBytes("2")).ok());
+  ASSERT_TRUE(s.Put(c1->pending_prefix + "late", AsBytes("1")).ok());  // the straggler
+  ASSERT_TRUE(s.FinishPrefixCommit(*c2, "done", AsBytes("")).ok());
+  EXPECT_EQ(Keys(s, "run/7/"), (std::vector<std::string>{"run/7/done", "run/7/new"}));
+  Status stale = s.FinishPrefixCommit(*c1, "done", AsBytes(""));
+  EXPECT_TRUE(stale.code() == StatusCode::kAlreadyExists || stale.code() == StatusCode::kNotFound)
+      << stale.ToString();
+  EXPECT_EQ(Keys(s, "run/7/"), (std::vector<std::string>{"run/7/done", "run/7/new"}));
+}
+
 class ConformanceTest : public ::testing::Test {
  public:
   ConformanceTest(KvStoreFactory factory, void (*check)(KvStore&))
@@ -399,6 +478,9 @@ bool RegisterKvStoreConformanceTests(const std::string& suite, KvStoreFactory fa
       {"ApplyBatch", ApplyBatch},
       {"DeletePrefix", DeletePrefix},
       {"LargeValue", LargeValue},
+      {"ListChildren", ListChildren},
+      {"PrefixCommitPublishes", PrefixCommitPublishes},
+      {"PrefixCommitIgnoresStraggler", PrefixCommitIgnoresStraggler},
   };
   for (const Check& c : kChecks) {
     void (*fn)(KvStore&) = c.fn;

@@ -10,7 +10,8 @@
 // PutGet, Overwrite, EmptyValue, ByteRanges, PutIfAbsent, CompareAndPut,
 // DeleteMissing,
 // ListPrefixSortedWithSizes, InvalidKeys, ConcurrentPuts, ApplyBatch,
-// DeletePrefix, LargeValue). Call it during static initialization (as above)
+// DeletePrefix, LargeValue, ListChildren,
+// PrefixCommitPublishes, PrefixCommitIgnoresStraggler). Call it during static initialization (as above)
 // or before RUN_ALL_TESTS.
 //
 // Thread safety: registration is not thread-safe (GoogleTest's registry).

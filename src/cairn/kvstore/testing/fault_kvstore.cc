@@ -83,4 +83,25 @@ Status FaultKvStore::ApplyBatch(std::vector<KvMutation> mutations) {
   return base_->ApplyBatch(std::move(mutations));
 }
 
+Result<std::vector<ChildEntry>> FaultKvStore::ListChildren(std::string_view prefix) {
+  return base_->ListChildren(prefix);
+}
+
+Result<PrefixCommit> FaultKvStore::BeginPrefixCommit(std::string_view final_prefix,
+                                                     std::string_view pending_prefix) {
+  CAIRN_RETURN_IF_ERROR(NextWrite("beginning the commit of " + Describe(final_prefix)));
+  return base_->BeginPrefixCommit(final_prefix, pending_prefix);
+}
+
+Status FaultKvStore::FinishPrefixCommit(const PrefixCommit& commit, std::string_view marker_name,
+                                        ByteView marker) {
+  if (!marker_name.empty()) {
+    const std::string key = commit.pending_prefix + std::string(marker_name);
+    CAIRN_RETURN_IF_ERROR(NextWrite("writing the commit marker " + Describe(key)));
+    CAIRN_RETURN_IF_ERROR(base_->Put(key, marker));
+  }
+  CAIRN_RETURN_IF_ERROR(NextWrite("publishing " + Describe(commit.final_prefix)));
+  return base_->FinishPrefixCommit(commit, "", {});
+}
+
 }  // namespace cairn

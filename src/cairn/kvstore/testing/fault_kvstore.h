@@ -4,9 +4,14 @@
 // Writes are counted from 0 in call order: each Put, PutIfAbsent,
 // CompareAndPut, Delete and
 // ApplyBatch (a whole batch is one write, forwarded to the base as one batch)
-// is one write; DeletePrefix counts one write per deleted key. A failing write
-// returns the configured Status and does not reach the base store. Reads
-// (Get, List) always pass through.
+// is one write; DeletePrefix counts one write per deleted key. A prefix
+// commit counts as the steps of the protocol in kvstore.h: BeginPrefixCommit
+// is one write; FinishPrefixCommit is two, the marker (written to the base
+// with Put) and then the publication (the base's FinishPrefixCommit without
+// a marker: file sync + rename + sync, memory move), so a fault can land
+// before the marker, between marker and rename, or not at all. A failing
+// write returns the configured Status and does not reach the base store.
+// Reads (Get, List, ListChildren) always pass through.
 //
 // Thread safety: all methods may be called concurrently; with concurrent
 // writers, which call gets index N is whichever arrives Nth.
@@ -49,6 +54,11 @@ class FaultKvStore : public KvStore {
   Status Delete(std::string_view key) override;
   Result<std::vector<KeyInfo>> List(std::string_view prefix = "") override;
   Status ApplyBatch(std::vector<KvMutation> mutations) override;
+  Result<std::vector<ChildEntry>> ListChildren(std::string_view prefix) override;
+  Result<PrefixCommit> BeginPrefixCommit(std::string_view final_prefix,
+                                         std::string_view pending_prefix) override;
+  Status FinishPrefixCommit(const PrefixCommit& commit, std::string_view marker_name,
+                            ByteView marker) override;
   std::string url() const override { return base_->url(); }
 
   const std::shared_ptr<KvStore>& base() const { return base_; }

@@ -1,7 +1,6 @@
 #include "cairn/layout/inspect/checkpoint.h"
 
 #include <algorithm>
-#include <filesystem>
 
 #include "cairn/layout/orbax/metadata_files.h"
 #include "cairn/layout/orbax/step.h"
@@ -9,11 +8,7 @@
 namespace cairn::inspect {
 namespace {
 
-namespace fs = std::filesystem;
-
-std::string Join(const std::string& dir, std::string_view name) {
-  return dir + "/" + std::string(name);
-}
+using orbax::Location;
 
 // The step number a directory name carries: trailing digits after nothing
 // or after `<prefix>_`, before any `.orbax-checkpoint-tmp` suffix.
@@ -27,12 +22,11 @@ std::optional<int64_t> StepNumberOf(std::string_view name) {
   return std::stoll(std::string(name.substr(digits)));
 }
 
-// A small JSON file parsed, or null when absent or unparseable.
-Json ReadJsonFile(const std::string& path) {
-  if (!orbax::IsRegularFile(path)) return nullptr;
-  auto text = orbax::ReadSmallFile(path);
+// A small JSON file parsed, or null when absent, too large or unparseable.
+Json ReadJsonFile(const Location& dir, std::string_view name) {
+  auto text = orbax::ReadSmallFile(dir, name);
   if (!text.ok()) return nullptr;
-  auto j = ParseJson(*text, path);
+  auto j = ParseJson(*text, dir.Path() + "/" + std::string(name));
   return j.ok() ? *j : Json(nullptr);
 }
 
@@ -49,10 +43,10 @@ std::string HandlerOf(const Json& step_metadata, const std::string& name) {
   return "";
 }
 
-ItemInfo DescribeItem(const std::string& dir, const std::string& name, const Json& step_metadata) {
+ItemInfo DescribeItem(const Location& dir, const std::string& name, const Json& step_metadata) {
   ItemInfo info;
   info.name = name;
-  info.dir = dir;
+  info.dir = dir.Path();
   info.handler = HandlerOf(step_metadata, name);
   info.is_pytree = LooksLikeItem(dir);
   if (!info.is_pytree) return info;
@@ -103,29 +97,37 @@ std::optional<std::string> LocalPathOf(std::string_view url) {
   return std::string(url);
 }
 
-bool LooksLikeItem(const std::string& dir) {
-  if (!orbax::IsDirectory(dir)) return false;
-  for (std::string_view f : {orbax::kTreeMetadataFile, orbax::kOcdbtManifestFile,
-                             orbax::kShardingFile}) {
-    if (orbax::IsRegularFile(Join(dir, f))) return true;
+bool LooksLikeItem(const Location& dir) {
+  auto entries = dir.store->ListChildren(dir.prefix);
+  if (!entries.ok()) return false;
+  for (const ChildEntry& e : *entries) {
+    if (e.kind == ChildEntry::Kind::kKey &&
+        (e.name == orbax::kTreeMetadataFile || e.name == orbax::kOcdbtManifestFile ||
+         e.name == orbax::kShardingFile)) {
+      return true;
+    }
+    if (e.kind == ChildEntry::Kind::kPrefix &&
+        (e.name == orbax::kArrayMetadatasDir || e.name.rfind(orbax::kProcessSubdirPrefix, 0) == 0)) {
+      return true;
+    }
   }
-  if (orbax::IsDirectory(Join(dir, orbax::kArrayMetadatasDir))) return true;
-  auto names = orbax::ListDirectory(dir);
-  if (!names.ok()) return false;
-  return std::any_of(names->begin(), names->end(), [&](const std::string& n) {
-    return n.rfind(orbax::kProcessSubdirPrefix, 0) == 0 && orbax::IsDirectory(Join(dir, n));
-  });
+  return false;
 }
 
-Result<CheckpointKind> ClassifyCheckpoint(const std::string& path) {
-  if (!orbax::IsDirectory(path)) return NotFoundError(path + " is not a directory");
-  if (LooksLikeItem(path)) return CheckpointKind::kItem;
-  if (orbax::IsRegularFile(Join(path, orbax::kCheckpointMetadataFile))) return CheckpointKind::kStep;
-  CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> names, orbax::ListDirectory(path));
-  for (const std::string& n : names) {
-    if (!orbax::IsTmpName(n) && LooksLikeItem(Join(path, n))) return CheckpointKind::kStep;
+Result<CheckpointKind> ClassifyCheckpoint(const Location& loc) {
+  const std::string path = loc.Path();
+  if (!orbax::Exists(loc)) return NotFoundError(path + " is not a directory");
+  if (LooksLikeItem(loc)) return CheckpointKind::kItem;
+  CAIRN_ASSIGN_OR_RETURN(std::vector<ChildEntry> entries, orbax::ListEntries(loc));
+  for (const ChildEntry& e : entries) {
+    if (e.kind == ChildEntry::Kind::kKey && e.name == orbax::kCheckpointMetadataFile) return CheckpointKind::kStep;
   }
-  CAIRN_ASSIGN_OR_RETURN(std::vector<StepEntry> steps, ListStepEntries(path));
+  for (const ChildEntry& e : entries) {
+    if (e.kind == ChildEntry::Kind::kPrefix && !orbax::IsTmpName(e.name) && LooksLikeItem(loc.Child(e.name))) {
+      return CheckpointKind::kStep;
+    }
+  }
+  CAIRN_ASSIGN_OR_RETURN(std::vector<StepEntry> steps, ListStepEntries(loc));
   if (!steps.empty()) return CheckpointKind::kRoot;
   return NotFoundError("no Orbax checkpoint at " + path +
                        ": neither an item (_METADATA), a step (_CHECKPOINT_METADATA or an item "
@@ -159,19 +161,19 @@ Result<std::vector<ArrayEntry>> ListItemArrays(const orbax::OrbaxItem& item,
   return out;
 }
 
-Result<std::vector<StepEntry>> ListStepEntries(const std::string& root) {
-  CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> names, orbax::ListDirectory(root));
+Result<std::vector<StepEntry>> ListStepEntries(const Location& root) {
+  CAIRN_ASSIGN_OR_RETURN(std::vector<ChildEntry> entries, orbax::ListEntries(root));
   CAIRN_ASSIGN_OR_RETURN(std::vector<orbax::StepInfo> finalized, orbax::DiscoverSteps(root));
   std::vector<StepEntry> out;
-  for (const std::string& n : names) {
-    const std::string path = Join(root, n);
-    if (!orbax::IsDirectory(path)) continue;
+  for (const ChildEntry& e : entries) {
+    const std::string& n = e.name;
+    if (e.kind != ChildEntry::Kind::kPrefix) continue;
     if (orbax::IsTmpName(n)) {
       if (StepNumberOf(n)) out.push_back({n, StepNumberOf(n), false});
       continue;
     }
     bool found = std::any_of(finalized.begin(), finalized.end(), [&](const orbax::StepInfo& s) {
-      return fs::path(s.path).filename() == n;
+      return s.location.Name() == n;
     });
     if (found) out.push_back({n, StepNumberOf(n), true});
   }
@@ -181,41 +183,42 @@ Result<std::vector<StepEntry>> ListStepEntries(const std::string& root) {
   return out;
 }
 
-Result<std::vector<std::string>> ListItemNames(const std::string& step_dir) {
-  CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> names, orbax::ListDirectory(step_dir));
+Result<std::vector<std::string>> ListItemNames(const Location& step) {
+  CAIRN_ASSIGN_OR_RETURN(std::vector<ChildEntry> entries, orbax::ListEntries(step));
   std::vector<std::string> out;
-  for (const std::string& n : names) {
-    if (!orbax::IsTmpName(n) && orbax::IsDirectory(Join(step_dir, n))) out.push_back(n);
+  for (const ChildEntry& e : entries) {
+    if (!orbax::IsTmpName(e.name) && e.kind == ChildEntry::Kind::kPrefix) out.push_back(e.name);
   }
   return out;
 }
 
-Result<CheckpointInfo> DescribeCheckpoint(const std::string& path) {
+Result<CheckpointInfo> DescribeCheckpoint(const Location& loc) {
   CheckpointInfo info;
-  info.path = fs::absolute(path).lexically_normal().string();
-  if (info.path.size() > 1 && info.path.back() == '/') info.path.pop_back();
-  CAIRN_ASSIGN_OR_RETURN(info.kind, ClassifyCheckpoint(info.path));
+  info.location = loc;
+  info.path = loc.Path();
+  CAIRN_ASSIGN_OR_RETURN(info.kind, ClassifyCheckpoint(loc));
   if (info.kind == CheckpointKind::kItem) {
-    info.items.push_back(DescribeItem(info.path, "", nullptr));
+    info.items.push_back(DescribeItem(loc, "", nullptr));
     return info;
   }
   if (info.kind == CheckpointKind::kRoot) {
-    CAIRN_ASSIGN_OR_RETURN(info.steps, ListStepEntries(info.path));
-    info.root_metadata = ReadJsonFile(Join(info.path, "metadata/_ROOT_METADATA"));
+    CAIRN_ASSIGN_OR_RETURN(info.steps, ListStepEntries(loc));
+    info.root_metadata = ReadJsonFile(loc.Child("metadata"), "_ROOT_METADATA");
     for (auto it = info.steps.rbegin(); it != info.steps.rend(); ++it) {
       if (it->finalized) {
-        info.step_dir = Join(info.path, it->name);
+        info.step_location = loc.Child(it->name);
         break;
       }
     }
-    if (info.step_dir.empty()) return info;
+    if (!info.step_location.store) return info;
   } else {
-    info.step_dir = info.path;
+    info.step_location = loc;
   }
-  info.step_metadata = ReadJsonFile(Join(info.step_dir, orbax::kCheckpointMetadataFile));
-  CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> items, ListItemNames(info.step_dir));
+  info.step_dir = info.step_location.Path();
+  info.step_metadata = ReadJsonFile(info.step_location, orbax::kCheckpointMetadataFile);
+  CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> items, ListItemNames(info.step_location));
   for (const std::string& name : items) {
-    info.items.push_back(DescribeItem(Join(info.step_dir, name), name, info.step_metadata));
+    info.items.push_back(DescribeItem(info.step_location.Child(name), name, info.step_metadata));
   }
   return info;
 }

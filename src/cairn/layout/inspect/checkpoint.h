@@ -1,4 +1,4 @@
-// Describing an Orbax checkpoint on a local path: what kind of directory it
+// Describing an Orbax checkpoint at a Location (any KvStore): what kind of directory it
 // is (checkpoint root, step, item), its steps (finalized and uncommitted),
 // its items and handlers, and the arrays of each PyTree item with their
 // stored sizes. The front end of `cairn ls CKPT` and `cairn info CKPT`.
@@ -9,7 +9,7 @@
 // `_CHECKPOINT_METADATA` or an item; a root when it holds steps (finalized
 // or tmp).
 //
-// Thread safety: pure functions over the file system.
+// Thread safety: pure functions over the store.
 #pragma once
 
 #include <cstdint>
@@ -35,10 +35,10 @@ std::optional<std::string> LocalPathOf(std::string_view url_or_path);
 const char* VariantName(orbax::StorageVariant v);
 
 // True when `dir` holds any of the files of a PyTree item.
-bool LooksLikeItem(const std::string& dir);
+bool LooksLikeItem(const orbax::Location& dir);
 
-// Classifies `path`. NotFound when it is none of the three.
-Result<CheckpointKind> ClassifyCheckpoint(const std::string& path);
+// Classifies `loc`. NotFound when it is none of the three.
+Result<CheckpointKind> ClassifyCheckpoint(const orbax::Location& loc);
 
 struct ArrayEntry {
   std::string path;  // the param name (tree path joined with '.'), item-prefixed when asked
@@ -74,9 +74,11 @@ struct ItemInfo {
 
 struct CheckpointInfo {
   std::string path;
+  orbax::Location location;
   CheckpointKind kind = CheckpointKind::kItem;
   std::vector<StepEntry> steps;  // kRoot: every step directory found
   std::string step_dir;          // the step described (root: the latest finalized)
+  orbax::Location step_location; // the same as a location (store null when none)
   Json step_metadata;            // _CHECKPOINT_METADATA as stored, or null
   Json root_metadata;            // metadata/_ROOT_METADATA, or null
   std::vector<ItemInfo> items;
@@ -85,14 +87,14 @@ Json ToJson(const CheckpointInfo& info);
 
 // The step directories under `root` (names that parse as steps, finalized
 // or tmp), sorted by step then name.
-Result<std::vector<StepEntry>> ListStepEntries(const std::string& root);
+Result<std::vector<StepEntry>> ListStepEntries(const orbax::Location& root);
 
-// The item directories of `step_dir`, sorted: every non-tmp subdirectory.
-Result<std::vector<std::string>> ListItemNames(const std::string& step_dir);
+// The item directories of `step`, sorted: every non-tmp subdirectory.
+Result<std::vector<std::string>> ListItemNames(const orbax::Location& step);
 
-// Describes the checkpoint at `path` (a root: its latest finalized step).
+// Describes the checkpoint at `loc` (a root: its latest finalized step).
 // Items that cannot be read are described with `error` set instead of
-// failing. NotFound when `path` is no Orbax checkpoint.
-Result<CheckpointInfo> DescribeCheckpoint(const std::string& path);
+// failing. NotFound when `loc` is no Orbax checkpoint.
+Result<CheckpointInfo> DescribeCheckpoint(const orbax::Location& loc);
 
 }  // namespace cairn::inspect

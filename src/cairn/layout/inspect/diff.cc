@@ -21,8 +21,9 @@ struct Side {
   std::map<std::string, std::string> strings;
 };
 
-Status AddItem(const std::string& dir, const std::string& prefix, Side& side) {
-  CAIRN_ASSIGN_OR_RETURN(orbax::OrbaxItem item, orbax::OpenItem(dir));
+Status AddItem(const orbax::Location& loc, const std::string& prefix, Side& side) {
+  const std::string dir = loc.Path();
+  CAIRN_ASSIGN_OR_RETURN(orbax::OrbaxItem item, orbax::OpenItem(loc));
   side.format = VariantName(item.variant());
   for (const orbax::TreeEntry& e : item.metadata.entries) {
     if (!orbax::IsArrayValueType(e.value.value_type)) continue;
@@ -38,21 +39,26 @@ Status AddItem(const std::string& dir, const std::string& prefix, Side& side) {
 Result<Side> OpenSide(const std::string& url) {
   Side side;
   std::optional<std::string> local = LocalPathOf(url);
-  if (local && LooksLikeItem(*local)) {
-    CAIRN_RETURN_IF_ERROR(AddItem(*local, "", side));
+  std::optional<orbax::Location> loc;
+  if (local) {
+    auto opened = orbax::OpenLocation(*local);
+    if (opened.ok()) loc = std::move(*opened);
+  }
+  if (loc && LooksLikeItem(*loc)) {
+    CAIRN_RETURN_IF_ERROR(AddItem(*loc, "", side));
     return side;
   }
-  if (local) {
-    auto info = DescribeCheckpoint(*local);
+  if (loc) {
+    auto info = DescribeCheckpoint(*loc);
     if (info.ok() && info->kind != CheckpointKind::kItem) {
-      if (info->step_dir.empty()) return NotFoundError(*local + " holds no finalized step");
+      if (!info->step_location.store) return NotFoundError(*local + " holds no finalized step");
       std::vector<std::string> items;
       for (const ItemInfo& it : info->items) {
         if (it.is_pytree) items.push_back(it.name);
       }
       if (items.empty()) return NotFoundError(info->step_dir + " holds no PyTree item");
       for (const std::string& name : items) {
-        CAIRN_RETURN_IF_ERROR(AddItem(info->step_dir + "/" + name,
+        CAIRN_RETURN_IF_ERROR(AddItem(info->step_location.Child(name),
                                       items.size() == 1 ? "" : name + "/", side));
       }
       return side;

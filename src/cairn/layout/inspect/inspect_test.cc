@@ -60,22 +60,23 @@ class InspectDirTest : public ::testing::Test {
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
+  orbax::Location L() const { return *orbax::OpenLocation(dir_.string()); }
   fs::path dir_;
 };
 
 TEST_F(InspectDirTest, PlainDirectoryIsNoCheckpoint) {
   std::ofstream(dir_ / "file.txt") << "x";
-  auto kind = ClassifyCheckpoint(dir_.string());
+  auto kind = ClassifyCheckpoint(L());
   ASSERT_FALSE(kind.ok());
   EXPECT_EQ(kind.status().code(), StatusCode::kNotFound);
   EXPECT_NE(std::string(kind.status().message()).find(dir_.string()), std::string::npos);
-  EXPECT_FALSE(VerifyCheckpoint(dir_.string()).ok());
+  EXPECT_FALSE(VerifyCheckpoint(L()).ok());
 }
 
 TEST_F(InspectDirTest, ItemWithoutMetadataIsReportedNotFatal) {
   fs::create_directories(dir_ / "array_metadatas");
-  ASSERT_EQ(*ClassifyCheckpoint(dir_.string()), CheckpointKind::kItem);
-  auto report = VerifyCheckpoint(dir_.string());
+  ASSERT_EQ(*ClassifyCheckpoint(L()), CheckpointKind::kItem);
+  auto report = VerifyCheckpoint(L());
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   ASSERT_EQ(report->problems.size(), 1u);
   EXPECT_EQ(report->problems[0].kind, "missing_metadata");
@@ -84,12 +85,12 @@ TEST_F(InspectDirTest, ItemWithoutMetadataIsReportedNotFatal) {
 
 TEST_F(InspectDirTest, RootWithOnlyATmpStepReportsIt) {
   fs::create_directories(dir_ / "3.orbax-checkpoint-tmp" / "state");
-  ASSERT_EQ(*ClassifyCheckpoint(dir_.string()), CheckpointKind::kRoot);
-  auto report = VerifyCheckpoint(dir_.string());
+  ASSERT_EQ(*ClassifyCheckpoint(L()), CheckpointKind::kRoot);
+  auto report = VerifyCheckpoint(L());
   ASSERT_TRUE(report.ok());
   ASSERT_EQ(report->problems.size(), 1u);
   EXPECT_EQ(report->problems[0].kind, "uncommitted");
-  auto info = DescribeCheckpoint(dir_.string());
+  auto info = DescribeCheckpoint(L());
   ASSERT_TRUE(info.ok());
   ASSERT_EQ(info->steps.size(), 1u);
   EXPECT_EQ(info->steps[0].step, 3);

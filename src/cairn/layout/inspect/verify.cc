@@ -1,11 +1,11 @@
 #include "cairn/layout/inspect/verify.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <optional>
 
 #include "cairn/codec/sharding_codec.h"
-#include "cairn/kvstore/file/file_kvstore.h"
 #include "cairn/kvstore/ocdbt/io/ocdbt_kvstore.h"
 #include "cairn/kvstore/ocdbt/io/reader.h"
 #include "cairn/layout/inspect/checkpoint.h"
@@ -19,6 +19,11 @@
 namespace cairn::inspect {
 namespace {
 
+using orbax::Location;
+
+// Directory nesting the entry walk follows; deeper is reported.
+constexpr int kMaxWalkDepth = 64;
+
 std::string Join(const std::string& dir, std::string_view name) {
   return dir + "/" + std::string(name);
 }
@@ -30,10 +35,13 @@ class Verifier {
 
   void Add(Problem p) { report_.problems.push_back(std::move(p)); }
 
+  // Step 0 of verify.h: every entry below `loc` that is neither a key nor
+  // a directory is a problem; remembers where they are.
+  void WalkEntries(const Location& loc, int depth);
   // Step 1-3 of verify.h for one item directory.
-  void VerifyItem(const std::string& dir, bool expect_pytree);
+  void VerifyItem(const Location& dir, bool expect_pytree);
   // Every item of a step directory, and its uncommitted items.
-  Status VerifyStep(const std::string& step_dir);
+  Status VerifyStep(const Location& step);
 
   uint64_t total_ = 0;  // decoded bytes to check, for progress
   uint64_t done_ = 0;
@@ -44,7 +52,7 @@ class Verifier {
   void VerifyOcdbt(const orbax::OrbaxItem& item);
   // Walks the database stored in `db_dir`: manifest, version tree, every
   // B+tree node, every reference. `keys` (when not null) gets key -> file.
-  void VerifyOcdbtDatabase(const std::string& db_dir, std::map<std::string, std::string>* keys);
+  void VerifyOcdbtDatabase(const Location& db, std::map<std::string, std::string>* keys);
   void VerifyArray(const orbax::OrbaxItem& item, const std::string& param);
   // Reads and decodes one chunk; a problem when damaged (nullopt when fine).
   std::optional<Problem> CheckChunk(const orbax::OrbaxItem& item, const ZarrArray& array,
@@ -56,32 +64,67 @@ class Verifier {
     return it == key_files_.end() ? Join(item.dir, "manifest.ocdbt") : Join(item.dir, it->second);
   }
 
+  // True when an entry WalkEntries reported lies inside `dir`.
+  bool HoldsHostileEntry(const std::string& dir) const {
+    const std::string prefix = dir + "/";
+    for (const std::string& p : hostile_) {
+      if (p.rfind(prefix, 0) == 0) return true;
+    }
+    return false;
+  }
+
   VerifyReport& report_;
   const VerifyOptions& options_;
   std::map<std::string, std::string> key_files_;
+  std::vector<std::string> hostile_;  // paths of non-regular entries found
 };
 
-void Verifier::VerifyOcdbt(const orbax::OrbaxItem& item) {
-  key_files_.clear();
-  VerifyOcdbtDatabase(item.dir, &key_files_);
-  auto names = orbax::ListDirectory(item.dir);
-  if (!names.ok()) return;
-  for (const std::string& n : *names) {
-    const std::string dir = Join(item.dir, n);
-    if (n.rfind(orbax::kProcessSubdirPrefix, 0) == 0 && orbax::IsDirectory(dir)) {
-      VerifyOcdbtDatabase(dir, nullptr);
+void Verifier::WalkEntries(const Location& loc, int depth) {
+  auto entries = loc.store->ListChildren(loc.prefix);
+  if (!entries.ok()) {
+    Add({"unreadable", "", "", loc.Path(), entries.status().ToString()});
+    hostile_.push_back(loc.Path() + "/");
+    return;
+  }
+  for (const ChildEntry& e : *entries) {
+    const std::string path = Join(loc.Path(), e.name);
+    if (e.kind == ChildEntry::Kind::kOther) {
+      Add({"not_a_regular_file", "", "", path,
+           "neither a regular file nor a directory (a symbolic link, FIFO, socket or device): "
+           "cairn does not follow or read it"});
+      hostile_.push_back(path);
+    } else if (e.kind == ChildEntry::Kind::kPrefix) {
+      if (depth >= kMaxWalkDepth) {
+        Add({"too_deep", "", "", path,
+             "directories nested deeper than " + std::to_string(kMaxWalkDepth) + " levels"});
+        hostile_.push_back(path);
+        continue;
+      }
+      WalkEntries(loc.Child(e.name), depth + 1);
     }
   }
 }
 
-void Verifier::VerifyOcdbtDatabase(const std::string& db_dir,
-                                   std::map<std::string, std::string>* keys) {
+void Verifier::VerifyOcdbt(const orbax::OrbaxItem& item) {
+  key_files_.clear();
+  VerifyOcdbtDatabase(item.location, &key_files_);
+  auto entries = item.location.store->ListChildren(item.location.prefix);
+  if (!entries.ok()) return;
+  for (const ChildEntry& e : *entries) {
+    if (e.name.rfind(orbax::kProcessSubdirPrefix, 0) == 0 && e.kind == ChildEntry::Kind::kPrefix) {
+      VerifyOcdbtDatabase(item.location.Child(e.name), nullptr);
+    }
+  }
+}
+
+void Verifier::VerifyOcdbtDatabase(const Location& db_loc, std::map<std::string, std::string>* keys) {
+  const std::string db_dir = db_loc.Path();
   const std::string manifest_file = Join(db_dir, ocdbt::kManifestKey);
-  if (!orbax::IsRegularFile(manifest_file)) {
+  if (!orbax::HasKey(db_loc, ocdbt::kManifestKey)) {
     Add({"ocdbt_manifest", "", "", manifest_file, "the OCDBT manifest is missing"});
     return;
   }
-  auto opened = ocdbt::OpenOcdbtKvStore(std::make_shared<FileKvStore>(db_dir));
+  auto opened = ocdbt::OpenOcdbtKvStore(db_loc.View());
   if (!opened.ok()) {
     Add({"ocdbt_manifest", "", "", manifest_file, opened.status().ToString()});
     return;
@@ -266,16 +309,23 @@ void Verifier::VerifyArray(const orbax::OrbaxItem& item, const std::string& para
   }
 }
 
-void Verifier::VerifyItem(const std::string& dir, bool expect_pytree) {
-  if (!LooksLikeItem(dir) && !expect_pytree) return;
+void Verifier::VerifyItem(const Location& loc, bool expect_pytree) {
+  if (!LooksLikeItem(loc) && !expect_pytree) return;
   ++report_.items;
+  const std::string dir = loc.Path();
+  if (HoldsHostileEntry(dir)) {
+    Add({"not_verified", "", "", dir,
+         "the item holds entries that are not regular files or directories (reported above); "
+         "its data is not read"});
+    return;
+  }
   const std::string md_file = Join(dir, orbax::kTreeMetadataFile);
-  if (!orbax::IsRegularFile(md_file)) {
+  if (!orbax::HasKey(loc, orbax::kTreeMetadataFile)) {
     Add({"missing_metadata", "", "", md_file,
          "the item has no _METADATA: Orbax cannot restore it"});
     return;
   }
-  auto item = orbax::OpenItem(dir);
+  auto item = orbax::OpenItem(loc);
   if (!item.ok()) {
     Add({"bad_metadata", "", "", dir, item.status().ToString()});
     return;
@@ -286,17 +336,25 @@ void Verifier::VerifyItem(const std::string& dir, bool expect_pytree) {
   }
 }
 
-Status Verifier::VerifyStep(const std::string& step_dir) {
-  CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> names, orbax::ListDirectory(step_dir));
+Status Verifier::VerifyStep(const Location& step) {
+  const std::string step_dir = step.Path();
+  CAIRN_ASSIGN_OR_RETURN(std::vector<ChildEntry> entries, orbax::ListEntries(step));
   Json handlers;
-  if (auto text = orbax::ReadSmallFile(Join(step_dir, orbax::kCheckpointMetadataFile)); text.ok()) {
+  const bool metadata_readable =
+      std::find(hostile_.begin(), hostile_.end(), Join(step_dir, orbax::kCheckpointMetadataFile)) == hostile_.end();
+  if (auto text = metadata_readable ? orbax::ReadSmallFile(step, orbax::kCheckpointMetadataFile)
+                                    : Result<std::string>(FailedPreconditionError("not a regular file"));
+      text.ok()) {
     if (auto j = ParseJson(*text, step_dir); j.ok() && j->is_object()) {
       if (const Json* h = FindField(*j, "item_handlers")) handlers = *h;
     }
+  } else if (text.status().code() == StatusCode::kResourceExhausted) {
+    Add({"bad_metadata", "", "", Join(step_dir, orbax::kCheckpointMetadataFile), text.status().ToString()});
   }
-  for (const std::string& n : names) {
+  for (const ChildEntry& entry : entries) {
+    const std::string& n = entry.name;
     const std::string dir = Join(step_dir, n);
-    if (!orbax::IsDirectory(dir)) continue;
+    if (entry.kind != ChildEntry::Kind::kPrefix) continue;
     if (orbax::IsTmpName(n)) {
       Add({"uncommitted", "", "", dir, "uncommitted item directory (an interrupted save)"});
       continue;
@@ -309,15 +367,15 @@ Status Verifier::VerifyStep(const std::string& step_dir) {
       }
     }
     const bool pytree_handler = handler == orbax::kPyTreeHandler || handler == orbax::kStandardHandler;
-    VerifyItem(dir, pytree_handler);
+    VerifyItem(step.Child(n), pytree_handler);
   }
   return Status::OK();
 }
 
 // Decoded bytes of every array under the items to verify, for progress.
-uint64_t DecodedBytesOf(const std::vector<std::string>& item_dirs) {
+uint64_t DecodedBytesOf(const std::vector<Location>& item_dirs) {
   uint64_t total = 0;
-  for (const std::string& dir : item_dirs) {
+  for (const Location& dir : item_dirs) {
     auto item = orbax::OpenItem(dir);
     if (!item.ok()) continue;
     for (const orbax::TreeEntry& e : item->metadata.entries) {
@@ -351,40 +409,42 @@ Json ToJson(const VerifyReport& r) {
           {"chunks", r.chunks}, {"bytes_read", r.bytes_read}, {"problems", problems}};
 }
 
-Result<VerifyReport> VerifyCheckpoint(const std::string& path, const VerifyOptions& options) {
+Result<VerifyReport> VerifyCheckpoint(const Location& loc, const VerifyOptions& options) {
   VerifyReport report;
+  const std::string path = loc.Path();
   report.path = path;
-  CAIRN_ASSIGN_OR_RETURN(CheckpointKind kind, ClassifyCheckpoint(path));
+  CAIRN_ASSIGN_OR_RETURN(CheckpointKind kind, ClassifyCheckpoint(loc));
   Verifier v(report, options);
+  v.WalkEntries(loc, 0);
   // The item and step directories to check.
-  std::vector<std::string> steps;
+  std::vector<Location> steps;
   if (kind == CheckpointKind::kRoot) {
-    CAIRN_ASSIGN_OR_RETURN(std::vector<StepEntry> entries, ListStepEntries(path));
+    CAIRN_ASSIGN_OR_RETURN(std::vector<StepEntry> entries, ListStepEntries(loc));
     for (const StepEntry& s : entries) {
       if (s.finalized) {
-        steps.push_back(Join(path, s.name));
+        steps.push_back(loc.Child(s.name));
       } else {
         v.Add({"uncommitted", "", "", Join(path, s.name),
                "uncommitted step directory (an interrupted save)"});
       }
     }
   } else if (kind == CheckpointKind::kStep) {
-    steps.push_back(path);
+    steps.push_back(loc);
   }
-  std::vector<std::string> item_dirs;
-  if (kind == CheckpointKind::kItem) item_dirs.push_back(path);
-  for (const std::string& s : steps) {
+  std::vector<Location> item_dirs;
+  if (kind == CheckpointKind::kItem) item_dirs.push_back(loc);
+  for (const Location& s : steps) {
     auto names = ListItemNames(s);
     if (!names.ok()) continue;
-    for (const std::string& n : *names) item_dirs.push_back(Join(s, n));
+    for (const std::string& n : *names) item_dirs.push_back(s.Child(n));
   }
   if (options.progress) v.total_ = DecodedBytesOf(item_dirs);
   if (kind == CheckpointKind::kItem) {
-    v.VerifyItem(path, /*expect_pytree=*/true);
+    v.VerifyItem(loc, /*expect_pytree=*/true);
   }
-  for (const std::string& s : steps) {
+  for (const Location& s : steps) {
     Status st = v.VerifyStep(s);
-    if (!st.ok()) v.Add({"bad_metadata", "", "", s, st.ToString()});
+    if (!st.ok()) v.Add({"bad_metadata", "", "", s.Path(), st.ToString()});
   }
   return report;
 }

@@ -1,8 +1,13 @@
 // `cairn verify`: checks an Orbax checkpoint end to end and lists what is
 // broken, naming the array, key and file of each problem.
 //
-// For every PyTree item reached from the path (a root: every finalized
-// step; a step: its items; an item: itself):
+// First, every entry below the location is listed (KvStore::ListChildren,
+// which never follows a symlink): a symbolic link, FIFO, socket or device is
+// a problem (`not_a_regular_file`), as is nesting deeper than 64 levels
+// (`too_deep`); an item holding such an entry is not read further
+// (`not_verified`), so nothing can hang or escape the checkpoint.
+// Then, for every PyTree item reached from the location (a root: every
+// finalized step; a step: its items; an item: itself):
 //   1. `_METADATA` is present and parses, with the other metadata files.
 //   2. OCDBT items: the root manifest decodes (CRC-32C), every version and
 //      B+tree node is read and decoded (CRC-32C), and every data-file
@@ -18,7 +23,7 @@
 // Memory: one stored and one decoded chunk per worker at a time (workers:
 // the default thread pool's size).
 //
-// Thread safety: pure function over the file system; the progress callback
+// Thread safety: pure function over the store; the progress callback
 // is called from the calling thread.
 #pragma once
 
@@ -27,12 +32,14 @@
 #include <string>
 #include <vector>
 
+#include "cairn/layout/orbax/location.h"
 #include "cairn/util/json.h"
 #include "cairn/util/result.h"
 
 namespace cairn::inspect {
 
 struct Problem {
+  // "not_a_regular_file", "too_deep", "not_verified", "unreadable",
   // "uncommitted", "missing_metadata", "bad_metadata", "ocdbt_manifest",
   // "ocdbt_node", "missing_data_file", "truncated_data_file", "bad_array",
   // "missing_chunk", "missing_inner_chunk", "corrupt_chunk", "more".
@@ -62,8 +69,8 @@ struct VerifyReport {
 Json ToJson(const VerifyReport& report);
 std::string ToString(const Problem& p);
 
-// Verifies the checkpoint at `path`. Damage is reported in the result;
-// the error return is for a path that is no Orbax checkpoint (NotFound).
-Result<VerifyReport> VerifyCheckpoint(const std::string& path, const VerifyOptions& options = {});
+// Verifies the checkpoint at `loc`. Damage is reported in the result;
+// the error return is for a location that is no Orbax checkpoint (NotFound).
+Result<VerifyReport> VerifyCheckpoint(const orbax::Location& loc, const VerifyOptions& options = {});
 
 }  // namespace cairn::inspect

@@ -10,15 +10,13 @@
 // looks at the root.
 #include "cairn/layout/orbax/item_store.h"
 
-#include <filesystem>
+#include <algorithm>
 
-#include "cairn/kvstore/file/file_kvstore.h"
 #include "cairn/kvstore/ocdbt/io/merge.h"
 #include "cairn/kvstore/ocdbt/io/ocdbt_kvstore.h"
 #include "cairn/layout/orbax/step.h"
 
 namespace cairn::orbax {
-namespace fs = std::filesystem;
 namespace {
 
 ocdbt::OcdbtOptions OrbaxOcdbtOptions() {
@@ -29,16 +27,8 @@ ocdbt::OcdbtOptions OrbaxOcdbtOptions() {
   return o;
 }
 
-std::string Absolute(const std::string& path) {
-  std::error_code ec;
-  fs::path p = fs::absolute(path, ec);
-  std::string s = (ec ? fs::path(path) : p).lexically_normal().string();
-  while (s.size() > 1 && s.back() == '/') s.pop_back();
-  return s;
-}
-
-Result<std::shared_ptr<KvStore>> OpenOcdbtAt(const std::string& dir) {
-  return ocdbt::OpenOcdbtKvStore(std::make_shared<FileKvStore>(dir), OrbaxOcdbtOptions());
+Result<std::shared_ptr<KvStore>> OpenOcdbtAt(const Location& dir) {
+  return ocdbt::OpenOcdbtKvStore(dir.View(), OrbaxOcdbtOptions());
 }
 
 }  // namespace
@@ -58,37 +48,43 @@ StorageVariant OrbaxItem::variant() const {
   return use_zarr3 ? StorageVariant::kDirZarr3 : StorageVariant::kDirZarr2;
 }
 
-Result<std::shared_ptr<KvStore>> OpenItemWriteStore(const std::string& item_dir, bool use_ocdbt,
+Result<std::shared_ptr<KvStore>> OpenItemWriteStore(const Location& item, bool use_ocdbt,
                                                     int process_index, int process_count) {
-  std::string dir = Absolute(item_dir);
-  if (!use_ocdbt) return std::shared_ptr<KvStore>(std::make_shared<FileKvStore>(dir));
-  return OpenOcdbtAt(dir + "/" + std::string(kProcessSubdirPrefix) + std::to_string(process_index));
+  (void)process_count;
+  if (!use_ocdbt) return item.View();
+  return OpenOcdbtAt(item.Child(std::string(kProcessSubdirPrefix) + std::to_string(process_index)));
 }
 
-Status BuildRootDatabase(const std::string& item_dir, int process_count) {
-  std::string dir = Absolute(item_dir);
+Status BuildRootDatabase(const Location& item, int process_count) {
   std::vector<std::string> children;
   for (int p = 0; p < process_count; ++p) {
     std::string name = std::string(kProcessSubdirPrefix) + std::to_string(p);
     // A process that wrote no chunks has no database.
-    if (IsRegularFile(dir + "/" + name + "/" + std::string(kOcdbtManifestFile))) children.push_back(name);
+    if (HasKey(item.Child(name), kOcdbtManifestFile)) children.push_back(name);
   }
   if (children.empty()) return Status::OK();
-  return ocdbt::MergeOcdbtDatabases(std::make_shared<FileKvStore>(dir), children, OrbaxOcdbtOptions())
-      .Annotate("merging the process databases of " + dir);
+  return ocdbt::MergeOcdbtDatabases(item.View(), children, OrbaxOcdbtOptions())
+      .Annotate("merging the process databases of " + item.Path());
 }
 
-Result<OrbaxItem> OpenItem(const std::string& item_dir) {
+Result<OrbaxItem> OpenItem(const Location& location) {
   OrbaxItem item;
-  item.dir = Absolute(item_dir);
+  item.location = location;
+  item.dir = location.Path();
   std::string md_path = item.dir + "/" + std::string(kTreeMetadataFile);
-  auto text = ReadSmallFile(md_path);
+  auto text = ReadSmallFile(location, kTreeMetadataFile);
+  if (!text.ok() && text.status().code() == StatusCode::kResourceExhausted) return text.status();
   if (!text.ok()) {
     return NotFoundError("no Orbax PyTree item at " + item.dir + ": cannot read " +
                          std::string(kTreeMetadataFile) + " (" + std::string(text.status().message()) + ")");
   }
   CAIRN_ASSIGN_OR_RETURN(item.metadata, ParseTreeMetadata(*text, md_path));
-  bool has_manifest = IsRegularFile(item.dir + "/" + std::string(kOcdbtManifestFile));
+  CAIRN_ASSIGN_OR_RETURN(std::vector<ChildEntry> entries, ListEntries(location));
+  auto has = [&](std::string_view name, ChildEntry::Kind kind) {
+    return std::any_of(entries.begin(), entries.end(),
+                       [&](const ChildEntry& e) { return e.name == name && e.kind == kind; });
+  };
+  bool has_manifest = has(kOcdbtManifestFile, ChildEntry::Kind::kKey);
   item.use_ocdbt = item.metadata.use_ocdbt.value_or(has_manifest);
   item.use_zarr3 = item.metadata.use_zarr3;
   if (item.use_ocdbt && !has_manifest) {
@@ -96,9 +92,8 @@ Result<OrbaxItem> OpenItem(const std::string& item_dir) {
                          std::string(kOcdbtManifestFile) + " (an unfinished or unmerged save)");
   }
   auto side = [&](std::string_view name) -> Result<std::optional<std::string>> {
-    std::string path = item.dir + "/" + std::string(name);
-    if (!IsRegularFile(path)) return std::optional<std::string>();
-    CAIRN_ASSIGN_OR_RETURN(std::string t, ReadSmallFile(path));
+    if (!has(name, ChildEntry::Kind::kKey)) return std::optional<std::string>();
+    CAIRN_ASSIGN_OR_RETURN(std::string t, ReadSmallFile(location, name));
     return std::optional<std::string>(std::move(t));
   };
   CAIRN_ASSIGN_OR_RETURN(auto strings_text, side(kStringsFile));
@@ -109,21 +104,22 @@ Result<OrbaxItem> OpenItem(const std::string& item_dir) {
   if (sharding_text) {
     CAIRN_ASSIGN_OR_RETURN(item.shardings, ParseShardingFile(*sharding_text, item.dir + "/_sharding"));
   }
-  std::string am_dir = item.dir + "/" + std::string(kArrayMetadatasDir);
-  if (IsDirectory(am_dir)) {
-    CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> files, ListDirectory(am_dir));
-    for (const std::string& f : files) {
-      if (f.rfind("process_", 0) != 0) continue;
-      std::string path = am_dir + "/" + f;
-      CAIRN_ASSIGN_OR_RETURN(std::string t, ReadSmallFile(path));
+  if (has(kArrayMetadatasDir, ChildEntry::Kind::kPrefix)) {
+    const Location am_dir = location.Child(kArrayMetadatasDir);
+    CAIRN_ASSIGN_OR_RETURN(std::vector<ChildEntry> files, ListEntries(am_dir));
+    for (const ChildEntry& file : files) {
+      const std::string& f = file.name;
+      if (f.rfind("process_", 0) != 0 || file.kind != ChildEntry::Kind::kKey) continue;
+      std::string path = am_dir.Path() + "/" + f;
+      CAIRN_ASSIGN_OR_RETURN(std::string t, ReadSmallFile(am_dir, f));
       CAIRN_ASSIGN_OR_RETURN(auto records, ParseArrayMetadatas(t, path));
       for (auto& r : records) item.array_metadatas.emplace(r.param_name, std::move(r));
     }
   }
   if (item.use_ocdbt) {
-    CAIRN_ASSIGN_OR_RETURN(item.store, OpenOcdbtAt(item.dir));
+    CAIRN_ASSIGN_OR_RETURN(item.store, OpenOcdbtAt(location));
   } else {
-    item.store = std::make_shared<FileKvStore>(item.dir);
+    item.store = location.View();
   }
   return item;
 }
@@ -146,35 +142,37 @@ Result<std::shared_ptr<ZarrArray>> OpenItemArray(const OrbaxItem& item, const st
   return b;
 }
 
-Result<std::string> ResolveItemDirectory(const std::string& path, const std::string& item_name) {
-  std::string dir = Absolute(path);
-  if (!IsDirectory(dir)) return NotFoundError("checkpoint " + dir + " is not a directory");
-  auto is_item = [](const std::string& d) { return IsRegularFile(d + "/" + std::string(kTreeMetadataFile)); };
-  if (is_item(dir)) return dir;
-  CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDirectory(dir));
+Result<Location> ResolveItemLocation(const Location& location, const std::string& item_name) {
+  const std::string dir = location.Path();
+  if (!Exists(location)) return NotFoundError("checkpoint " + dir + " is not a directory");
+  auto is_item = [](const Location& l) { return HasKey(l, kTreeMetadataFile); };
+  if (is_item(location)) return location;
+  CAIRN_ASSIGN_OR_RETURN(std::vector<ChildEntry> entries, ListEntries(location));
   std::vector<std::string> items;
-  for (const std::string& n : names) {
-    if (!IsTmpName(n) && is_item(dir + "/" + n)) items.push_back(n);
+  for (const ChildEntry& e : entries) {
+    if (e.kind == ChildEntry::Kind::kPrefix && !IsTmpName(e.name) && is_item(location.Child(e.name))) {
+      items.push_back(e.name);
+    }
   }
   if (!items.empty()) {
     std::vector<std::string> wanted = {item_name};
     if (item_name.empty()) wanted = {"default", "state"};
     for (const std::string& want : wanted) {
       for (const std::string& n : items) {
-        if (n == want) return dir + "/" + n;
+        if (n == want) return location.Child(n);
       }
     }
     if (!item_name.empty()) return NotFoundError("step " + dir + " has no item `" + item_name + "`");
-    if (items.size() == 1) return dir + "/" + items[0];
+    if (items.size() == 1) return location.Child(items[0]);
     std::string list;
     for (const std::string& n : items) list += (list.empty() ? "" : ", ") + n;
     return InvalidArgumentError("step " + dir + " holds several items (" + list + "); name one");
   }
-  CAIRN_ASSIGN_OR_RETURN(std::vector<StepInfo> steps, DiscoverSteps(dir));
+  CAIRN_ASSIGN_OR_RETURN(std::vector<StepInfo> steps, DiscoverSteps(location));
   if (steps.empty()) {
     return NotFoundError(dir + " is neither an Orbax item, a step directory, nor a root with finalized steps");
   }
-  return ResolveItemDirectory(steps.back().path, item_name);
+  return ResolveItemLocation(steps.back().location, item_name);
 }
 
 }  // namespace cairn::orbax

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cairn/kvstore/kvstore.h"
+#include "cairn/layout/orbax/location.h"
 #include "cairn/layout/orbax/metadata_files.h"
 #include "cairn/layout/orbax/tree_metadata.h"
 #include "cairn/zarr/array.h"
@@ -26,19 +27,21 @@ namespace cairn::orbax {
 enum class StorageVariant { kOcdbtZarr3, kOcdbtZarr2, kDirZarr3, kDirZarr2 };
 const char* StorageVariantName(StorageVariant v);
 
-// The store process `process_index` writes its chunks into: the item
-// directory itself (per-array directories) or its own OCDBT database
-// `ocdbt.process_<i>/` (also for a single process, as Orbax does).
-Result<std::shared_ptr<KvStore>> OpenItemWriteStore(const std::string& item_dir, bool use_ocdbt,
+// The store process `process_index` writes its chunks into: a view of the
+// item location itself (per-array directories) or its own OCDBT database
+// `ocdbt.process_<i>/` (also for a single process, as Orbax does), both on
+// the item location's store.
+Result<std::shared_ptr<KvStore>> OpenItemWriteStore(const Location& item, bool use_ocdbt,
                                                     int process_index, int process_count);
 
 // Builds the root OCDBT database of an item from the per-process databases
 // `ocdbt.process_0..N-1` with MergeOcdbtDatabases: the root refers into
 // them, so they must be kept. The root manifest is written last.
-Status BuildRootDatabase(const std::string& item_dir, int process_count);
+Status BuildRootDatabase(const Location& item, int process_count);
 
 struct OrbaxItem {
-  std::string dir;  // absolute
+  std::string dir;    // item.location.Path(), for messages
+  Location location;  // the item directory
   TreeMetadata metadata;
   bool use_ocdbt = true;
   bool use_zarr3 = false;
@@ -50,10 +53,11 @@ struct OrbaxItem {
   StorageVariant variant() const;
 };
 
-// Opens the item at `item_dir`. Errors: NotFound when there is no
+// Opens the item at `item`. Errors: NotFound when there is no
 // `_METADATA`; InvalidArgument / DataLoss for malformed metadata files,
-// naming the file.
-Result<OrbaxItem> OpenItem(const std::string& item_dir);
+// naming the file; ResourceExhausted for a metadata file over
+// kMaxSmallFileBytes.
+Result<OrbaxItem> OpenItem(const Location& item);
 
 // Opens the array of `param`. NotFound naming the param and item when it
 // has neither `zarr.json` nor `.zarray`.
@@ -63,7 +67,7 @@ Result<std::shared_ptr<ZarrArray>> OpenItemArray(const OrbaxItem& item, const st
 // directory (holds `_METADATA`) is returned as is; a step directory gives
 // its item `item_name`, else `default`, else its only item; a checkpoint
 // root gives the latest finalized step's item. NotFound / InvalidArgument
-// (several items, none named) say what was found at `path`.
-Result<std::string> ResolveItemDirectory(const std::string& path, const std::string& item_name = "");
+// (several items, none named) say what was found at `location`.
+Result<Location> ResolveItemLocation(const Location& location, const std::string& item_name = "");
 
 }  // namespace cairn::orbax

@@ -2,15 +2,13 @@
 // array are encoded by ZarrArray into an in-memory staging store, then
 // moved to the destination: one OCDBT commit per `flush_bytes` of staged
 // chunks (data file first, manifest last, by OcdbtKvStore), or one file
-// per chunk (each written to a temporary name, synced and renamed by
-// FileKvStore).
+// per chunk (each a Put on the item location's store: for the file driver a
+// temporary name, synced and renamed).
 #include "cairn/layout/orbax/item_writer.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <map>
 
-#include "cairn/kvstore/file/file_kvstore.h"
 #include "cairn/kvstore/memory/memory_kvstore.h"
 #include "cairn/kvstore/ocdbt/io/ocdbt_kvstore.h"
 #include "cairn/layout/orbax/item_store.h"
@@ -151,12 +149,13 @@ std::vector<TreeEntry> TreeEntriesFor(const std::vector<LeafToWrite>& leaves) {
   return out;
 }
 
-Status WriteItemShards(const std::string& item_dir, const std::vector<LeafToWrite>& leaves,
+Status WriteItemShards(const Location& item, const std::vector<LeafToWrite>& leaves,
                        const ItemWriteOptions& options) {
+  const std::string item_dir = item.Path();
   for (const LeafToWrite& leaf : leaves) CAIRN_RETURN_IF_ERROR(CheckLeaf(leaf));
   CAIRN_RETURN_IF_ERROR(CheckParamNames(TreeEntriesFor(leaves)));
   CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<KvStore> dest,
-                         OpenItemWriteStore(item_dir, options.use_ocdbt, options.process_index,
+                         OpenItemWriteStore(item, options.use_ocdbt, options.process_index,
                                             options.process_count));
   MemoryKvStore staging("memory://staging/");
   auto staging_ref = std::shared_ptr<KvStore>(&staging, [](KvStore*) {});
@@ -188,18 +187,19 @@ Status WriteItemShards(const std::string& item_dir, const std::vector<LeafToWrit
     }
   }
   CAIRN_RETURN_IF_ERROR(Flush(staging, *dest, options.is_primary()).Annotate("writing " + item_dir));
-  return WriteSmallFile(item_dir + "/" + std::string(kArrayMetadatasDir) + "/process_" +
-                            std::to_string(options.process_index),
+  return WriteSmallFile(item.Child(kArrayMetadatasDir), "process_" + std::to_string(options.process_index),
                         EmitArrayMetadatas(records));
 }
 
-Status FinalizeItem(const std::string& item_dir, const std::vector<LeafToWrite>& leaves,
+Status FinalizeItem(const Location& item, const std::vector<LeafToWrite>& leaves,
                     const ItemWriteOptions& options) {
   for (const LeafToWrite& leaf : leaves) CAIRN_RETURN_IF_ERROR(CheckKeyPathLength(leaf.path));
+  const std::string item_dir = item.Path();
   std::vector<std::vector<ArrayMetadataRecord>> per_process;
   for (int p = 0; p < options.process_count; ++p) {
-    std::string path = item_dir + "/" + std::string(kArrayMetadatasDir) + "/process_" + std::to_string(p);
-    CAIRN_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path));
+    const std::string name = "process_" + std::to_string(p);
+    std::string path = item_dir + "/" + std::string(kArrayMetadatasDir) + "/" + name;
+    CAIRN_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(item.Child(kArrayMetadatasDir), name));
     CAIRN_ASSIGN_OR_RETURN(auto records, ParseArrayMetadatas(text, path));
     per_process.push_back(std::move(records));
   }
@@ -211,10 +211,10 @@ Status FinalizeItem(const std::string& item_dir, const std::vector<LeafToWrite>&
     if (leaf.sharding_json) shardings[ParamName(leaf.path)] = *leaf.sharding_json;
   }
   if (!strings.empty()) {
-    CAIRN_RETURN_IF_ERROR(WriteSmallFile(item_dir + "/" + std::string(kStringsFile), EmitStringsFile(strings)));
+    CAIRN_RETURN_IF_ERROR(WriteSmallFile(item, kStringsFile, EmitStringsFile(strings)));
   }
   if (!shardings.empty()) {
-    CAIRN_RETURN_IF_ERROR(WriteSmallFile(item_dir + "/" + std::string(kShardingFile), EmitShardingFile(shardings)));
+    CAIRN_RETURN_IF_ERROR(WriteSmallFile(item, kShardingFile, EmitShardingFile(shardings)));
   }
   TreeMetadata md;
   md.entries = TreeEntriesFor(leaves);
@@ -222,9 +222,9 @@ Status FinalizeItem(const std::string& item_dir, const std::vector<LeafToWrite>&
   md.use_zarr3 = options.use_zarr3;
   md.store_array_data_equal_to_fill_value = true;
   md.custom_metadata = options.custom_metadata;
-  CAIRN_RETURN_IF_ERROR(WriteSmallFile(item_dir + "/" + std::string(kTreeMetadataFile), EmitTreeMetadata(md)));
+  CAIRN_RETURN_IF_ERROR(WriteSmallFile(item, kTreeMetadataFile, EmitTreeMetadata(md)));
   if (options.use_ocdbt) {
-    CAIRN_RETURN_IF_ERROR(BuildRootDatabase(item_dir, options.process_count));
+    CAIRN_RETURN_IF_ERROR(BuildRootDatabase(item, options.process_count));
   }
   return Status::OK();
 }

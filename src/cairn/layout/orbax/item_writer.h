@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "cairn/dtype/dtype.h"
+#include "cairn/layout/orbax/location.h"
 #include "cairn/layout/orbax/tree_metadata.h"
 #include "cairn/util/box.h"
 #include "cairn/util/json.h"
@@ -81,14 +82,15 @@ Shape ChooseChunkShape(const Shape& write_shape, size_t item_size, uint64_t max_
 // The tree metadata entries for `leaves` (write_shape only for jax.Array).
 std::vector<TreeEntry> TreeEntriesFor(const std::vector<LeafToWrite>& leaves);
 
-// Step 1. `item_dir` is the (temporary) item directory, created if needed.
+// Step 1. `item` is the (pending) item location (PendingCommit::location of
+// step.h): every key is written below it, through its store only.
 // Checks the leaves first: InvalidArgument for param name collisions, a
 // shard outside its array, a write shape that does not match the shape's rank.
-Status WriteItemShards(const std::string& item_dir, const std::vector<LeafToWrite>& leaves,
+Status WriteItemShards(const Location& item, const std::vector<LeafToWrite>& leaves,
                        const ItemWriteOptions& options);
 
 // Step 3, on the primary only, after every process finished step 1.
-Status FinalizeItem(const std::string& item_dir, const std::vector<LeafToWrite>& leaves,
+Status FinalizeItem(const Location& item, const std::vector<LeafToWrite>& leaves,
                     const ItemWriteOptions& options);
 
 }  // namespace cairn::orbax

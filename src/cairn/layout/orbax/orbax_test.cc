@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <numeric>
 
 #include "cairn/layout/orbax/item_store.h"
@@ -29,6 +30,19 @@ constexpr char kOrbaxMetadata[] =
     R"J("('lst', '0')": {"key_metadata": [{"key": "lst", "key_type": 2}, {"key": "0", "key_type": 1}], "value_metadata": {"value_type": "scalar", "skip_deserialize": false}}, )J"
     R"J("('lst', '1')": {"key_metadata": [{"key": "lst", "key_type": 2}, {"key": "1", "key_type": 1}], "value_metadata": {"value_type": "jax.Array", "skip_deserialize": false, "write_shape": [3]}}}, )J"
     R"J("use_ocdbt": true, "use_zarr3": true, "store_array_data_equal_to_fill_value": true, "custom_metadata": null})J";
+
+// Test-side file helpers (the layout itself only sees KvStores).
+void WriteFile(const std::string& path, const std::string& contents) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path, std::ios::binary) << contents;
+}
+bool IsFile(const std::string& path) { return fs::is_regular_file(path); }
+
+Location Loc(const std::string& path) {
+  auto loc = OpenLocation(path);
+  EXPECT_TRUE(loc.ok()) << loc.status().ToString();
+  return *loc;
+}
 
 std::string TempDir(const std::string& name) {
   std::string dir = (fs::temp_directory_path() / ("cairn_orbax_test_" + std::to_string(::getpid()) + "_" + name)).string();
@@ -188,35 +202,37 @@ TEST(Step, NamesAndParsing) {
 TEST(Step, DiscoveryIgnoresTmpAndUncommitted) {
   std::string root = TempDir("steps");
   for (std::string n : {"1", "2", "3.orbax-checkpoint-tmp", "5", "junk"}) fs::create_directories(root + "/" + n);
-  ASSERT_TRUE(WriteSmallFile(root + "/1/commit_success.txt", "ok").ok());
-  ASSERT_TRUE(WriteSmallFile(root + "/5/commit_success.txt", "ok").ok());
-  auto all = ListSteps(root, {});
+  WriteFile(root + "/1/commit_success.txt", "ok");
+  WriteFile(root + "/5/commit_success.txt", "ok");
+  auto all = ListSteps(Loc(root), {});
   ASSERT_TRUE(all.ok());
   ASSERT_EQ(all->size(), 3u);
   EXPECT_EQ(all->back().step, 5);
-  auto committed = ListSteps(root, {}, /*require_commit_file=*/true);
+  auto committed = ListSteps(Loc(root), {}, /*require_commit_file=*/true);
   ASSERT_TRUE(committed.ok());
   ASSERT_EQ(committed->size(), 2u);
   EXPECT_EQ((*committed)[0].step, 1);
-  auto discovered = DiscoverSteps(root);
+  auto discovered = DiscoverSteps(Loc(root));
   ASSERT_TRUE(discovered.ok());
   EXPECT_EQ(discovered->size(), 2u);  // "2" has nothing that marks a step
-  EXPECT_FALSE(ListSteps(root + "/missing", {}).ok());
+  EXPECT_EQ(ListSteps(Loc(root + "/missing"), {}).status().code(), StatusCode::kNotFound);
 }
 
 TEST(Step, CommitProtocolRenamesAndMarks) {
   std::string root = TempDir("commit");
   std::string final_path = root + "/7";
-  auto tmp = BeginCommit(final_path);
-  ASSERT_TRUE(tmp.ok());
-  EXPECT_EQ(*tmp, final_path + ".orbax-checkpoint-tmp");
-  ASSERT_TRUE(WriteSmallFile(*tmp + "/x", "data").ok());
-  EXPECT_TRUE(ListSteps(root, {})->empty());
-  ASSERT_TRUE(FinishCommit(*tmp, final_path).ok());
-  EXPECT_TRUE(IsRegularFile(final_path + "/commit_success.txt"));
-  EXPECT_EQ(*ReadSmallFile(final_path + "/x"), "data");
-  EXPECT_FALSE(IsDirectory(*tmp));
-  EXPECT_EQ(BeginCommit(final_path).status().code(), StatusCode::kAlreadyExists);
+  Location final_loc = Loc(root).Child("7");
+  auto tmp = BeginCommit(final_loc, "abc");
+  ASSERT_TRUE(tmp.ok()) << tmp.status().ToString();
+  EXPECT_EQ(tmp->location.Path(), fs::canonical(root).string() + "/7.orbax-checkpoint-tmp-abc");
+  ASSERT_TRUE(WriteSmallFile(tmp->location, "x", "data").ok());
+  EXPECT_TRUE(ListSteps(Loc(root), {})->empty());
+  ASSERT_TRUE(FinishCommit(*tmp).ok());
+  EXPECT_TRUE(IsFile(final_path + "/commit_success.txt"));
+  EXPECT_EQ(*ReadSmallFile(final_loc, "x"), "data");
+  EXPECT_FALSE(fs::exists(tmp->location.Path()));
+  EXPECT_EQ(BeginCommit(final_loc, "def").status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(BeginCommit(Loc(root).Child("8"), "no-dash").status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(ItemWriter, ChunkShapeFollowsWriteShapeAndLimit) {
@@ -268,13 +284,13 @@ TEST_P(ItemRoundTrip, WritesAndReadsEveryLeaf) {
   options.process_count = v.processes;
   for (int p = 0; p < v.processes; ++p) {
     options.process_index = p;
-    Status s = WriteItemShards(dir, leaves_for(p), options);
+    Status s = WriteItemShards(Loc(dir), leaves_for(p), options);
     ASSERT_TRUE(s.ok()) << s.ToString();
   }
   options.process_index = 0;
-  ASSERT_TRUE(FinalizeItem(dir, leaves_for(0), options).ok());
+  ASSERT_TRUE(FinalizeItem(Loc(dir), leaves_for(0), options).ok());
 
-  auto item = OpenItem(dir);
+  auto item = OpenItem(Loc(dir));
   ASSERT_TRUE(item.ok()) << item.status().ToString();
   EXPECT_EQ(item->use_ocdbt, v.ocdbt);
   EXPECT_EQ(item->use_zarr3, v.zarr3);
@@ -296,9 +312,9 @@ TEST_P(ItemRoundTrip, WritesAndReadsEveryLeaf) {
   if (v.ocdbt) {
     // Every process has its own database; the root refers into them.
     for (int p = 0; p < v.processes; ++p) {
-      EXPECT_TRUE(IsRegularFile(dir + "/ocdbt.process_" + std::to_string(p) + "/manifest.ocdbt"));
+      EXPECT_TRUE(IsFile(dir + "/ocdbt.process_" + std::to_string(p) + "/manifest.ocdbt"));
     }
-    EXPECT_TRUE(IsRegularFile(dir + "/manifest.ocdbt"));
+    EXPECT_TRUE(IsFile(dir + "/manifest.ocdbt"));
   }
   auto tree = BuildTree(item->metadata);
   ASSERT_TRUE(tree.ok());
@@ -335,25 +351,26 @@ TEST(ItemWriter, CollisionIsAnErrorBeforeAnythingIsWritten) {
     l.shape = {2};
     l.shards.push_back({Box({0}, {2}), x.data()});
   }
-  Status s = WriteItemShards(dir, leaves, {});
+  Status s = WriteItemShards(Loc(dir), leaves, {});
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_FALSE(IsRegularFile(dir + "/manifest.ocdbt"));
+  EXPECT_FALSE(IsFile(dir + "/manifest.ocdbt"));
 }
 
 TEST(ItemStore, ResolvesRootStepAndItem) {
   std::string root = TempDir("resolve");
   for (std::string step : {"step_0001", "step_0004"}) {
     fs::create_directories(root + "/" + step + "/default");
-    ASSERT_TRUE(WriteSmallFile(root + "/" + step + "/default/_METADATA", "{}").ok());
-    ASSERT_TRUE(WriteSmallFile(root + "/" + step + "/_CHECKPOINT_METADATA", "{}").ok());
+    WriteFile(root + "/" + step + "/default/_METADATA", "{}");
+    WriteFile(root + "/" + step + "/_CHECKPOINT_METADATA", "{}");
   }
   fs::create_directories(root + "/step_0009.orbax-checkpoint-tmp/default");
-  EXPECT_EQ(*ResolveItemDirectory(root), root + "/step_0004/default");
-  EXPECT_EQ(*ResolveItemDirectory(root + "/step_0001"), root + "/step_0001/default");
-  EXPECT_EQ(*ResolveItemDirectory(root + "/step_0001/default"), root + "/step_0001/default");
-  EXPECT_EQ(ResolveItemDirectory(root + "/step_0001", "other").status().code(), StatusCode::kNotFound);
-  EXPECT_FALSE(OpenItem(root + "/step_0001/default").ok());  // "{}" has no tree_metadata
+  const std::string real = fs::canonical(root).string();
+  EXPECT_EQ(ResolveItemLocation(Loc(root))->Path(), real + "/step_0004/default");
+  EXPECT_EQ(ResolveItemLocation(Loc(root + "/step_0001"))->Path(), real + "/step_0001/default");
+  EXPECT_EQ(ResolveItemLocation(Loc(root + "/step_0001/default"))->Path(), real + "/step_0001/default");
+  EXPECT_EQ(ResolveItemLocation(Loc(root + "/step_0001"), "other").status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE(OpenItem(Loc(root + "/step_0001/default")).ok());  // "{}" has no tree_metadata
 }
 
 }  // namespace

@@ -1,48 +1,35 @@
+// Implements the commit protocol and step discovery documented (numbered
+// steps) at the top of step.h, through the KvStore of a Location only.
 #include "cairn/layout/orbax/step.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include <sys/random.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <filesystem>
 #include <map>
-#include <system_error>
 
 #include "cairn/layout/orbax/metadata_files.h"
 
 namespace cairn::orbax {
-namespace fs = std::filesystem;
 namespace {
-
-Status FsError(const std::error_code& ec, std::string_view what, const std::string& path) {
-  return ErrnoError(ec.value(), std::string(what) + " " + path);
-}
 
 bool AllDigits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-Status SyncPath(const std::string& path, bool directory) {
-  int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
-  if (fd < 0) return ErrnoError(errno, "opening " + path + " to sync");
-  int rc = ::fsync(fd);
-  int err = errno;
-  ::close(fd);
-  if (rc != 0) return ErrnoError(err, "syncing " + path);
+Status CheckSaveId(std::string_view id) {
+  bool ok = !id.empty() && id.size() <= 64 && std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+  });
+  if (!ok) {
+    return InvalidArgumentError("save id `" + std::string(id.substr(0, 80)) +
+                                "` must be 1 to 64 letters, digits or '_'");
+  }
   return Status::OK();
 }
 
-std::string Parent(const std::string& path) {
-  fs::path p(path);
-  std::string parent = p.parent_path().string();
-  return parent.empty() ? "." : parent;
-}
-
 }  // namespace
-
 std::string StepName(int64_t step, const StepNameFormat& format) {
   std::string num = std::to_string(step);
   if (format.fixed_length && static_cast<int>(num.size()) < *format.fixed_length) {
@@ -69,155 +56,154 @@ std::optional<int64_t> ParseStepName(std::string_view name, const StepNameFormat
 
 bool IsTmpName(std::string_view name) { return name.find(kTmpSuffix) != std::string_view::npos; }
 
-Result<std::vector<StepInfo>> ListSteps(const std::string& root, const StepNameFormat& format,
+Result<std::vector<StepInfo>> ListSteps(const Location& root, const StepNameFormat& format,
                                         bool require_commit_file) {
-  if (!IsDirectory(root)) return NotFoundError("checkpoint root " + root + " is not a directory");
-  CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDirectory(root));
+  if (!Exists(root)) return NotFoundError("checkpoint root " + root.Path() + " is not a directory");
+  CAIRN_ASSIGN_OR_RETURN(std::vector<ChildEntry> entries, ListEntries(root));
   std::vector<StepInfo> out;
-  for (const std::string& name : names) {
-    if (IsTmpName(name)) continue;
-    std::optional<int64_t> step = ParseStepName(name, format);
+  for (const ChildEntry& e : entries) {
+    if (e.kind != ChildEntry::Kind::kPrefix || IsTmpName(e.name)) continue;
+    std::optional<int64_t> step = ParseStepName(e.name, format);
     if (!step) continue;
-    std::string path = (fs::path(root) / name).string();
-    if (!IsDirectory(path)) continue;
-    if (require_commit_file && !IsRegularFile(path + "/" + std::string(kCommitSuccessFile))) continue;
-    out.push_back({*step, path});
+    Location loc = root.Child(e.name);
+    if (require_commit_file && !HasKey(loc, kCommitSuccessFile)) continue;
+    out.push_back({*step, std::move(loc)});
   }
   std::sort(out.begin(), out.end(), [](const StepInfo& a, const StepInfo& b) { return a.step < b.step; });
   return out;
 }
 
-Result<std::vector<StepInfo>> DiscoverSteps(const std::string& root) {
-  if (!IsDirectory(root)) return NotFoundError("checkpoint root " + root + " is not a directory");
-  CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDirectory(root));
-  std::map<int64_t, std::string> found;
-  for (const std::string& name : names) {
-    if (IsTmpName(name)) continue;
+Result<std::vector<StepInfo>> DiscoverSteps(const Location& root) {
+  if (!Exists(root)) return NotFoundError("checkpoint root " + root.Path() + " is not a directory");
+  CAIRN_ASSIGN_OR_RETURN(std::vector<ChildEntry> entries, ListEntries(root));
+  std::map<int64_t, Location> found;
+  for (const ChildEntry& entry : entries) {
+    const std::string& name = entry.name;
+    if (entry.kind != ChildEntry::Kind::kPrefix || IsTmpName(name)) continue;
     size_t digits = name.size();
     while (digits > 0 && name[digits - 1] >= '0' && name[digits - 1] <= '9') --digits;
     if (digits == name.size()) continue;
     if (digits > 0 && (digits < 2 || name[digits - 1] != '_')) continue;
     std::string_view num = std::string_view(name).substr(digits);
     if (num.size() > 18) continue;
-    std::string path = (fs::path(root) / name).string();
-    if (!IsDirectory(path)) continue;
-    bool looks_like_step = IsRegularFile(path + "/" + std::string(kCheckpointMetadataFile)) ||
-                           IsRegularFile(path + "/" + std::string(kCommitSuccessFile));
-    if (!looks_like_step) {
-      auto entries = ListDirectory(path);
-      if (!entries.ok()) continue;
-      for (const std::string& e : *entries) {
-        if (IsRegularFile(path + "/" + e + "/" + std::string(kTreeMetadataFile))) looks_like_step = true;
+    Location step = root.Child(name);
+    auto children = step.store->ListChildren(step.prefix);
+    if (!children.ok()) continue;
+    bool looks_like_step = false;
+    for (const ChildEntry& c : *children) {
+      if (c.kind == ChildEntry::Kind::kKey && (c.name == kCheckpointMetadataFile || c.name == kCommitSuccessFile)) {
+        looks_like_step = true;
+      }
+    }
+    for (size_t i = 0; !looks_like_step && i < children->size(); ++i) {
+      const ChildEntry& c = (*children)[i];
+      if (c.kind == ChildEntry::Kind::kPrefix && HasKey(step.Child(c.name), kTreeMetadataFile)) {
+        looks_like_step = true;
       }
     }
     if (!looks_like_step) continue;
-    found.emplace(std::stoll(std::string(num)), path);
+    found.emplace(std::stoll(std::string(num)), std::move(step));
   }
   std::vector<StepInfo> out;
-  for (auto& [step, path] : found) out.push_back({step, path});
+  for (auto& [step, loc] : found) out.push_back({step, loc});
   return out;
 }
 
-Result<std::string> BeginCommit(const std::string& final_path) {
-  std::error_code ec;
-  if (fs::exists(final_path, ec)) {
-    return AlreadyExistsError("checkpoint directory " + final_path + " already exists");
-  }
-  std::string tmp = final_path + std::string(kTmpSuffix);
-  fs::remove_all(tmp, ec);
-  if (ec) return FsError(ec, "removing leftover", tmp);
-  fs::create_directories(tmp, ec);
-  if (ec) return FsError(ec, "creating", tmp);
-  return tmp;
-}
-
-Status FinishCommit(const std::string& tmp_path, const std::string& final_path) {
-  CAIRN_RETURN_IF_ERROR(WriteSmallFile(tmp_path + "/" + std::string(kCommitSuccessFile),
-                                       "Checkpoint commit was successful to " + final_path));
-  CAIRN_RETURN_IF_ERROR(SyncPath(tmp_path, /*directory=*/true));
-  if (::rename(tmp_path.c_str(), final_path.c_str()) != 0) {
-    return ErrnoError(errno, "renaming " + tmp_path + " to " + final_path);
-  }
-  return SyncPath(Parent(final_path), /*directory=*/true);
-}
-
-Result<std::string> ReadSmallFile(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError(errno, "opening " + path);
-  std::string out;
-  char buf[65536];
-  while (true) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
+std::string NewSaveId() {
+  uint8_t bytes[8] = {};
+  size_t got = 0;
+  while (got < sizeof(bytes)) {
+    ssize_t n = ::getrandom(bytes + got, sizeof(bytes) - got, 0);
     if (n < 0) {
       if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      return ErrnoError(err, "reading " + path);
+      break;
     }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
+    got += static_cast<size_t>(n);
   }
-  ::close(fd);
-  return out;
+  if (got < sizeof(bytes)) {  // no getrandom: the clock still differs per save
+    uint64_t t = static_cast<uint64_t>(NowNanos());
+    for (size_t i = 0; i < sizeof(bytes); ++i) bytes[i] ^= static_cast<uint8_t>(t >> (8 * i));
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id;
+  for (uint8_t b : bytes) {
+    id += kHex[b >> 4];
+    id += kHex[b & 15];
+  }
+  return id;
 }
 
-Status WriteSmallFile(const std::string& path, std::string_view contents) {
-  std::error_code ec;
-  std::string dir = Parent(path);
-  fs::create_directories(dir, ec);
-  if (ec) return FsError(ec, "creating", dir);
-  std::string tmp = path + ".__cairn_tmp_" + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError(errno, "creating " + tmp);
-  size_t done = 0;
-  while (done < contents.size()) {
-    ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return ErrnoError(err, "writing " + tmp);
+std::string TmpName(std::string_view final_name, std::string_view save_id) {
+  return std::string(final_name) + std::string(kTmpSuffix) + "-" + std::string(save_id);
+}
+
+PendingCommit PendingCommitFor(const Location& final_location, std::string_view save_id) {
+  PendingCommit p;
+  p.final_location = final_location;
+  p.location = final_location.Parent().Child(TmpName(final_location.Name(), save_id));
+  p.save_id = std::string(save_id);
+  p.commit = PrefixCommit{final_location.prefix, p.location.prefix, /*in_place=*/false};
+  return p;
+}
+
+Result<PendingCommit> BeginCommit(const Location& final_location, std::string_view save_id) {
+  CAIRN_RETURN_IF_ERROR(CheckSaveId(save_id));
+  if (final_location.prefix.empty()) {
+    return InvalidArgumentError("cannot commit " + final_location.Path() +
+                                ": it is the root of its store (open its parent)");
+  }
+  // Step 2: refuse an existing checkpoint before touching anything.
+  CAIRN_ASSIGN_OR_RETURN(std::vector<ChildEntry> existing, ListEntries(final_location));
+  if (!existing.empty()) {
+    return AlreadyExistsError("checkpoint directory " + final_location.Path() + " already exists");
+  }
+  const Location parent = final_location.Parent();
+  const std::string name = final_location.Name();
+  const std::string tmp_stem = name + std::string(kTmpSuffix);
+  CAIRN_ASSIGN_OR_RETURN(std::vector<ChildEntry> siblings, ListEntries(parent));
+  for (const ChildEntry& e : siblings) {
+    // `<name>.orbax-checkpoint-tmp` (Orbax's own) or `...-<any id>`.
+    if (e.name != tmp_stem && e.name.rfind(tmp_stem + "-", 0) != 0) continue;
+    Status removed;
+    if (e.kind == ChildEntry::Kind::kPrefix) {
+      removed = final_location.store->DeletePrefix(parent.Key(e.name) + "/");
+    } else if (e.kind == ChildEntry::Kind::kKey) {
+      removed = final_location.store->Delete(parent.Key(e.name));
+    } else {
+      continue;  // a symlink or special file: never followed, left alone
     }
-    done += static_cast<size_t>(n);
+    if (!removed.ok()) return removed.Annotate("removing leftover " + parent.Child(e.name).Path());
   }
-  if (::fsync(fd) != 0) {
-    int err = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return ErrnoError(err, "syncing " + tmp);
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    return ErrnoError(err, "renaming " + tmp + " to " + path);
-  }
-  return SyncPath(dir, /*directory=*/true);
+  PendingCommit p;
+  p.final_location = final_location;
+  p.save_id = std::string(save_id);
+  CAIRN_ASSIGN_OR_RETURN(p.commit, final_location.store->BeginPrefixCommit(
+                                       final_location.prefix, parent.Key(TmpName(name, save_id)) + "/"));
+  p.location = Location{final_location.store, p.commit.pending_prefix, final_location.base};
+  return p;
 }
 
-bool IsDirectory(const std::string& path) {
-  std::error_code ec;
-  return fs::is_directory(path, ec);
-}
-
-bool IsRegularFile(const std::string& path) {
-  std::error_code ec;
-  return fs::is_regular_file(path, ec);
-}
-
-Result<std::vector<std::string>> ListDirectory(const std::string& path) {
-  std::error_code ec;
-  std::vector<std::string> out;
-  fs::directory_iterator it(path, ec);
-  if (ec) return FsError(ec, "listing", path);
-  for (; it != fs::directory_iterator(); it.increment(ec)) {
-    if (ec) return FsError(ec, "listing", path);
-    out.push_back(it->path().filename().string());
+Result<PendingCommit> FindPendingCommit(const Location& final_location) {
+  const Location parent = final_location.Parent();
+  const std::string stem = final_location.Name() + std::string(kTmpSuffix) + "-";
+  CAIRN_ASSIGN_OR_RETURN(std::vector<ChildEntry> siblings, ListEntries(parent));
+  std::vector<std::string> ids;
+  for (const ChildEntry& e : siblings) {
+    if (e.kind == ChildEntry::Kind::kPrefix && e.name.rfind(stem, 0) == 0) ids.push_back(e.name.substr(stem.size()));
   }
-  if (ec) return FsError(ec, "listing", path);
-  std::sort(out.begin(), out.end());
-  return out;
+  if (ids.empty()) return NotFoundError("no save of " + final_location.Path() + " is pending");
+  if (ids.size() > 1) {
+    return FailedPreconditionError(std::to_string(ids.size()) + " saves of " + final_location.Path() +
+                                   " are pending; pass the save id to tell them apart");
+  }
+  return PendingCommitFor(final_location, ids[0]);
+}
+
+Status FinishCommit(const PendingCommit& pending) {
+  const std::string marker = "Checkpoint commit was successful to " + pending.final_location.Path();
+  return pending.final_location.store
+      ->FinishPrefixCommit(pending.commit, kCommitSuccessFile, AsBytes(marker))
+      .Annotate("committing " + pending.final_location.Path());
 }
 
 int64_t NowNanos() {

@@ -1,25 +1,37 @@
-// Orbax step directories (orbax-layout.md §1.2, §1.3) and the commit
-// protocol for local paths.
+// Orbax step directories and the commit protocol, over any KvStore
+// (Location: a store and a key prefix; location.h).
 //
 // Step names: `<step>`, `<prefix>_<step>`, optionally zero-padded to a
-// fixed width (`step_0023`). A step directory counts as finalized when its
-// name has no `.orbax-checkpoint-tmp` and, if the caller requires commit
-// files (Orbax's COMMIT_FILE mode, gs:// paths), it holds
+// fixed width (`step_0023`). A step counts as finalized when its name has no
+// `.orbax-checkpoint-tmp` and, if the caller requires commit files (Orbax's
+// COMMIT_FILE mode; stores that commit in place), it holds
 // `commit_success.txt`.
 //
-// Commit protocol (AtomicRenameTemporaryPath; the steps Orbax takes):
-//   1. BeginCommit: remove any leftover `<final>.orbax-checkpoint-tmp`, then
-//      create it empty. Everything is written inside it.
-//   2. The caller writes and syncs the data and metadata files (through
-//      KvStores, which sync each file before returning).
-//   3. FinishCommit: write `commit_success.txt` into the tmp directory
-//      (synced), sync the tmp directory, rename it to `<final>` and sync the
-//      parent directory. A reader that sees `<final>` sees everything.
-// Nested items (`<step>.tmp/<item>.tmp`) are committed innermost first.
+// Commit protocol (the numbered steps are implemented in step.cc; the
+// store's own part is KvStore::BeginPrefixCommit / FinishPrefixCommit):
+//   1. Every save has a save id (NewSaveId: random, unique across hosts and
+//      restarts). Its temporary directory is
+//      `<final>.orbax-checkpoint-tmp-<id>`; Orbax treats every name holding
+//      `.orbax-checkpoint-tmp` as temporary.
+//   2. BeginCommit (primary only): AlreadyExists when `<final>` exists;
+//      removes every leftover `<final>.orbax-checkpoint-tmp*` sibling of
+//      other saves (KvStore::DeletePrefix); then the store prepares the
+//      pending directory of this save's id.
+//   3. Every process writes only below the pending directory of its own save
+//      id (PendingCommitFor gives it to non-primary processes). A writer of
+//      an older save that straggles on writes into its own, older directory,
+//      which no commit ever publishes: it can never mix into a new save.
+//   4. FinishCommit (primary only, after all writers are done): the store
+//      writes `commit_success.txt` ("Checkpoint commit was successful to
+//      <final>") into the pending directory, makes everything durable and
+//      publishes it as `<final>` (file: fsync all, rename, fsync the parent).
+//      A reader that sees `<final>` sees everything. NotFound when a newer
+//      save's BeginCommit removed the pending directory meanwhile.
+// Nested items (`<step>.tmp-<id>/<item>.tmp-<id>`) are committed innermost
+// first.
 //
-// These functions touch the local file system directly (directory listing,
-// rename and fsync are not KvStore operations). Thread safety: pure
-// functions over the file system; callers serialize commits of one path.
+// Thread safety: pure functions over the store; callers serialize commits
+// of one final location.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +40,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cairn/layout/orbax/location.h"
 #include "cairn/util/result.h"
 
 namespace cairn::orbax {
@@ -52,36 +65,50 @@ bool IsTmpName(std::string_view name);
 
 struct StepInfo {
   int64_t step = 0;
-  std::string path;  // absolute directory path
+  Location location;  // the step directory
+  std::string path() const { return location.Path(); }
 };
 
 // Finalized steps under `root`, sorted by step. `require_commit_file`
 // skips directories without commit_success.txt. NotFound when `root` does
-// not exist; Unavailable for listing errors.
-Result<std::vector<StepInfo>> ListSteps(const std::string& root, const StepNameFormat& format,
+// not exist; the store's errors for listing.
+Result<std::vector<StepInfo>> ListSteps(const Location& root, const StepNameFormat& format,
                                         bool require_commit_file = false);
 
 // Tries every common format (bare, any `<prefix>_`, fixed width) for
 // directories under `root` that look like Orbax steps: finalized and holding
-// `_CHECKPOINT_METADATA` or an item directory. Sorted by step.
-Result<std::vector<StepInfo>> DiscoverSteps(const std::string& root);
+// `_CHECKPOINT_METADATA`, `commit_success.txt` or an item directory. Sorted.
+Result<std::vector<StepInfo>> DiscoverSteps(const Location& root);
 
-// Step 1 of the protocol. Returns the tmp path. AlreadyExists when `final`
-// exists.
-Result<std::string> BeginCommit(const std::string& final_path);
+// A fresh save id: 16 lowercase hex digits from the system's random source.
+std::string NewSaveId();
 
-// Step 3 of the protocol. `final_path` is what `tmp_path` becomes.
-Status FinishCommit(const std::string& tmp_path, const std::string& final_path);
+// `<name>.orbax-checkpoint-tmp-<save_id>`.
+std::string TmpName(std::string_view final_name, std::string_view save_id);
 
-// Reads a whole small file (metadata). NotFound when absent.
-Result<std::string> ReadSmallFile(const std::string& path);
-// Writes a small file durably (tmp file + fsync + rename + dir fsync).
-Status WriteSmallFile(const std::string& path, std::string_view contents);
+struct PendingCommit {
+  Location final_location;  // what the save becomes
+  Location location;        // where its files are written until then
+  std::string save_id;
+  PrefixCommit commit;      // the store's view (prefixes in the store)
+};
 
-bool IsDirectory(const std::string& path);
-bool IsRegularFile(const std::string& path);
-// Names of the entries of directory `path` (not recursive), sorted.
-Result<std::vector<std::string>> ListDirectory(const std::string& path);
+// Step 2 of the protocol (primary). InvalidArgument for an empty or
+// non-hex save id or a location at the store's root.
+Result<PendingCommit> BeginCommit(const Location& final_location, std::string_view save_id);
+
+// Step 3 for non-primary processes: the pending location of save `save_id`
+// without touching storage (stores that rename; in-place stores write to
+// `final_location` itself).
+PendingCommit PendingCommitFor(const Location& final_location, std::string_view save_id);
+
+// For processes that did not receive the save id: the one pending save of
+// `final_location` (after the primary's BeginCommit). NotFound when there is
+// none; FailedPrecondition when there are several (pass the save id).
+Result<PendingCommit> FindPendingCommit(const Location& final_location);
+
+// Step 4 of the protocol (primary).
+Status FinishCommit(const PendingCommit& pending);
 
 // Nanoseconds since the Unix epoch.
 int64_t NowNanos();

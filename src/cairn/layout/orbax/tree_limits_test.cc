@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cairn/layout/orbax/item_writer.h"
+#include "cairn/layout/orbax/location.h"
 #include "cairn/layout/orbax/py_json.h"
 #include "cairn/layout/orbax/tree_metadata.h"
 #include "cairn/util/testing/in_subprocess.h"
@@ -114,18 +115,20 @@ TEST(TreeLimits, WriterRefusesKeyPathsReadersWouldRefuse) {
                               .string();
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  auto item = OpenLocation(dir);
+  ASSERT_TRUE(item.ok()) << item.status().ToString();
   std::vector<LeafToWrite> leaves(1);
   leaves[0].path = KKeys(kMaxKeyPathLength + 1);
   leaves[0].value_type = "None";
-  Status s = WriteItemShards(dir, leaves, {});
+  Status s = WriteItemShards(*item, leaves, {});
   EXPECT_TRUE(IsInvalidWith(s, {"257 keys"}));
   EXPECT_TRUE(std::filesystem::is_empty(dir));  // refused before writing anything
-  EXPECT_TRUE(IsInvalidWith(FinalizeItem(dir, leaves, {}), {"257 keys"}));
+  EXPECT_TRUE(IsInvalidWith(FinalizeItem(*item, leaves, {}), {"257 keys"}));
   // Control: the longest allowed path is written.
   leaves[0].path = KKeys(kMaxKeyPathLength);
   ItemWriteOptions no_ocdbt;
   no_ocdbt.use_ocdbt = false;
-  EXPECT_TRUE(WriteItemShards(dir, leaves, no_ocdbt).ok());
+  EXPECT_TRUE(WriteItemShards(*item, leaves, no_ocdbt).ok());
   std::filesystem::remove_all(dir);
 }
 

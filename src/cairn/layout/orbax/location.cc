@@ -1,0 +1,179 @@
+#include "cairn/layout/orbax/location.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+
+#include "cairn/kvstore/file/file_kvstore.h"
+#include "cairn/kvstore/prefix/prefix_kvstore.h"
+#include "cairn/kvstore/url.h"
+
+namespace cairn::orbax {
+namespace {
+namespace fs = std::filesystem;
+
+// The absolute, normalized form of `path` with the longest existing part
+// resolved by realpath (symlinks the user named are followed here, once).
+std::string ResolveUserPath(const std::string& path) {
+  std::error_code ec;
+  fs::path abs = fs::absolute(path, ec);
+  if (ec) abs = fs::path(path);
+  abs = abs.lexically_normal();
+  fs::path existing = abs;
+  fs::path rest;
+  while (!existing.empty() && existing != existing.root_path()) {
+    if (fs::exists(existing, ec)) break;
+    rest = existing.filename() / rest;
+    existing = existing.parent_path();
+  }
+  char* real = ::realpath(existing.string().c_str(), nullptr);
+  fs::path out = real != nullptr ? fs::path(real) : existing;
+  ::free(real);
+  if (!rest.empty()) out /= rest;
+  std::string s = out.lexically_normal().string();
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  return s;
+}
+
+Result<Location> OpenLocalPath(const std::string& path) {
+  if (path.empty()) return InvalidArgumentError("an empty path names no checkpoint");
+  std::string abs = ResolveUserPath(path);
+  if (abs == "/") return Location{std::make_shared<FileKvStore>("/"), "", "/"};
+  size_t slash = abs.rfind('/');
+  std::string parent = slash == 0 ? "/" : abs.substr(0, slash);
+  std::string name = abs.substr(slash + 1);
+  CAIRN_RETURN_IF_ERROR(ValidateFileKey(name).Annotate("path " + path));
+  return Location{std::make_shared<FileKvStore>(parent), name + "/", parent};
+}
+
+}  // namespace
+
+Location Location::Child(std::string_view name) const {
+  return Location{store, prefix + std::string(name) + "/", base};
+}
+
+std::string Location::Name() const {
+  if (prefix.empty()) return "";
+  std::string_view p(prefix);
+  p.remove_suffix(1);
+  return std::string(p.substr(p.rfind('/') + 1));
+}
+
+Location Location::Parent() const {
+  if (prefix.empty()) return *this;
+  std::string_view p(prefix);
+  p.remove_suffix(1);
+  size_t slash = p.rfind('/');
+  return Location{store, slash == std::string_view::npos ? "" : std::string(p.substr(0, slash + 1)), base};
+}
+
+std::string Location::Path() const {
+  if (prefix.empty()) return base;
+  std::string out = base;
+  if (out.empty() || out.back() != '/') out += '/';
+  out += std::string_view(prefix).substr(0, prefix.size() - 1);
+  return out;
+}
+
+std::shared_ptr<KvStore> Location::View() const {
+  return MakePrefixKvStore(store, prefix, store->url() + prefix);
+}
+
+Result<Location> OpenLocation(std::string_view path_or_url) {
+  std::string s(path_or_url);
+  if (s.find('|') != std::string::npos) {
+    return InvalidArgumentError("`" + s + "`: an Orbax checkpoint location must be a plain path or "
+                                "file:// / memory:// URL, not a pipeline");
+  }
+  constexpr std::string_view kFile = "file://";
+  constexpr std::string_view kMemory = "memory://";
+  if (s.rfind(kFile, 0) == 0) {
+    std::string rest = s.substr(kFile.size());
+    if (rest.empty() || rest[0] != '/') {
+      return InvalidArgumentError("`" + s + "`: a file URL needs an absolute path (file:///abs/dir)");
+    }
+    CAIRN_ASSIGN_OR_RETURN(std::string decoded, UrlPathToKeyPrefix(rest.substr(1), s));
+    return OpenLocalPath("/" + decoded);
+  }
+  if (s.rfind(kMemory, 0) == 0) {
+    std::string rest = s.substr(kMemory.size());
+    while (!rest.empty() && rest.back() == '/') rest.pop_back();
+    size_t slash = rest.rfind('/');
+    std::string parent = slash == std::string::npos ? "" : rest.substr(0, slash + 1);
+    std::string name = slash == std::string::npos ? rest : rest.substr(slash + 1);
+    std::string parent_url = std::string(kMemory) + parent;
+    CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<KvStore> store, OpenKvStore(parent_url));
+    if (name.empty()) return Location{store, "", parent_url};
+    CAIRN_RETURN_IF_ERROR(ValidateKey(name).Annotate("URL " + s));
+    return Location{store, name + "/", parent_url};
+  }
+  if (s.find("://") != std::string::npos) {
+    return InvalidArgumentError("`" + s + "`: unsupported scheme for an Orbax checkpoint location "
+                                "(use a path, file:// or memory://)");
+  }
+  return OpenLocalPath(s);
+}
+
+Result<std::vector<ChildEntry>> ListEntries(const Location& loc) {
+  auto r = loc.store->ListChildren(loc.prefix);
+  if (!r.ok()) return r.status().Annotate("listing " + loc.Path());
+  return r;
+}
+
+namespace {
+bool HasChild(const Location& loc, std::string_view name, ChildEntry::Kind kind) {
+  auto entries = loc.store->ListChildren(loc.prefix);
+  if (!entries.ok()) return false;
+  for (const ChildEntry& e : *entries) {
+    if (e.name == name && e.kind == kind) return true;
+  }
+  return false;
+}
+}  // namespace
+
+bool HasKey(const Location& loc, std::string_view name) { return HasChild(loc, name, ChildEntry::Kind::kKey); }
+bool HasPrefix(const Location& loc, std::string_view name) {
+  return HasChild(loc, name, ChildEntry::Kind::kPrefix);
+}
+
+bool Exists(const Location& loc) {
+  if (loc.prefix.empty()) return true;
+  return HasPrefix(loc.Parent(), loc.Name());
+}
+
+Result<std::string> ReadSmallFile(const Location& loc, std::string_view name, uint64_t max_bytes) {
+  const std::string key = loc.Key(name);
+  auto too_big = [&](uint64_t size) {
+    return ResourceExhaustedError("reading " + loc.store->Describe(key) + ": " + std::to_string(size) +
+                                  " bytes or more, over the limit of " + std::to_string(max_bytes) +
+                                  " bytes for a metadata file");
+  };
+  // Only a plain key is read: a FIFO would block and a device would not end
+  // (stores that have neither report kKey or nothing).
+  {
+    const size_t slash = key.rfind('/');
+    const std::string parent = slash == std::string::npos ? "" : key.substr(0, slash + 1);
+    const std::string base = key.substr(parent.size());
+    CAIRN_ASSIGN_OR_RETURN(std::vector<ChildEntry> siblings, loc.store->ListChildren(parent));
+    for (const ChildEntry& e : siblings) {
+      if (e.name == base && e.kind == ChildEntry::Kind::kOther) {
+        return FailedPreconditionError("reading " + loc.store->Describe(key) +
+                                       ": not a regular file (a symbolic link, FIFO or device)");
+      }
+    }
+  }
+  CAIRN_ASSIGN_OR_RETURN(std::vector<KeyInfo> listed, loc.store->List(key));
+  for (const KeyInfo& k : listed) {
+    if (k.key == key && k.size > max_bytes) return too_big(k.size);
+  }
+  CAIRN_ASSIGN_OR_RETURN(std::optional<Buffer> value, loc.store->Get(key));
+  if (!value) return NotFoundError(loc.store->Describe(key) + " does not exist");
+  if (value->size() > max_bytes) return too_big(value->size());
+  return value->ToString();
+}
+
+Status WriteSmallFile(const Location& loc, std::string_view name, std::string_view contents) {
+  return loc.store->Put(loc.Key(name), AsBytes(contents));
+}
+
+}  // namespace cairn::orbax

@@ -1,0 +1,139 @@
+"""`cairn verify` on hostile checkpoints: a symlink pointing outside the
+checkpoint, a FIFO where a chunk or metadata file should be, a `_METADATA`
+nested thousands of levels deep, directories nested past the walk limit.
+Each case must be reported with a non-zero exit status, within a timeout,
+without a crash (the CLI runs in a subprocess, so a hang or a signal fails
+only its own test). Every case has the same checkpoint unmodified as its
+control, which must verify clean."""
+
+import json
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import cairn
+from test_cli import cairn_cli
+
+TIMEOUT = 60
+
+
+def verify(path, *extra):
+    """(exit status, parsed JSON report or None, stdout + stderr)."""
+    proc = subprocess.run([cairn_cli(), "verify", "--json", *extra, str(path)],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    report = None
+    for line in proc.stdout.splitlines():
+        if line.startswith("{"):
+            report = json.loads(line)
+    return proc.returncode, report, proc.stdout + proc.stderr
+
+
+def kinds(report):
+    return {p["kind"] for p in report["problems"]}
+
+
+@pytest.fixture(params=[True, False], ids=["ocdbt", "dirs"])
+def checkpoint(request, tmp_path):
+    """A CheckpointManager-style root with step 1 (item `default`) written by
+    cairn, and a directory outside it holding a secret."""
+    root = tmp_path / "root"
+    tree = {"w": np.arange(24, dtype=np.float32).reshape(4, 6), "b": np.ones(3, np.int32)}
+    cairn.save(str(root), tree, step=1, use_ocdbt=request.param, use_zarr3=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_text("do not read me")
+    return root, outside, request.param
+
+
+def test_control_clean_checkpoint_verifies(checkpoint):
+    root, _, _ = checkpoint
+    rc, report, out = verify(root)
+    assert rc == 0, out
+    assert report["ok"] and report["problems"] == [], out
+    assert report["arrays"] == 2
+
+
+def test_symlink_to_outside_directory_is_reported(checkpoint):
+    root, outside, _ = checkpoint
+    link = root / "1" / "default" / "escape"
+    os.symlink(outside, link)
+    rc, report, out = verify(root)
+    assert rc == 1, out
+    assert "not_a_regular_file" in kinds(report), out
+    hits = [p for p in report["problems"] if p["kind"] == "not_a_regular_file"]
+    assert [p["file"] for p in hits] == [os.path.join(os.path.realpath(link.parent), "escape")], out
+    assert "symbolic link" in hits[0]["message"]
+    assert "secret" not in out
+    # Control: the link removed, the same checkpoint is clean again.
+    link.unlink()
+    assert verify(root)[0] == 0
+
+
+def test_symlinked_item_directory_is_reported_not_followed(checkpoint, tmp_path):
+    root, _, _ = checkpoint
+    item = root / "1" / "default"
+    moved = tmp_path / "moved_item"
+    shutil.move(str(item), moved)
+    os.symlink(moved, item)
+    rc, report, out = verify(root)
+    assert rc == 1, out
+    files = [p["file"] for p in report["problems"] if p["kind"] == "not_a_regular_file"]
+    assert files == [os.path.join(os.path.realpath(item.parent), "default")], out
+
+
+def test_fifo_at_a_chunk_or_metadata_key_does_not_hang(checkpoint):
+    root, _, ocdbt = checkpoint
+    item = root / "1" / "default"
+    if ocdbt:
+        target = item / "manifest.ocdbt"
+    else:
+        target = next(p for p in sorted((item / "w").rglob("*")) if p.is_file() and p.name != "zarr.json")
+    target.unlink()
+    os.mkfifo(target)
+    rc, report, out = verify(root)
+    assert rc == 1, out
+    assert {"not_a_regular_file", "not_verified"} <= kinds(report), out
+    assert any(p["file"] == os.path.realpath(target) for p in report["problems"]), out
+
+
+def test_fifo_as_step_metadata_does_not_hang(checkpoint):
+    root, _, _ = checkpoint
+    md = root / "1" / "_CHECKPOINT_METADATA"
+    md.unlink()
+    os.mkfifo(md)
+    rc, report, out = verify(root)
+    assert rc == 1, out
+    assert [p["file"] for p in report["problems"] if p["kind"] == "not_a_regular_file"] == \
+        [os.path.join(os.path.realpath(md.parent), md.name)], out
+
+
+def test_deeply_nested_metadata_is_reported_without_crashing(checkpoint):
+    root, _, _ = checkpoint
+    md_path = root / "1" / "default" / "_METADATA"
+    md = json.loads(md_path.read_text())
+    depth = 20000
+    deep_key = "(" + ", ".join(["'a'"] * depth) + ",)"
+    md["tree_metadata"][deep_key] = {
+        "key_metadata": [{"key": "a", "key_type": 2}] * depth,
+        "value_metadata": {"value_type": "np.ndarray", "skip_deserialize": False}}
+    md["custom_metadata"] = "NESTED"  # nested lists too (too deep for Python's json)
+    md_path.write_text(json.dumps(md).replace('"NESTED"', "[" * depth + "]" * depth))
+    rc, report, out = verify(root)
+    assert rc == 1, out[-2000:]  # not a negative status: no signal
+    # Rejected as metadata (a depth limit) or as an array that cannot exist.
+    assert kinds(report) & {"bad_metadata", "bad_array"}, out[-2000:]
+    assert not report["ok"]
+
+
+def test_directories_nested_past_the_walk_limit_are_reported(checkpoint):
+    root, _, _ = checkpoint
+    d = root / "1" / "default" / "junk"
+    for _ in range(70):
+        d = d / "d"
+    d.mkdir(parents=True)
+    rc, report, out = verify(root)
+    assert rc == 1, out
+    assert "too_deep" in kinds(report), out
