@@ -74,9 +74,9 @@ def test_list_steps_and_commit_release_the_gil(tmp_path):
     def commit():
         n[0] += 1
         final = os.fspath(tmp_path / f"c{n[0]}")
-        tmp = _core._orbax_begin_commit(final)
+        tmp, save_id = _core._orbax_begin_commit(final)
         _core._orbax_write_checkpoint_metadata(tmp, "h", [], 0, "{}")
-        _core._orbax_finish_commit(tmp, final)
+        _core._orbax_finish_commit(final, save_id)
 
     assert increments_during(commit, repeats=20) > 0
     assert (tmp_path / "c1" / "_CHECKPOINT_METADATA").is_file()
