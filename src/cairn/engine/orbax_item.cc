@@ -78,31 +78,7 @@ Result<std::shared_ptr<KvStore>> OpenProcessStore(const SaveRequest& request, co
 
 Result<ArrayFormat> FormatFor(const SaveLeaf& leaf, const Shape& chunk, const SaveOptions& options,
                               bool compress) {
-  Json md;
-  if (options.use_zarr3) {
-    Json bytes = {{"name", "bytes"}, {"configuration", {{"endian", "little"}}}};
-    Json inner = Json::array({bytes});
-    if (compress) inner.push_back({{"name", "zstd"}, {"configuration", {{"level", 3}, {"checksum", true}}}});
-    Json index = Json::array({bytes, {{"name", "crc32c"}}});
-    md = {{"shape", leaf.shape},
-          {"data_type", std::string(DTypeName(leaf.dtype))},
-          {"chunk_grid", {{"name", "regular"}, {"configuration", {{"chunk_shape", chunk}}}}},
-          {"codecs", Json::array({{{"name", "sharding_indexed"},
-                                   {"configuration",
-                                    {{"chunk_shape", chunk},
-                                     {"codecs", inner},
-                                     {"index_codecs", index},
-                                     {"index_location", "end"}}}}})}};
-  } else {
-    md = {{"shape", leaf.shape},
-          {"chunks", chunk},
-          {"dtype", FormatZarr2DType(leaf.dtype)},
-          {"compressor", compress ? Json{{"id", "zstd"}, {"level", 1}, {"checksum", true}} : Json(nullptr)},
-          {"fill_value", nullptr},
-          {"filters", nullptr},
-          {"order", "C"},
-          {"dimension_separator", "."}};
-  }
+  const Json md = orbax::OrbaxArrayMetadata(leaf.dtype, leaf.shape, chunk, options.use_zarr3, compress);
   const ZarrFormat format = options.use_zarr3 ? ZarrFormat::kV3 : ZarrFormat::kV2;
   CAIRN_ASSIGN_OR_RETURN(ArrayMetadata m, MetadataFromPartial(format, md));
   ArrayFormat out;

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "cairn/coordinator.h"
+#include "cairn/engine/testing/random_data.h"
 #include "cairn/engine/convert/convert.h"
 #include "cairn/kvstore/memory/memory_kvstore.h"
 #include "cairn/kvstore/testing/fault_kvstore.h"
@@ -47,16 +48,7 @@ class SharedKv {
   std::map<std::string, std::string> kv_;
 };
 
-std::vector<uint8_t> RandomFloats(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist;
-  std::vector<uint8_t> v(n * 4);
-  for (size_t i = 0; i < n; ++i) {
-    float f = dist(rng);
-    std::memcpy(&v[i * 4], &f, 4);
-  }
-  return v;
-}
+using testing::RandomFloatBytes;
 
 // A safetensors source with a few arrays.
 std::map<std::string, std::vector<uint8_t>> WriteSource(std::shared_ptr<KvStore> store) {
@@ -65,7 +57,7 @@ std::map<std::string, std::vector<uint8_t>> WriteSource(std::shared_ptr<KvStore>
   for (int i = 0; i < 5; ++i) {
     std::string name = "layers." + std::to_string(i) + ".w";
     arrays.push_back({name, DType::kFloat32, {96, 40}, {96, 40}, 0, layout::SplitTreePath(name, '.')});
-    data[name] = RandomFloats(96 * 40, i);
+    data[name] = RandomFloatBytes(96 * 40, i);
   }
   auto w = safetensors::CreateWriter(store, "src/", arrays, {});
   EXPECT_TRUE(w.ok());

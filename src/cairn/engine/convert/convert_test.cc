@@ -6,6 +6,7 @@
 #include <random>
 
 #include "cairn/dtype/cast.h"
+#include "cairn/engine/testing/random_data.h"
 #include "cairn/engine/convert/convert_checkpoint.h"
 #include "cairn/kvstore/url.h"
 #include "cairn/kvstore/memory/memory_kvstore.h"
@@ -30,17 +31,7 @@ std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
   return v;
 }
 
-// Random floats without NaNs (so that comparisons after a cast are simple).
-std::vector<uint8_t> RandomFloats(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist;
-  std::vector<uint8_t> v(n * 4);
-  for (size_t i = 0; i < n; ++i) {
-    float f = dist(rng);
-    std::memcpy(&v[i * 4], &f, 4);
-  }
-  return v;
-}
+using testing::RandomFloatBytes;
 
 // An AXLearn step in memory with a few arrays; returns their bytes by path.
 std::map<std::string, std::vector<uint8_t>> WriteAxlearnSource(std::shared_ptr<KvStore> store) {
@@ -51,10 +42,10 @@ std::map<std::string, std::vector<uint8_t>> WriteAxlearnSource(std::shared_ptr<K
       Info("learner/mu/w", DType::kFloat32, {64, 48}, {32, 16}),
   };
   std::map<std::string, std::vector<uint8_t>> data;
-  data["model/w"] = RandomFloats(64 * 48, 1);
-  data["model/b"] = RandomFloats(48, 2);
+  data["model/w"] = RandomFloatBytes(64 * 48, 1);
+  data["model/b"] = RandomFloatBytes(48, 2);
   data["learner/count"] = RandomBytes(4, 3);
-  data["learner/mu/w"] = RandomFloats(64 * 48, 4);
+  data["learner/mu/w"] = RandomFloatBytes(64 * 48, 4);
   axlearn::WriterOptions options;
   options.step = 5;
   auto writer = axlearn::CreateWriter(store, "src/step_00000005", arrays, options);

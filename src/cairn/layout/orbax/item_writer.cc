@@ -17,20 +17,23 @@
 #include "cairn/zarr/array.h"
 
 namespace cairn::orbax {
-namespace {
 
 // Every zstd frame cairn writes carries the content checksum (XXH64), which
 // every zstd decoder verifies, so `cairn verify` can vouch for the chunks.
 // Zarr v3 says so in the codec config; TensorStore rejects a `checksum`
-// member in a v2 `.zarray` compressor, so for v2 the staging array encodes
-// with the checksum and the stored `.zarray` omits it (StoredZarr2Metadata).
-Json ZarrMetadataFor(const LeafToWrite& leaf, const Shape& chunk, bool zarr3) {
+// member in a v2 `.zarray` compressor, so for v2 the array encodes with the
+// checksum and the stored `.zarray` omits it (StoredZarr2Metadata).
+Json OrbaxArrayMetadata(DType dtype, const Shape& shape, const Shape& chunk, bool zarr3,
+                        bool compress) {
   if (zarr3) {
     Json bytes = {{"name", "bytes"}, {"configuration", {{"endian", "little"}}}};
-    Json inner = Json::array({bytes, {{"name", "zstd"}, {"configuration", {{"level", 3}, {"checksum", true}}}}});
+    Json inner = Json::array({bytes});
+    if (compress) {
+      inner.push_back({{"name", "zstd"}, {"configuration", {{"level", 3}, {"checksum", true}}}});
+    }
     Json index = Json::array({bytes, {{"name", "crc32c"}}});
-    return {{"shape", leaf.shape},
-            {"data_type", std::string(DTypeName(leaf.dtype))},
+    return {{"shape", shape},
+            {"data_type", std::string(DTypeName(dtype))},
             {"chunk_grid", {{"name", "regular"}, {"configuration", {{"chunk_shape", chunk}}}}},
             {"codecs", Json::array({{{"name", "sharding_indexed"},
                                      {"configuration",
@@ -39,18 +42,21 @@ Json ZarrMetadataFor(const LeafToWrite& leaf, const Shape& chunk, bool zarr3) {
                                        {"index_codecs", index},
                                        {"index_location", "end"}}}}})}};
   }
-  return {{"shape", leaf.shape},
+  return {{"shape", shape},
           {"chunks", chunk},
-          {"dtype", FormatZarr2DType(leaf.dtype)},
-          {"compressor", {{"id", "zstd"}, {"level", 1}, {"checksum", true}}},
+          {"dtype", FormatZarr2DType(dtype)},
+          {"compressor",
+           compress ? Json{{"id", "zstd"}, {"level", 1}, {"checksum", true}} : Json(nullptr)},
           {"fill_value", nullptr},
           {"filters", nullptr},
           {"order", "C"},
           {"dimension_separator", "."}};
 }
 
+namespace {
+
 // Rewrites the staged `.zarray` of a v2 array without the compressor's
-// `checksum` member (see ZarrMetadataFor): readers see `{"id":"zstd",
+// `checksum` member (see OrbaxArrayMetadata): readers see `{"id":"zstd",
 // "level":1}` and still verify the checksummed frames.
 Status StoreZarr2MetadataWithoutChecksum(const ZarrArray& array, KvStore& staging,
                                          const std::string& prefix) {
@@ -173,7 +179,7 @@ Status WriteItemShards(const Location& item, const std::vector<LeafToWrite>& lea
     CreateOptions create;
     create.store_data_equal_to_fill_value = true;
     std::string where = "writing array `" + param + "` of " + item_dir;
-    auto array = ZarrArray::Create(staging_ref, param + "/", format, ZarrMetadataFor(leaf, chunk, options.use_zarr3), create);
+    auto array = ZarrArray::Create(staging_ref, param + "/", format, OrbaxArrayMetadata(leaf.dtype, leaf.shape, chunk, options.use_zarr3, /*compress=*/true), create);
     if (!array.ok()) return array.status().Annotate(where);
     if (!options.use_zarr3) {
       CAIRN_RETURN_IF_ERROR(

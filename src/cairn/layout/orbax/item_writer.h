@@ -82,6 +82,14 @@ Shape ChooseChunkShape(const Shape& write_shape, size_t item_size, uint64_t max_
 // The tree metadata entries for `leaves` (write_shape only for jax.Array).
 std::vector<TreeEntry> TreeEntriesFor(const std::vector<LeafToWrite>& leaves);
 
+// The partial zarr metadata (v3 `zarr.json` or v2 `.zarray` fields) of an
+// array as Orbax writes it: v3 a `sharding_indexed` shard per chunk with
+// zstd level 3 inside and a crc32c index; v2 zstd level 1; both with the
+// zstd content checksum (v2 stores the `.zarray` without the `checksum`
+// member, which TensorStore rejects). `compress` false leaves zstd out.
+Json OrbaxArrayMetadata(DType dtype, const Shape& shape, const Shape& chunk, bool zarr3,
+                        bool compress);
+
 // Step 1. `item` is the (pending) item location (PendingCommit::location of
 // step.h): every key is written below it, through its store only.
 // Checks the leaves first: InvalidArgument for param name collisions, a
