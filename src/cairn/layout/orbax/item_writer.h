@@ -1,5 +1,5 @@
 // Writing one Orbax PyTree item directory, as one of N processes
-// (orbax-layout.md §1.1, §1.8, §2.2-§2.5).
+//.
 //
 // Storage variants: OCDBT + Zarr v3, OCDBT + Zarr v2, and one directory per
 // array with Zarr v3 or v2 (`use_ocdbt` / `use_zarr3`).

@@ -1,5 +1,4 @@
-// The small JSON files of an Orbax checkpoint besides `_METADATA`
-// (orbax-layout.md §1.4, §1.6, §1.7):
+// The small JSON files of an Orbax checkpoint besides `_METADATA`:
 //
 //   <step>/_CHECKPOINT_METADATA      item handlers, timestamps, metrics
 //   <item>/array_metadatas/process_<i>  write/chunk shapes, random key impls

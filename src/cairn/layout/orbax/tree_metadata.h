@@ -1,4 +1,4 @@
-// The Orbax PyTree metadata file `_METADATA` (orbax-layout.md §1.5) as a C++
+// The Orbax PyTree metadata file `_METADATA` as a C++
 // tree model: parse, emit, and rebuild the nested structure from each
 // entry's `key_metadata` (never from the entry's key string).
 //

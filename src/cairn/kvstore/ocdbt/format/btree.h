@@ -1,4 +1,4 @@
-// B+tree nodes (§1.9): leaf entries map keys to inline or out-of-line values;
+// B+tree nodes (docs/formats/ocdbt.md): leaf entries map keys to inline or out-of-line values;
 // interior entries point at child nodes one level down.
 //
 // Keys stored in a node are relative to the node's implicit prefix (the

@@ -1,4 +1,4 @@
-// The database configuration stored at the start of every manifest (§1.4).
+// The database configuration stored at the start of every manifest (docs/formats/ocdbt.md).
 //
 // Pure functions. Thread safety: value types.
 #pragma once

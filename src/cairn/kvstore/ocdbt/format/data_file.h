@@ -1,5 +1,5 @@
 // Data file ids, indirect data references and the data file table that every
-// manifest and node carries (format §1.5, §1.6).
+// manifest and node carries (docs/formats/ocdbt.md).
 //
 // In memory every DataFileId is fully resolved: its base_path already holds
 // the transitive prefix of the node it was read from, so

@@ -1,4 +1,4 @@
-// The manifest (§1.7): config plus, for the single-file kind, the version
+// The manifest (docs/formats/ocdbt.md): config plus, for the single-file kind, the version
 // tree's top (inline versions and version nodes).
 //
 // `manifest.ocdbt` of the numbered kind holds only the config; the full
@@ -36,7 +36,7 @@ Result<Buffer> EncodeManifest(const Manifest& manifest);
 
 // Decodes and validates a whole manifest file. For manifest_kind numbered
 // the body ends after the config (versions stay empty). Errors: DataLoss
-// naming `what` for any violation of §1.7/§1.8/§1.13, including version
+// naming `what` for any violation of the format, including version
 // nodes outside the ranges ManifestVersionNodeRanges allows.
 Result<Manifest> DecodeManifest(ByteView encoded, std::string_view what);
 

@@ -1,4 +1,4 @@
-// The version tree (§1.8): every generation's B+tree root, reachable from
+// The version tree (docs/formats/ocdbt.md): every generation's B+tree root, reachable from
 // the manifest through inline entries and version-tree nodes.
 //
 // Pure functions: no I/O, no threads. Thread safety: value types.
@@ -65,7 +65,7 @@ void EncodeLeafEntries(const std::vector<BtreeGenerationReference>& entries,
 void EncodeInteriorEntries(const std::vector<VersionNodeReference>& entries,
                            const DataFileTableBuilder& table, bool with_heights, Buffer* out);
 
-// Decoders validate per §1.8 (counts <= 2^arity_log2, generation order and
+// Decoders validate (counts <= 2^arity_log2, generation order and
 // blocks, Missing roots with zero statistics, data references).
 Status DecodeLeafEntries(FieldReader& r, const std::vector<DataFileId>& table,
                          uint8_t arity_log2, std::vector<BtreeGenerationReference>* entries);

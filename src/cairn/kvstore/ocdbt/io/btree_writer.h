@@ -1,4 +1,4 @@
-// Copy-on-write update of a B+tree (§1.11 step 3): applies sorted mutations
+// Copy-on-write update of a B+tree (the commit's tree update): applies sorted mutations
 // to the tree of one generation, re-encoding only the nodes on the paths the
 // mutations touch, and returns the new root. New nodes are appended to a
 // DataFileWriter (children before parents); untouched subtrees are kept by

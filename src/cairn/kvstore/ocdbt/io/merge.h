@@ -1,4 +1,4 @@
-// Merging per-process OCDBT databases under one root (format §1.12), as the
+// Merging per-process OCDBT databases under one root, as the
 // primary process of a multi-host Orbax save does at the end.
 //
 // Each process `i` wrote its own database in `<item>/ocdbt.process_<i>/`.

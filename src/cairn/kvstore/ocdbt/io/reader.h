@@ -1,4 +1,4 @@
-// Read-side algorithms over an OCDBT database (§1.8.4 version lookup, §1.10
+// Read-side algorithms over an OCDBT database (version lookup,
 // point lookup, prefix listing), independent of where the bytes live: every
 // object is fetched through a ReadObjectFn.
 //

@@ -1,4 +1,4 @@
-// Builds the manifest of a new generation (§1.8.4, TensorStore's
+// Builds the manifest of a new generation (TensorStore's
 // create_new_manifest): inline versions of the current leaf block, and when
 // a block fills up, new version-tree nodes appended to a DataFileWriter.
 //
