@@ -1,5 +1,4 @@
-// Writing one Orbax PyTree item directory, as one of N processes
-//.
+// Writing one Orbax PyTree item directory, as one of N processes.
 //
 // Storage variants: OCDBT + Zarr v3, OCDBT + Zarr v2, and one directory per
 // array with Zarr v3 or v2 (`use_ocdbt` / `use_zarr3`).
