@@ -12,13 +12,20 @@
 // per array leaf: path (the param name, `<item>/` first when the step has
 // several PyTree items), dtype, shape, stored chunk shape and stored bytes,
 // in `_METADATA` order; `--json` prints the same rows as a list.
+//
+// An AXLearn step or root (its latest committed step) or a safetensors file
+// or set lists one row per array in the same form (chunks: the stored write
+// shape; for safetensors the whole array), through the checkpoint-format
+// interface.
 #include <cinttypes>
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "cairn/engine/convert/convert_checkpoint.h"
 #include "cairn/kvstore/url.h"
+#include "cairn/layout/open_checkpoint.h"
 #include "cairn/layout/inspect/checkpoint.h"
 #include "cairn/layout/orbax/metadata_files.h"
 #include "cairn/layout/orbax/step.h"
@@ -123,10 +130,34 @@ int RunLsCheckpoint(const orbax::Location& loc, bool json) {
   return 0;
 }
 
+// An AXLearn or safetensors checkpoint at `url`, listed through the
+// checkpoint-format interface; nullopt when there is none.
+std::optional<int> RunLsOtherFormat(const std::string& url, bool json) {
+  if (url.find('|') != std::string::npos) return std::nullopt;
+  auto where = engine::OpenUserLocation(url);
+  if (!where.ok()) return std::nullopt;
+  auto opened = layout::OpenCheckpoint(where->store, where->prefix);
+  if (!opened.ok() || opened->format == "orbax") return std::nullopt;
+  Json rows = Json::array();
+  for (const layout::ArrayInfo& a : opened->reader->arrays()) {
+    if (json) {
+      rows.push_back({{"path", a.path}, {"dtype", std::string(DTypeName(a.dtype))},
+                      {"shape", a.shape}, {"chunks", a.write_shape}, {"bytes", a.stored_bytes},
+                      {"format", opened->format}});
+    } else {
+      std::printf("%s %s %s %s %" PRIu64 "\n", a.path.c_str(), std::string(DTypeName(a.dtype)).c_str(),
+                  FormatShape(a.shape).c_str(), FormatShape(a.write_shape).c_str(), a.stored_bytes);
+    }
+  }
+  if (json) std::printf("%s\n", Dump(rows).c_str());
+  return 0;
+}
+
 int RunLs(const LsOptions& opts) {
   if (std::optional<orbax::Location> ckpt = CheckpointLocation(opts.url)) {
     return RunLsCheckpoint(*ckpt, opts.json);
   }
+  if (std::optional<int> listed = RunLsOtherFormat(opts.url, opts.json)) return *listed;
   // A local path becomes a file:// URL (array URLs need a scheme).
   auto parsed = ParseArrayUrl(NormalizeUrl(opts.url));
   if (!parsed.ok()) return Fail("`" + opts.url + "`", parsed.status());

@@ -216,3 +216,21 @@ def test_mpirun_splits_the_work_and_commits_once(tmp_path):
     step = tmp_path / "axl" / "step_00000004"
     for name, value in arrays.items():
         assert same_bits(read_zarr2(step / "gda" / name.replace(".", "/")), value), name
+
+
+def test_cairn_ls_lists_axlearn_and_safetensors_checkpoints(orbax_ckpt, tmp_path):
+    cairn.convert(orbax_ckpt, tmp_path / "axl", to="axlearn")
+    cairn.convert(orbax_ckpt, tmp_path / "st", to="safetensors")
+    for where, fmt, name in [(tmp_path / "axl", "axlearn", "params/w"),
+                             (tmp_path / "st", "safetensors", "params.w"),
+                             (tmp_path / "st" / "model.safetensors", "safetensors", "params.w")]:
+        r = run_cli("ls", str(where), "--json")
+        assert r.returncode == 0, r.stderr
+        rows = {row["path"]: row for row in json.loads(r.stdout)}
+        assert len(rows) == 5 and all(row["format"] == fmt for row in rows.values())
+        assert rows[name]["dtype"] == "float32" and rows[name]["shape"] == [64, 48]
+    # Control: a directory with no checkpoint lists its keys.
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "x").write_text("hi")
+    r = run_cli("ls", str(tmp_path / "plain"), "--json")
+    assert r.returncode == 0 and json.loads(r.stdout) == [{"key": "x", "bytes": 2}]
