@@ -40,7 +40,10 @@ def test_save_async_returns_once_the_arrays_are_copied(tmp_path):
 
 
 def test_save_async_into_an_existing_directory_raises_on_start(tmp_path):
+    # A directory holding anything is a checkpoint already; an empty one is
+    # taken over, as on object stores, where an empty prefix does not exist.
     (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "_CHECKPOINT_METADATA").write_text("{}")
     with pytest.raises(FileExistsError, match="already exists|exists"):
         cairn.save_async(tmp_path / "c", {"a": np.zeros(3)})
     assert cairn.save(tmp_path / "d", {"a": np.zeros(3)})  # control
