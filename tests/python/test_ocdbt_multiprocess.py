@@ -9,6 +9,7 @@ merge of the same children has exactly the same leaf entries.
 from __future__ import annotations
 
 import os
+import shutil
 import pathlib
 import subprocess
 import sys
@@ -105,8 +106,8 @@ def test_tensorstore_copy_range_to_root_read_by_cairn(tmp_path):
     # leaf entries (same keys, same inline bytes, same child references).
     other = tmp_path / "state2"
     os.makedirs(other)
-    for i in range(3):
-        os.symlink(item / f"ocdbt.process_{i}", other / f"ocdbt.process_{i}")
+    for i in range(3):  # copies: the file store follows no symlinks below its root
+        shutil.copytree(item / f"ocdbt.process_{i}", other / f"ocdbt.process_{i}")
     cairn.kvstore.merge_ocdbt(f"file://{other}/", [f"ocdbt.process_{i}" for i in range(3)],
                             ORBAX_CONFIG)
     assert leaf_entries(other) == ts_structure
