@@ -5,14 +5,18 @@
 //
 // Prints a progress bar (bytes, throughput, ETA) on a terminal, then a
 // summary line; with --json, one JSON object instead.
+// Under `mpirun -n N` the ranks split the work (each within its own budget)
+// and rank 0 commits and prints.
 // Exit status: 0 on success, 1 on a failed conversion, 2 on bad options.
 #include <cinttypes>
+#include <cstdlib>
 #include <cstdio>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "cairn/engine/convert/convert_checkpoint.h"
+#include "cairn/mpi_coordinator.h"
 #include "cli_util.h"
 #include "commands/commands.h"
 #include "progress.h"
@@ -89,17 +93,33 @@ Result<engine::ConvertCheckpointRequest> BuildRequest(const ConvertCliOptions& o
   return r;
 }
 
+// Under mpirun (more than one rank), the MPI coordinator; otherwise none.
+Result<std::unique_ptr<Coordinator>> CoordinatorFromEnvironment() {
+  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (size == nullptr) size = std::getenv("PMI_SIZE");
+  if (size == nullptr || std::atoi(size) <= 1) return std::unique_ptr<Coordinator>();
+  CAIRN_RETURN_IF_ERROR(InitializeMpiIfNeeded());
+  return NewMpiCoordinator(std::chrono::minutes(30));
+}
+
 int RunConvert(const ConvertCliOptions& o) {
   auto request = BuildRequest(o);
   if (!request.ok()) return PrintError("convert", "options", request.status(), 2);
+  auto coordinator = CoordinatorFromEnvironment();
+  if (!coordinator.ok()) return PrintError("convert", "MPI", coordinator.status(), 1);
+  request->coordinator = coordinator->get();
+  const bool primary = *coordinator == nullptr || (*coordinator)->is_primary();
   ProgressBar bar("convert");
   std::mutex mu;
-  request->options.progress = [&](const engine::ConvertProgress& p) {
-    std::lock_guard lock(mu);
-    bar.Update(p.bytes_done, p.bytes_total);
-  };
+  if (primary) {
+    request->options.progress = [&](const engine::ConvertProgress& p) {
+      std::lock_guard lock(mu);
+      bar.Update(p.bytes_done, p.bytes_total);
+    };
+  }
   auto result = engine::ConvertCheckpoint(*request);
   if (!result.ok()) return PrintError("convert", "`" + o.source + "` to `" + o.dest + "`", result.status(), 1);
+  if (!primary) return 0;
   const engine::ConvertStats& s = result->stats;
   const double gbps = s.seconds > 0 ? s.bytes_written / s.seconds / 1e9 : 0;
   if (o.json) {
@@ -114,6 +134,7 @@ int RunConvert(const ConvertCliOptions& o) {
               {"gb_per_second", gbps},
               {"peak_slab_bytes", s.peak_slab_bytes},
               {"verified", o.verify},
+              {"processes", *coordinator ? (*coordinator)->process_count() : 1},
               {"verify_seconds", s.verify_seconds}};
     std::printf("%s\n", DumpLine(j).c_str());
     return 0;

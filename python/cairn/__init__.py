@@ -21,6 +21,7 @@ from cairn._core import CorruptDataError
 from cairn import kvstore
 from cairn.array import Array, create, open
 from cairn.orbax import restore, save  # Orbax checkpoints (orbax.py)
+from cairn.convert import convert  # offline conversion (convert.py)
 
-__all__ = ["Array", "CorruptDataError", "create", "kvstore", "open"]
+__all__ = ["Array", "CorruptDataError", "convert", "create", "kvstore", "open"]
 __version__ = "0.1.0"

@@ -16,6 +16,8 @@ NB_MODULE(_core, m) {
   cairn::python::BindKvStore(m);
   cairn::python::BindArray(m);
   cairn::python::RegisterLayout(m);  // cairn.save / cairn.restore (Orbax)
+  cairn::python::RegisterConvert(m);  // cairn.convert
+  cairn::python::BindDist(m);  // Coordinator (dist_bindings.cc)
   m.def("normalize_url", [](const std::string& url) { return cairn::NormalizeUrl(url); },
         nb::arg("url"),
         "Turns a local path into a file:// URL; leaves URLs (and later pipeline parts) alone.");

@@ -34,6 +34,20 @@ std::optional<int64_t> ParseAxlearnStepDir(std::string_view name) {
   return v;
 }
 
+// Keys under `dir` whose first component after `dir` starts with
+// `first_component_prefix`, as {key, key relative to `strip`}.
+Status CollectIteratorFiles(KvStore& store, const std::string& dir,
+                            std::string_view first_component_prefix, const std::string& strip,
+                            std::vector<std::pair<std::string, std::string>>& out) {
+  auto keys = store.List(dir + std::string(first_component_prefix));
+  if (!keys.ok()) return keys.status().Annotate("listing " + store.Describe(dir));
+  for (const KeyInfo& k : *keys) {
+    if (k.key.find('/', dir.size()) == std::string::npos) continue;  // a file, not a directory
+    out.emplace_back(k.key, k.key.substr(strip.size()));
+  }
+  return Status::OK();
+}
+
 // The step of an Orbax item from its step directory's name ("7",
 // "step_7", "step_00000007"), when it has one.
 std::optional<int64_t> StepOfItemDirectory(const std::string& item_dir) {
@@ -67,8 +81,15 @@ Result<OpenedCheckpoint> OpenOrbax(KvStore& store, const std::string& prefix,
   OpenedCheckpoint out;
   out.format = "orbax";
   // AXLearn's Orbax steps keep the tensors in the `state` item.
-  auto index = axlearn::ReadIndex(store, WithSlash(prefix) + (step ? std::to_string(*step) + "/" : "") + "index/");
-  if (index.ok()) out.axlearn_index = std::move(*index);
+  const std::string step_dir = WithSlash(prefix) + (step ? std::to_string(*step) + "/" : "");
+  auto index = axlearn::ReadIndex(store, step_dir + "index/");
+  if (index.ok()) {
+    out.axlearn_index = std::move(*index);
+    CAIRN_RETURN_IF_ERROR(CollectIteratorFiles(store, step_dir + "tfds/", "tf_",
+                                               step_dir + "tfds/", out.iterator_files));
+    CAIRN_RETURN_IF_ERROR(CollectIteratorFiles(store, step_dir + "python/", "python_",
+                                               step_dir + "python/", out.iterator_files));
+  }
   CAIRN_ASSIGN_OR_RETURN(std::string item_dir,
                          orbax::ResolveItemDirectory(path, out.axlearn_index ? "state" : ""));
   CAIRN_ASSIGN_OR_RETURN(orbax::OrbaxItem item, orbax::OpenItem(item_dir));
@@ -109,6 +130,10 @@ Result<OpenedCheckpoint> OpenAxlearn(std::shared_ptr<KvStore> store, std::string
   CAIRN_ASSIGN_OR_RETURN(axlearn::StepIndex index, axlearn::ReadIndex(*store, step_prefix));
   out.step = index.step;
   out.axlearn_index = std::move(index);
+  CAIRN_RETURN_IF_ERROR(
+      CollectIteratorFiles(*store, step_prefix, "tf_", step_prefix, out.iterator_files));
+  CAIRN_RETURN_IF_ERROR(
+      CollectIteratorFiles(*store, step_prefix, "python_", step_prefix, out.iterator_files));
   CAIRN_ASSIGN_OR_RETURN(out.reader, axlearn::OpenReader(store, step_prefix));
   return out;
 }

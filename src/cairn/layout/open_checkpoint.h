@@ -30,6 +30,10 @@ struct OpenedCheckpoint {
   // AXLearn's index of the step (regular layout, or `index/index` of an
   // AXLearn Orbax step), for carrying non-tensor entries to AXLearn.
   std::optional<axlearn::StepIndex> axlearn_index;
+  // Input-iterator state beside the arrays (AXLearn's `tf_<pid>/` and
+  // `python_<pid>/`, or `tfds/tf_<pid>/` and `python/python_<pid>/` in its
+  // Orbax steps): {key in the store, path relative to an AXLearn step}.
+  std::vector<std::pair<std::string, std::string>> iterator_files;
 };
 
 // `format` is "" (detect) or one of the names above. NotFound says what was

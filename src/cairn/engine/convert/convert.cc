@@ -10,6 +10,7 @@
 #include <new>
 #include <optional>
 #include <thread>
+#include <cstdio>
 
 #include "cairn/dtype/cast.h"
 
@@ -98,11 +99,13 @@ uint64_t MaxSlabBytes(uint64_t budget, int threads) {
 
 class Copier {
  public:
+  // Copies the tasks whose index is `rank` modulo `ranks`.
   Copier(layout::CheckpointReader& source, layout::CheckpointWriter& writer,
-         const std::vector<ArrayMapping>& plan, const ConvertOptions& options, int threads)
+         const std::vector<ArrayMapping>& plan, const ConvertOptions& options, int threads,
+         int rank = 0, int ranks = 1)
       : source_(source), writer_(writer), plan_(plan), options_(options), threads_(threads),
         ordered_(writer.required_order() != nullptr),
-        budget_(options.memory_budget, ordered_) {}
+        budget_(options.memory_budget, ordered_), rank_(rank), ranks_(ranks) {}
 
   Status Run(ConvertStats& stats) {
     start_ = Clock::now();
@@ -148,6 +151,10 @@ class Copier {
         if (ordered_) {
           for (Box& s : slabs) tasks_.push_back({i, {std::move(s)}});
         } else if (!slabs.empty()) {
+          if (chunk_counter_++ % ranks_ != static_cast<uint64_t>(rank_)) {
+            remaining_slabs_[i] -= slabs.size();  // another process copies it
+            continue;
+          }
           tasks_.push_back({i, std::move(slabs)});
         }
       }
@@ -243,6 +250,8 @@ class Copier {
   const int threads_;
   const bool ordered_;
   SlabBudget budget_;
+  const int rank_, ranks_;
+  uint64_t chunk_counter_ = 0;
   Clock::time_point start_;
   std::vector<Task> tasks_;
   std::atomic<uint64_t> next_task_{0};
@@ -260,33 +269,118 @@ class Copier {
 
 }  // namespace
 
-Result<ConvertStats> Convert(layout::CheckpointReader& source, const WriterFactory& make_writer,
-                             const ReaderFactory& open_dest, const ConvertOptions& options) {
+namespace {
+
+int ThreadsFor(const ConvertOptions& options) {
+  return options.threads > 0 ? options.threads
+                             : std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+// Plans, and fits destination chunks to a slab: chunks that fit are copied
+// whole, never read back, modified and written again.
+Result<std::vector<ArrayMapping>> PlanAndFit(layout::CheckpointReader& source,
+                                             const ConvertOptions& options, int threads) {
   if (options.memory_budget < 4096) {
     return Status(StatusCode::kInvalidArgument, "memory budget of " +
                                                     std::to_string(options.memory_budget) +
                                                     " bytes is too small (at least 4096)");
   }
-  const auto start = Clock::now();
   CAIRN_ASSIGN_OR_RETURN(std::vector<ArrayMapping> plan,
                          PlanConversion(source.arrays(), options.plan));
-  std::vector<layout::ArrayInfo> dest_arrays;
-  for (const ArrayMapping& m : plan) dest_arrays.push_back(m.dest);
-  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<layout::CheckpointWriter> writer, make_writer(dest_arrays));
-  const int threads = options.threads > 0
-                          ? options.threads
-                          : std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
+  for (ArrayMapping& m : plan) {
+    if (m.dest.write_shape.size() != m.dest.shape.size()) m.dest.write_shape = m.dest.shape;
+    m.dest.write_shape = FitChunkShape(m.dest.write_shape, SlabBytesPerElement(m),
+                                       MaxSlabBytes(options.memory_budget, threads));
+  }
+  return plan;
+}
+
+std::vector<layout::ArrayInfo> DestArrays(const std::vector<ArrayMapping>& plan) {
+  std::vector<layout::ArrayInfo> dest;
+  for (const ArrayMapping& m : plan) dest.push_back(m.dest);
+  return dest;
+}
+
+Status CommitAndVerify(layout::CheckpointReader& source, layout::CheckpointWriter& writer,
+                       const ReaderFactory& open_dest, const std::vector<ArrayMapping>& plan,
+                       const ConvertOptions& options, ConvertStats& stats) {
+  CAIRN_RETURN_IF_ERROR(writer.Commit());
+  if (!options.verify) return Status::OK();
+  const auto verify_start = Clock::now();
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<layout::CheckpointReader> dest, open_dest());
+  CAIRN_RETURN_IF_ERROR(VerifyConversion(source, *dest, plan, options.memory_budget));
+  stats.verify_seconds = SecondsSince(verify_start);
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<ConvertStats> Convert(layout::CheckpointReader& source, const WriterFactory& make_writer,
+                             const ReaderFactory& open_dest, const ConvertOptions& options) {
+  const auto start = Clock::now();
+  const int threads = ThreadsFor(options);
+  CAIRN_ASSIGN_OR_RETURN(std::vector<ArrayMapping> plan, PlanAndFit(source, options, threads));
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<layout::CheckpointWriter> writer,
+                         make_writer(DestArrays(plan)));
   ConvertStats stats;
   Copier copier(source, *writer, plan, options, threads);
   CAIRN_RETURN_IF_ERROR(copier.Run(stats));
-  CAIRN_RETURN_IF_ERROR(writer->Commit());
   stats.seconds = SecondsSince(start);
-  if (options.verify) {
-    const auto verify_start = Clock::now();
-    CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<layout::CheckpointReader> dest, open_dest());
-    CAIRN_RETURN_IF_ERROR(VerifyConversion(source, *dest, plan, options.memory_budget));
-    stats.verify_seconds = SecondsSince(verify_start);
+  CAIRN_RETURN_IF_ERROR(CommitAndVerify(source, *writer, open_dest, plan, options, stats));
+  stats.seconds = SecondsSince(start) - stats.verify_seconds;
+  return stats;
+}
+
+Result<ConvertStats> ConvertDistributed(layout::CheckpointReader& source,
+                                        const WriterFactory& make_writer,
+                                        const WriterFactory& attach_writer,
+                                        const ReaderFactory& open_dest,
+                                        const ConvertOptions& options, Coordinator& coordinator) {
+  const auto start = Clock::now();
+  const int rank = coordinator.process_index(), ranks = coordinator.process_count();
+  const auto timeout = options.timeout;
+  const int threads = ThreadsFor(options);
+  // Step 1.
+  auto plan = PlanAndFit(source, options, threads);
+  CAIRN_RETURN_IF_ERROR(AgreeOnStatus(coordinator, "cairn/convert/plan", plan.status(), timeout));
+  // Step 2.
+  Result<std::unique_ptr<layout::CheckpointWriter>> writer =
+      Status(StatusCode::kInternal, "no writer");
+  if (rank == 0) writer = make_writer(DestArrays(*plan));
+  CAIRN_RETURN_IF_ERROR(AgreeOnStatus(coordinator, "cairn/convert/create",
+                                      rank == 0 ? writer.status() : Status::OK(), timeout));
+  if (rank != 0) writer = attach_writer(DestArrays(*plan));
+  CAIRN_RETURN_IF_ERROR(AgreeOnStatus(coordinator, "cairn/convert/attach", writer.status(), timeout));
+  // Step 3.
+  ConvertStats stats;
+  Status copied = Status::OK();
+  if (rank == 0 || (*writer)->required_order() == nullptr) {
+    Copier copier(source, **writer, *plan, options, threads, rank,
+                  (*writer)->required_order() == nullptr ? ranks : 1);
+    copied = copier.Run(stats);
   }
+  // Step 4.
+  CAIRN_RETURN_IF_ERROR(AgreeOnStatus(coordinator, "cairn/convert/copied", copied, timeout));
+  auto totals = coordinator.AllGather(
+      "cairn/convert/bytes",
+      std::to_string(stats.bytes_read) + " " + std::to_string(stats.bytes_written) + " " +
+          std::to_string(stats.peak_slab_bytes),
+      timeout);
+  if (!totals.ok()) return totals.status();
+  stats.bytes_read = stats.bytes_written = stats.peak_slab_bytes = 0;
+  for (const std::string& t : *totals) {
+    unsigned long long r = 0, w = 0, p = 0;
+    if (std::sscanf(t.c_str(), "%llu %llu %llu", &r, &w, &p) == 3) {
+      stats.bytes_read += r;
+      stats.bytes_written += w;
+      stats.peak_slab_bytes = std::max<uint64_t>(stats.peak_slab_bytes, p);
+    }
+  }
+  stats.arrays = plan->size();
+  Status committed = Status::OK();
+  if (rank == 0) committed = CommitAndVerify(source, **writer, open_dest, *plan, options, stats);
+  CAIRN_RETURN_IF_ERROR(AgreeOnStatus(coordinator, "cairn/convert/committed", committed, timeout));
+  stats.seconds = SecondsSince(start) - stats.verify_seconds;
   return stats;
 }
 

@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 
+#include "cairn/coordinator.h"
 #include "cairn/engine/convert/convert_plan.h"
 #include "cairn/layout/checkpoint_format.h"
 
@@ -41,6 +42,8 @@ struct ConvertOptions {
   bool verify = false;  // re-read the destination (through `open_dest`) and compare
   // Called from worker threads (one at a time) after each slab.
   std::function<void(const ConvertProgress&)> progress;
+  // Collectives of a distributed conversion time out after this.
+  Coordinator::Duration timeout = std::chrono::minutes(30);
 };
 
 struct ConvertStats {
@@ -61,6 +64,25 @@ using ReaderFactory = std::function<Result<std::unique_ptr<layout::CheckpointRea
 // compares every array with its source, bit for bit after the cast.
 Result<ConvertStats> Convert(layout::CheckpointReader& source, const WriterFactory& make_writer,
                              const ReaderFactory& open_dest, const ConvertOptions& options);
+
+// The same, split over the processes of `coordinator` (e.g. `mpirun -n N
+// cairn convert ...`). Protocol, every process running it:
+//   1. Every process plans (the plan is deterministic).
+//   2. The primary creates the destination (`make_writer`); everyone agrees
+//      on its status; the others then attach to it (`attach_writer`: open
+//      the arrays without creating them).
+//   3. Each process copies every n-th destination chunk, within its own
+//      budget; a destination that needs its bytes in order (safetensors) is
+//      copied by the primary alone.
+//   4. Everyone agrees that all copies succeeded; only then the primary
+//      commits (and verifies, with options.verify); everyone agrees on that.
+// A failure anywhere fails the conversion on every process, uncommitted.
+// The returned stats add up all processes' bytes.
+Result<ConvertStats> ConvertDistributed(layout::CheckpointReader& source,
+                                        const WriterFactory& make_writer,
+                                        const WriterFactory& attach_writer,
+                                        const ReaderFactory& open_dest,
+                                        const ConvertOptions& options, Coordinator& coordinator);
 
 // Compares each mapped array of `dest` with `source` (cast as planned),
 // slab by slab within `memory_budget`. DataLoss names the first array and

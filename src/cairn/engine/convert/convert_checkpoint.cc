@@ -50,6 +50,20 @@ Status RefuseCommitted(KvStore& store, const std::vector<std::string>& markers, 
   return Status::OK();
 }
 
+// Copies each {source key, relative path} to `dest_prefix` + path.
+Status CopyIteratorFiles(KvStore& source, const std::vector<std::pair<std::string, std::string>>& files,
+                         KvStore& dest, const std::string& dest_prefix) {
+  for (const auto& [key, relative] : files) {
+    auto value = source.Get(key);
+    if (!value.ok()) return value.status().Annotate("reading " + source.Describe(key));
+    if (!*value) return Status(StatusCode::kNotFound, source.Describe(key) + " vanished");
+    const std::string to = dest_prefix + relative;
+    CAIRN_RETURN_IF_ERROR(dest.Put(to, ByteView((*value)->data(), (*value)->size()))
+                              .Annotate("writing " + dest.Describe(to)));
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Result<Location> OpenUserLocation(const std::string& path_or_url) {
@@ -75,53 +89,91 @@ Result<ConvertCheckpointResult> ConvertCheckpoint(const ConvertCheckpointRequest
     return Status(StatusCode::kInvalidArgument,
                   "cannot convert to `" + request.to + "` (supported: safetensors, axlearn)");
   }
-  CAIRN_ASSIGN_OR_RETURN(Location src, OpenUserLocation(request.source));
-  CAIRN_ASSIGN_OR_RETURN(layout::OpenedCheckpoint opened,
-                         layout::OpenCheckpoint(src.store, src.prefix, request.from, request.step));
-  CAIRN_ASSIGN_OR_RETURN(Location dst, OpenUserLocation(request.dest));
+  Coordinator* coordinator =
+      request.coordinator != nullptr && request.coordinator->process_count() > 1
+          ? request.coordinator
+          : nullptr;
+  const bool primary = coordinator == nullptr || coordinator->is_primary();
+  const auto timeout = request.options.timeout;
+  // Every process opens the source and the destination; the primary checks
+  // that the destination holds no committed checkpoint. All agree first, so
+  // that no process starts while another has already failed.
+  Result<layout::OpenedCheckpoint> opened = Status(StatusCode::kInternal, "not opened");
+  Result<Location> dst = Status(StatusCode::kInternal, "not opened");
   ConvertCheckpointResult result;
-  result.source_format = opened.format;
-  result.source_location = opened.location;
   ConvertOptions options = request.options;
-  WriterFactory make_writer;
+  WriterFactory make_writer, attach_writer;
   ReaderFactory open_dest;
-  std::string dest_prefix = dst.prefix;
-  if (!dest_prefix.empty() && dest_prefix.back() != '/') dest_prefix += '/';
-  if (request.to == "safetensors") {
-    options.plan.dest_separator = '.';
-    CAIRN_RETURN_IF_ERROR(RefuseCommitted(
-        *dst.store, {dest_prefix + "model.safetensors", dest_prefix + std::string(safetensors::kIndexFile)},
-        request.overwrite));
-    safetensors::WriterOptions w;
-    w.max_file_bytes = request.max_file_bytes;
-    // The factories outlive this block: they capture by value.
-    make_writer = [store = dst.store, dest_prefix, w](const std::vector<layout::ArrayInfo>& arrays)
-        -> Result<std::unique_ptr<layout::CheckpointWriter>> {
-      CAIRN_ASSIGN_OR_RETURN(auto writer, safetensors::CreateWriter(store, dest_prefix, arrays, w));
-      return std::unique_ptr<layout::CheckpointWriter>(std::move(writer));
-    };
-    open_dest = [store = dst.store, dest_prefix] { return safetensors::OpenReader(store, dest_prefix); };
-    result.dest_location = dst.store->url() + dest_prefix;
-  } else {
-    options.plan.dest_separator = '/';
-    const int64_t step = request.step ? *request.step : opened.step.value_or(0);
-    const std::string step_prefix = dest_prefix + axlearn::StepDirName(step) + "/";
-    CAIRN_RETURN_IF_ERROR(RefuseCommitted(*dst.store, {step_prefix + std::string(axlearn::kIndexFile)},
-                                          request.overwrite));
-    axlearn::WriterOptions w;
-    w.step = step;
-    if (opened.axlearn_index) {
-      for (const axlearn::IndexEntry& e : opened.axlearn_index->entries) {
-        if (!e.is_tensor) w.other_entries.push_back(e);
+  Status prepared = [&]() -> Status {
+    CAIRN_ASSIGN_OR_RETURN(Location src, OpenUserLocation(request.source));
+    opened = layout::OpenCheckpoint(src.store, src.prefix, request.from, request.step);
+    CAIRN_RETURN_IF_ERROR(opened.status());
+    dst = OpenUserLocation(request.dest);
+    CAIRN_RETURN_IF_ERROR(dst.status());
+    result.source_format = opened->format;
+    result.source_location = opened->location;
+    std::string dest_prefix = dst->prefix;
+    if (!dest_prefix.empty() && dest_prefix.back() != '/') dest_prefix += '/';
+    std::shared_ptr<KvStore> store = dst->store;
+    if (request.to == "safetensors") {
+      options.plan.dest_separator = '.';
+      if (primary) {
+        CAIRN_RETURN_IF_ERROR(RefuseCommitted(
+            *store, {dest_prefix + "model.safetensors", dest_prefix + std::string(safetensors::kIndexFile)},
+            request.overwrite));
       }
+      safetensors::WriterOptions w;
+      w.max_file_bytes = request.max_file_bytes;
+      // The factories outlive this block: they capture by value. A
+      // safetensors writer touches storage only when written to, so the
+      // other processes can hold one too.
+      make_writer = [store, dest_prefix, w](const std::vector<layout::ArrayInfo>& arrays)
+          -> Result<std::unique_ptr<layout::CheckpointWriter>> {
+        CAIRN_ASSIGN_OR_RETURN(auto writer, safetensors::CreateWriter(store, dest_prefix, arrays, w));
+        return std::unique_ptr<layout::CheckpointWriter>(std::move(writer));
+      };
+      attach_writer = make_writer;
+      open_dest = [store, dest_prefix] { return safetensors::OpenReader(store, dest_prefix); };
+      result.dest_location = store->url() + dest_prefix;
+    } else {
+      options.plan.dest_separator = '/';
+      const int64_t step = request.step ? *request.step : opened->step.value_or(0);
+      const std::string step_prefix = dest_prefix + axlearn::StepDirName(step) + "/";
+      if (primary) {
+        CAIRN_RETURN_IF_ERROR(RefuseCommitted(
+            *store, {step_prefix + std::string(axlearn::kIndexFile)}, request.overwrite));
+        // Iterator state first: the index, written last, commits it too.
+        CAIRN_RETURN_IF_ERROR(CopyIteratorFiles(*src.store, opened->iterator_files, *store,
+                                                step_prefix));
+      }
+      axlearn::WriterOptions w;
+      w.step = step;
+      if (opened->axlearn_index) {
+        for (const axlearn::IndexEntry& e : opened->axlearn_index->entries) {
+          if (!e.is_tensor) w.other_entries.push_back(e);
+        }
+      }
+      make_writer = [store, step_prefix, w](const std::vector<layout::ArrayInfo>& arrays) {
+        return axlearn::CreateWriter(store, step_prefix, arrays, w);
+      };
+      attach_writer = [store, step_prefix, w](const std::vector<layout::ArrayInfo>& arrays) {
+        return axlearn::AttachWriter(store, step_prefix, arrays, w);
+      };
+      open_dest = [store, step_prefix] { return axlearn::OpenReader(store, step_prefix); };
+      result.dest_location = store->url() + step_prefix;
     }
-    make_writer = [store = dst.store, step_prefix, w](const std::vector<layout::ArrayInfo>& arrays) {
-      return axlearn::CreateWriter(store, step_prefix, arrays, w);
-    };
-    open_dest = [store = dst.store, step_prefix] { return axlearn::OpenReader(store, step_prefix); };
-    result.dest_location = dst.store->url() + step_prefix;
+    return Status::OK();
+  }();
+  if (coordinator == nullptr) {
+    CAIRN_RETURN_IF_ERROR(prepared);
+    CAIRN_ASSIGN_OR_RETURN(result.stats,
+                           Convert(*opened->reader, make_writer, open_dest, options));
+    return result;
   }
-  CAIRN_ASSIGN_OR_RETURN(result.stats, Convert(*opened.reader, make_writer, open_dest, options));
+  CAIRN_RETURN_IF_ERROR(AgreeOnStatus(*coordinator, "cairn/convert/prepare", prepared, timeout));
+  CAIRN_ASSIGN_OR_RETURN(result.stats, ConvertDistributed(*opened->reader, make_writer,
+                                                          attach_writer, open_dest, options,
+                                                          *coordinator));
   return result;
 }
 

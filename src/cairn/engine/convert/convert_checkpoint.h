@@ -23,6 +23,9 @@ struct ConvertCheckpointRequest {
   bool overwrite = false;       // replace a committed destination
   uint64_t max_file_bytes = 0;  // safetensors: shard into files of at most this size
   ConvertOptions options;
+  // With more than one process, the conversion is split over them
+  // (ConvertDistributed); every process makes this call. Not owned.
+  Coordinator* coordinator = nullptr;
 };
 
 struct ConvertCheckpointResult {

@@ -68,6 +68,18 @@ Result<std::vector<ArrayMapping>> PlanConversion(const std::vector<layout::Array
   return plan;
 }
 
+Shape FitChunkShape(Shape chunk, uint64_t bytes_per_element, uint64_t max_bytes) {
+  auto bytes = [&] {
+    unsigned __int128 n = bytes_per_element;
+    for (Index c : chunk) n *= static_cast<uint64_t>(std::max<Index>(c, 1));
+    return n;
+  };
+  for (size_t d = 0; d < chunk.size() && bytes() > max_bytes; ++d) {
+    while (chunk[d] > 1 && bytes() > max_bytes) chunk[d] = (chunk[d] + 1) / 2;
+  }
+  return chunk;
+}
+
 std::vector<Box> ChunkBoxes(const Shape& shape, const Shape& write_shape) {
   const size_t rank = shape.size();
   std::vector<Index> chunk(rank), grid(rank);

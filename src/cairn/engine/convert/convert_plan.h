@@ -50,6 +50,11 @@ struct ArrayMapping {
 Result<std::vector<ArrayMapping>> PlanConversion(const std::vector<layout::ArrayInfo>& source,
                                                  const ConvertPlanOptions& options);
 
+// Shrinks `chunk` (halving the first dimension first, then the next, ...)
+// until a chunk holds at most `max_bytes` at `bytes_per_element`, or every
+// dimension is 1. Keeps row-major slabs of the chunk contiguous.
+Shape FitChunkShape(Shape chunk, uint64_t bytes_per_element, uint64_t max_bytes);
+
 // The chunks of an array of `shape` with chunk `write_shape` (each at least
 // 1), in row-major order of the chunk grid, clipped at the array's end. A
 // rank-0 array has one empty-shaped box.

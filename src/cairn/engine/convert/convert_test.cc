@@ -6,6 +6,8 @@
 #include <random>
 
 #include "cairn/dtype/cast.h"
+#include "cairn/engine/convert/convert_checkpoint.h"
+#include "cairn/kvstore/url.h"
 #include "cairn/kvstore/memory/memory_kvstore.h"
 #include "cairn/kvstore/testing/fault_kvstore.h"
 #include "cairn/layout/axlearn/axlearn_checkpoint.h"
@@ -189,6 +191,31 @@ TEST(Convert, VerifyCatchesADifferentDestination) {
   EXPECT_NE(s.message().find("differs from the source"), std::string_view::npos) << s.ToString();
 }
 
+TEST(ConvertCheckpoint, CarriesIteratorStateAndNonTensorEntries) {
+  auto store = *OpenKvStore("memory://carry/");
+  WriteAxlearnSource(store);
+  ASSERT_TRUE(store->Put("src/step_00000005/tf_0/it.index", AsBytes(std::string("tf-index"))).ok());
+  ASSERT_TRUE(store->Put("src/step_00000005/python_1/loader", AsBytes(std::string("msgpack"))).ok());
+  ConvertCheckpointRequest r;
+  r.source = "memory://carry/src/";
+  r.dest = "memory://carry/dst/";
+  r.to = "axlearn";
+  r.options.verify = true;
+  auto result = ConvertCheckpoint(r);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ(result->source_format, "axlearn");
+  EXPECT_EQ(result->dest_location, "memory://carry/dst/step_00000005/");
+  auto tf = store->Get("dst/step_00000005/tf_0/it.index");
+  ASSERT_TRUE(tf.ok() && tf->has_value());
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>((*tf)->data()), (*tf)->size()), "tf-index");
+  EXPECT_TRUE(store->Get("dst/step_00000005/python_1/loader")->has_value());
+  // Again: refused, the step is committed.
+  auto again = ConvertCheckpoint(r);
+  EXPECT_EQ(again.status().code(), StatusCode::kAlreadyExists);
+  r.overwrite = true;
+  EXPECT_TRUE(ConvertCheckpoint(r).ok());
+}
+
 TEST(ConvertPlan, RejectsCollisionsBadCastsAndEmptySelections) {
   std::vector<ArrayInfo> source = {Info("a/x", DType::kFloat32, {2}, {2}),
                                    Info("b/x", DType::kInt32, {2}, {2})};
@@ -236,6 +263,10 @@ TEST(ConvertPlan, SlabsTileTheBoxAndFit) {
       EXPECT_EQ(total, box.num_elements()) << box.ToString() << " max " << max;
     }
   }
+  EXPECT_EQ(FitChunkShape({64, 48}, 4, 1 << 20), (Shape{64, 48}));  // control: fits
+  EXPECT_EQ(FitChunkShape({64, 48}, 4, 1024), (Shape{4, 48}));
+  EXPECT_EQ(FitChunkShape({64, 48}, 4, 100), (Shape{1, 24}));
+  EXPECT_EQ(FitChunkShape({}, 4, 1), Shape{});
   EXPECT_EQ(ChunkBoxes({5, 4}, {2, 4}).size(), 3u);
   EXPECT_EQ(ChunkBoxes({5, 4}, {2, 4})[2], Box({4, 0}, {1, 4}));
   EXPECT_EQ(ChunkBoxes({}, {}).size(), 1u);

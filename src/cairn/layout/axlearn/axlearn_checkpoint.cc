@@ -130,9 +130,11 @@ Result<std::unique_ptr<layout::CheckpointReader>> OpenReader(std::shared_ptr<KvS
   return std::unique_ptr<layout::CheckpointReader>(std::move(reader));
 }
 
-Result<std::unique_ptr<layout::CheckpointWriter>> CreateWriter(
+namespace {
+
+Result<std::unique_ptr<layout::CheckpointWriter>> NewWriter(
     std::shared_ptr<KvStore> store, std::string step_prefix,
-    const std::vector<layout::ArrayInfo>& arrays, WriterOptions options) {
+    const std::vector<layout::ArrayInfo>& arrays, WriterOptions options, bool create) {
   step_prefix = WithSlash(std::move(step_prefix));
   const std::string index_key = step_prefix + std::string(kIndexFile);
   auto existing = store->Get(index_key, ByteRange::Range(0, 0));
@@ -158,12 +160,19 @@ Result<std::unique_ptr<layout::CheckpointWriter>> CreateWriter(
                  {"chunks", chunks},
                  {"dtype", FormatZarr2DType(a.dtype)},
                  {"compressor", {{"id", "zstd"}, {"level", options.zstd_level}}}};
-    CreateOptions create;
-    create.overwrite = true;  // a re-run resumes an uncommitted step
+    CreateOptions create_options;
+    create_options.overwrite = true;  // a re-run resumes an uncommitted step
     // JAX writes with a null fill value: every chunk is stored.
-    create.store_data_equal_to_fill_value = true;
-    auto z = ZarrArray::Create(store, ArrayPrefix(step_prefix, a.path), ZarrFormat::kV2, meta, create);
-    if (!z.ok()) return z.status().Annotate("creating tensor `" + a.path + "`");
+    create_options.store_data_equal_to_fill_value = true;
+    OpenOptions open_options;
+    open_options.format = ZarrFormat::kV2;
+    open_options.store_data_equal_to_fill_value = true;
+    auto z = create ? ZarrArray::Create(store, ArrayPrefix(step_prefix, a.path), ZarrFormat::kV2,
+                                        meta, create_options)
+                    : ZarrArray::Open(store, ArrayPrefix(step_prefix, a.path), open_options);
+    if (!z.ok()) {
+      return z.status().Annotate((create ? "creating tensor `" : "opening tensor `") + a.path + "`");
+    }
     writer->zarr_[a.path] = *z;
     IndexEntry e;
     e.path = a.path;
@@ -176,6 +185,20 @@ Result<std::unique_ptr<layout::CheckpointWriter>> CreateWriter(
   std::stable_sort(writer->index_.entries.begin(), writer->index_.entries.end(),
                    [](const IndexEntry& a, const IndexEntry& b) { return a.path < b.path; });
   return std::unique_ptr<layout::CheckpointWriter>(std::move(writer));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<layout::CheckpointWriter>> CreateWriter(
+    std::shared_ptr<KvStore> store, std::string step_prefix,
+    const std::vector<layout::ArrayInfo>& arrays, WriterOptions options) {
+  return NewWriter(std::move(store), std::move(step_prefix), arrays, std::move(options), true);
+}
+
+Result<std::unique_ptr<layout::CheckpointWriter>> AttachWriter(
+    std::shared_ptr<KvStore> store, std::string step_prefix,
+    const std::vector<layout::ArrayInfo>& arrays, WriterOptions options) {
+  return NewWriter(std::move(store), std::move(step_prefix), arrays, std::move(options), false);
 }
 
 }  // namespace cairn::axlearn

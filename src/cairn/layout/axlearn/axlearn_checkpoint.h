@@ -52,4 +52,12 @@ Result<std::unique_ptr<layout::CheckpointWriter>> CreateWriter(
     std::shared_ptr<KvStore> store, std::string step_prefix,
     const std::vector<layout::ArrayInfo>& arrays, WriterOptions options);
 
+// For the other processes of a distributed write: a writer over the arrays
+// another process created with CreateWriter (same arrays and options); it
+// writes chunks only. Its Commit writes the same index, but only the
+// process that created the step should call it.
+Result<std::unique_ptr<layout::CheckpointWriter>> AttachWriter(
+    std::shared_ptr<KvStore> store, std::string step_prefix,
+    const std::vector<layout::ArrayInfo>& arrays, WriterOptions options);
+
 }  // namespace cairn::axlearn

@@ -1,0 +1,61 @@
+"""Offline checkpoint conversion: ``cairn.convert(source, dest, to=...)``.
+
+The same C++ call as ``cairn convert`` on the command line: the source's
+format (Orbax, AXLearn, safetensors) is detected, arrays stream region by
+region within ``memory_budget`` bytes, and the destination is committed
+last, so an interrupted conversion leaves nothing that looks valid.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping, Optional, Sequence
+
+from cairn import _core
+
+
+def convert(
+    source: str,
+    dest: str,
+    *,
+    to: str,
+    from_format: str = "",
+    step: Optional[int] = None,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    rename: Mapping[str, str] | Sequence[tuple[str, str]] = (),
+    dtype: Mapping[str, str] | Sequence[tuple[str, str]] = (),
+    memory_budget: int = 1 << 30,
+    threads: int = 0,
+    verify: bool = False,
+    overwrite: bool = False,
+    max_file_size: int = 0,
+    progress: Optional[Callable[[int, int, int, int], None]] = None,
+) -> dict:
+    """Converts the checkpoint at ``source`` into format ``to`` at ``dest``.
+
+    Args:
+      source, dest: paths or kvstore URLs (``file:///...``, ``memory://...``).
+      to: ``"safetensors"`` or ``"axlearn"``.
+      from_format: ``""`` to detect, or ``"orbax"``, ``"axlearn"``, ``"safetensors"``.
+      step: the source step (default: the latest committed); also names the
+        AXLearn destination step.
+      include, exclude: globs on source array paths.
+      rename: ``{old_prefix: new_prefix}`` applied to destination paths.
+      dtype: ``{glob: dtype_name}`` casts (float types only), e.g. ``{"*": "bfloat16"}``.
+      memory_budget: bytes of array data in flight.
+      threads: worker threads (0: the machine's cores).
+      verify: re-read the destination and compare it with the source.
+      overwrite: replace a destination that holds a committed checkpoint.
+      max_file_size: safetensors only: shard into files of at most this many bytes.
+      progress: called as ``progress(bytes_done, bytes_total, arrays_done, arrays_total)``.
+
+    Returns:
+      A summary dict: source, source_format, dest, arrays, bytes_read,
+      bytes_written, seconds, verify_seconds, peak_slab_bytes.
+    """
+    renames = list(rename.items()) if isinstance(rename, Mapping) else list(rename)
+    casts = list(dtype.items()) if isinstance(dtype, Mapping) else list(dtype)
+    return _core._convert(
+        str(source), str(dest), to, from_format, step, list(include), list(exclude), renames,
+        casts, int(memory_budget), int(threads), bool(verify), bool(overwrite),
+        int(max_file_size), progress)
