@@ -85,9 +85,17 @@ def to_host(x):
     return x
 
 
+def _scalar_kind(x):
+    """'b', 'i' (signed or unsigned integers), 'f' or 'c' for a scalar."""
+    kind = np.asarray(x).dtype.kind
+    return "i" if kind == "u" else kind
+
+
 def assert_bit_equal(expected, actual, path=(), scalars_loose=True):
-    """Same structure; arrays with the same dtype, shape and bytes; scalars
-    equal (as Orbax returns numpy scalars as Python scalars)."""
+    """Same structure; arrays (0-d ones included) with the same dtype, shape
+    and bytes; scalars of the same dtype and bits. With `scalars_loose`, a
+    numpy scalar may come back as a Python scalar of the same kind (Orbax
+    restores np.uint8(3) as 3), but not as another kind (3.0) or value."""
     expected, actual = to_host(expected), to_host(actual)
     if isinstance(expected, dict):
         assert isinstance(actual, dict), (path, type(actual))
@@ -103,22 +111,28 @@ def assert_bit_equal(expected, actual, path=(), scalars_loose=True):
         assert isinstance(actual, tuple) and actual[0] == "key", (path, actual)
         assert expected[1] == actual[1], path
         assert np.array_equal(expected[2], actual[2]), path
-    elif isinstance(expected, np.ndarray) and expected.shape != () or (
-            isinstance(actual, np.ndarray) and actual.shape != ()):
-        actual = np.asarray(actual)
+    elif isinstance(expected, np.ndarray) or isinstance(actual, np.ndarray):
+        # Arrays of any rank, 0-d included: a 0-d array stays an array.
+        assert isinstance(expected, np.ndarray) and isinstance(actual, np.ndarray), (
+            path, type(expected), type(actual))
         assert actual.dtype == expected.dtype, (path, actual.dtype, expected.dtype)
         assert actual.shape == expected.shape, (path, actual.shape, expected.shape)
         assert actual.tobytes() == expected.tobytes(), path
     elif expected is None or isinstance(expected, str):
         assert actual == expected and type(actual) is type(expected), (path, actual, expected)
-    else:  # scalars
+    else:  # scalars: numpy scalars, Python bool/int/float
+        assert isinstance(actual, (np.generic, bool, int, float, complex)), (path, type(actual))
         e = np.asarray(expected)
         a = np.asarray(actual)
-        assert a.shape == (), (path, a)
-        if e.dtype.kind == "f":
-            assert np.float64(a).tobytes() == np.float64(e).tobytes(), (path, a, e)
+        both_numpy = isinstance(expected, np.generic) and isinstance(actual, np.generic)
+        if both_numpy or not scalars_loose or not isinstance(expected, np.generic):
+            # Same dtype: np.float32 vs np.float32, int vs int, float vs float.
+            assert a.dtype == e.dtype and type(actual) is type(expected), (
+                path, type(actual), a.dtype, type(expected), e.dtype)
         else:
-            assert a.item() == e.item(), (path, a, e)
+            assert _scalar_kind(actual) == _scalar_kind(expected), (
+                path, type(actual), a.dtype, e.dtype)
+        assert a.astype(e.dtype).tobytes() == e.tobytes(), (path, a, e)
 
 
 def wide_tree(n=1000):

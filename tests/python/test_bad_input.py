@@ -127,23 +127,46 @@ def edit_zarr_json(tmp_path, edit):
     p.write_text(json.dumps(md))
 
 
+# Each edit and a fragment of the message it must produce. The fragments are
+# checked against the message with the array's directory cut out: the
+# directory holds the test id, which repeats words such as "chunk" or
+# "shape", so a bare `what in str(err)` could not fail.
 @pytest.mark.parametrize("edit,what", [
-    (lambda md: md["codecs"].append({"name": "no_such_codec"}), "no_such_codec"),
-    (lambda md: md["chunk_grid"]["configuration"].update(chunk_shape=[4, 8, 1]), "chunk"),
-    (lambda md: md.update(shape=[8]), "shape"),
-    (lambda md: md.update(data_type="float31"), "float31"),
+    (lambda md: md["codecs"].append({"name": "no_such_codec"}),
+     "unknown codec `no_such_codec`"),
+    (lambda md: md["chunk_grid"]["configuration"].update(chunk_shape=[4, 8, 1]),
+     "chunk_grid.chunk_shape: rank 3 does not match the rank 2 of the shape"),
+    (lambda md: md.update(shape=[8]),
+     "chunk_grid.chunk_shape: rank 2 does not match the rank 1 of the shape"),
+    (lambda md: md.update(data_type="float31"), "unknown data type `float31`"),
     (lambda md: md["codecs"].insert(0, {"name": "transpose",
-                                        "configuration": {"order": [0, 0]}}), "transpose"),
-    (lambda md: md.update(zarr_format=4), "zarr_format"),
-    (lambda md: md.update(node_type="group"), "node_type"),
-    (lambda md: md.update(fill_value="banana"), "fill_value"),
+                                        "configuration": {"order": [0, 0]}}),
+     "transpose codec: order [0,0] is not a permutation"),
+    (lambda md: md.update(zarr_format=4), "zarr_format: expected 3, got 4"),
+    (lambda md: md.update(node_type="group"), 'node_type: expected "array", got "group"'),
+    (lambda md: md.update(fill_value="banana"),
+     'fill_value: expected an integer in the range [0, 65535], got "banana"'),
 ], ids=["unknown_codec", "chunk_rank", "shape_rank", "data_type", "transpose_order",
         "zarr_format", "group", "fill_value"])
 def test_bad_zarr_json(tmp_path, edit, what):
     url = written(tmp_path, [BYTES_LE])
+    assert cairn.open(url).shape == (8, 8)  # control: the unedited metadata opens
     edit_zarr_json(tmp_path, edit)
     err = expect_error(ValueError, url, "zarr.json", lambda: cairn.open(url))
-    assert what in str(err)
+    message = str(err).replace(str(tmp_path), "<dir>")
+    assert str(tmp_path) not in message and what in message, message
+
+
+def test_bad_zarr_json_check_ignores_the_directory(tmp_path):
+    """The check above looks past the directory: a word that only the test's
+    directory contains is not found in the message."""
+    word = "only_in_the_directory"
+    d = tmp_path / word
+    url = written(d, [BYTES_LE])
+    edit_zarr_json(d, lambda md: md.update(zarr_format=4))
+    err = expect_error(ValueError, url, "zarr.json", lambda: cairn.open(url))
+    assert word in str(err)  # the directory is in the message...
+    assert word not in str(err).replace(str(d), "<dir>")  # ...and cut out before checking
 
 
 def test_sharding_shape_not_dividing(tmp_path):

@@ -24,12 +24,18 @@ def cairn_write(path, driver, md, values, origin):
     return a
 
 
-def check_peers_read(path, driver, values, origin, zarr_python=False):
+def check_peers_read(path, driver, values, origin, *, reference, zarr_python=False):
+    """TensorStore reads cairn's array at `path`: the written box holds
+    `values`, and everything else (the unwritten parts of partly written
+    chunks included, in every codec chain) is bit for bit what TensorStore
+    reads from `reference`, the same metadata and values written by
+    TensorStore itself. cairn's own reading must agree with both."""
     got = ts_read(path, driver)
     index = tuple(slice(o, o + n) for o, n in zip(origin, values.shape))
     assert_bit_exact(np.asarray(got[index]), values)
-    # Everything else is whatever cairn reads back (the fill value).
-    assert_bit_exact(got, cairn.open(cairn_url(path, driver)).read())
+    expected = ts_read(reference, driver)
+    assert_bit_exact(got, expected)
+    assert_bit_exact(cairn.open(cairn_url(path, driver)).read(), expected)
     if zarr_python:
         z = zarr.open_array(store=os.fspath(path), mode="r")
         from_zarr = np.asarray(z[...])
@@ -55,10 +61,10 @@ def test_every_dtype(tmp_path, dtype, driver):
     origin, size = sub_box(shape, seed=len(dtype))
     values = random_array(dtype, size, seed=11)
     cairn_write(tmp_path / "c", driver, md, values, origin)
-    check_peers_read(tmp_path / "c", driver, values, origin,
-                     zarr_python=dtype in STANDARD_DTYPES)
-    # Uncompressed: the stored files are TensorStore's, byte for byte.
     ts_write_array(tmp_path / "t", driver, md, values, origin)
+    check_peers_read(tmp_path / "c", driver, values, origin,
+                     zarr_python=dtype in STANDARD_DTYPES, reference=tmp_path / "t")
+    # Uncompressed: the stored files are TensorStore's, byte for byte.
     assert stored_files(tmp_path / "c") == stored_files(tmp_path / "t")
 
 
@@ -72,11 +78,29 @@ def test_v3_codecs(tmp_path, codecs):
     origin, size = [1, 2], [6, 11]
     values = random_array("float32", size, seed=12)
     cairn_write(tmp_path / "c", "zarr3", md, values, origin)
-    check_peers_read(tmp_path / "c", "zarr3", values, origin, zarr_python=True)
     ts_write_array(tmp_path / "t", "zarr3", md, values, origin)
+    check_peers_read(tmp_path / "c", "zarr3", values, origin, zarr_python=True,
+                     reference=tmp_path / "t")
     assert stored_json(tmp_path / "c") == stored_json(tmp_path / "t")
     if codecs in UNCOMPRESSED:
         assert stored_files(tmp_path / "c") == stored_files(tmp_path / "t")
+
+
+@pytest.mark.parametrize("codecs", ["zstd", "gzip", "sharding_start_zstd"])
+def test_peer_check_sees_the_unwritten_region(tmp_path, codecs):
+    """The check above can fail: a TensorStore reference whose unwritten
+    region differs (another fill value) from cairn's partly written chunks
+    is caught. Control: the matching reference passes."""
+    shape, chunks, origin = (9, 13), (4, 6), [1, 2]
+    values = random_array("float32", (6, 11), seed=12)
+    md = v3_metadata("float32", shape, chunks, codecs=V3_CODECS[codecs], fill_value=-1.5)
+    cairn_write(tmp_path / "c", "zarr3", md, values, origin)
+    ts_write_array(tmp_path / "t", "zarr3", md, values, origin)
+    check_peers_read(tmp_path / "c", "zarr3", values, origin, reference=tmp_path / "t")
+    other = v3_metadata("float32", shape, chunks, codecs=V3_CODECS[codecs], fill_value=-2.5)
+    ts_write_array(tmp_path / "other", "zarr3", other, values, origin)
+    with pytest.raises(AssertionError, match="bytes differ"):
+        check_peers_read(tmp_path / "c", "zarr3", values, origin, reference=tmp_path / "other")
 
 
 @pytest.mark.parametrize("order", ["C", "F"])
@@ -88,8 +112,9 @@ def test_v2_compressors_orders(tmp_path, order, compressor):
     origin, size = [1, 0, 1], [4, 5, 2]
     values = random_array("int32", size, seed=13)
     cairn_write(tmp_path / "c", "zarr", md, values, origin)
-    check_peers_read(tmp_path / "c", "zarr", values, origin, zarr_python=True)
     ts_write_array(tmp_path / "t", "zarr", md, values, origin)
+    check_peers_read(tmp_path / "c", "zarr", values, origin, zarr_python=True,
+                     reference=tmp_path / "t")
     assert stored_json(tmp_path / "c") == stored_json(tmp_path / "t")
     if compressor == "none":
         assert stored_files(tmp_path / "c") == stored_files(tmp_path / "t")
@@ -106,8 +131,9 @@ def test_ranks(tmp_path, driver, shape, chunks):
     origin, size = sub_box(shape, seed=3) if shape else ([], [])
     values = random_array("float64", tuple(size), seed=14)
     cairn_write(tmp_path / "c", driver, md, values, origin)
-    check_peers_read(tmp_path / "c", driver, values, origin, zarr_python=True)
     ts_write_array(tmp_path / "t", driver, md, values, origin)
+    check_peers_read(tmp_path / "c", driver, values, origin, zarr_python=True,
+                     reference=tmp_path / "t")
     assert stored_files(tmp_path / "c") == stored_files(tmp_path / "t")
 
 
@@ -122,9 +148,10 @@ def test_fill_values(tmp_path, dtype, fill, driver):
         md = v2_metadata(v2_typestr(dtype), (5, 6), (2, 4), fill_value=fill, compressor=None)
     values = random_array(dtype, (2, 3), seed=15)
     cairn_write(tmp_path / "c", driver, md, values, [1, 1])
-    check_peers_read(tmp_path / "c", driver, values, [1, 1],
-                     zarr_python=driver == "zarr3" and dtype in STANDARD_DTYPES)
     ts_write_array(tmp_path / "t", driver, md, values, [1, 1])
+    check_peers_read(tmp_path / "c", driver, values, [1, 1],
+                     zarr_python=driver == "zarr3" and dtype in STANDARD_DTYPES,
+                     reference=tmp_path / "t")
     assert stored_files(tmp_path / "c") == stored_files(tmp_path / "t")
 
 

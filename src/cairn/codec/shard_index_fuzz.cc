@@ -12,6 +12,7 @@
 // the shard's decoded size; any other outcome is a finding.
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -34,25 +35,29 @@ struct Config {
 };
 
 std::vector<Config> MakeConfigs() {
+#define CAIRN_LE R"({"name":"bytes","configuration":{"endian":"little"}})"
+#define CAIRN_CRC_INDEX R"("index_codecs":[)" CAIRN_LE R"(,{"name":"crc32c"}])"
   const char* kShards[] = {
-      // default index codecs (bytes + crc32c) at the end, zstd inner chunks
-      R"([{"name":"sharding_indexed","configuration":{"chunk_shape":[4,4],)"
-      R"("codecs":[{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd"}]}}])",
+      // crc32c index at the end, zstd inner chunks
+      R"([{"name":"sharding_indexed","configuration":{"chunk_shape":[4,4],"codecs":[)" CAIRN_LE
+      R"(,{"name":"zstd","configuration":{"level":1,"checksum":false}}],)" CAIRN_CRC_INDEX
+      R"(,"index_location":"end"}}])",
       // index at the start without a checksum, raw inner chunks
-      R"([{"name":"sharding_indexed","configuration":{"chunk_shape":[2,8],)"
-      R"("codecs":[{"name":"bytes","configuration":{"endian":"little"}}],)"
-      R"("index_codecs":[{"name":"bytes","configuration":{"endian":"little"}}],)"
-      R"("index_location":"start"}}])",
+      R"([{"name":"sharding_indexed","configuration":{"chunk_shape":[2,8],"codecs":[)" CAIRN_LE
+      R"(],"index_codecs":[)" CAIRN_LE R"(],"index_location":"start"}}])",
       // gzip inner chunks, big-endian, crc32c index at the start
       R"([{"name":"sharding_indexed","configuration":{"chunk_shape":[8,2],)"
-      R"("codecs":[{"name":"bytes","configuration":{"endian":"big"}},{"name":"gzip"}],)"
-      R"("index_codecs":[{"name":"bytes","configuration":{"endian":"little"}},)"
-      R"({"name":"crc32c"}],"index_location":"start"}}])",
+      R"("codecs":[{"name":"bytes","configuration":{"endian":"big"}},)"
+      R"({"name":"gzip","configuration":{"level":1}}],)" CAIRN_CRC_INDEX
+      R"(,"index_location":"start"}}])",
       // a shard of shards
       R"([{"name":"sharding_indexed","configuration":{"chunk_shape":[4,8],)"
       R"("codecs":[{"name":"sharding_indexed","configuration":{"chunk_shape":[2,2],)"
-      R"("codecs":[{"name":"bytes","configuration":{"endian":"little"}}]}}]}}])",
+      R"("codecs":[)" CAIRN_LE R"(],)" CAIRN_CRC_INDEX R"(,"index_location":"end"}}],)"
+      CAIRN_CRC_INDEX R"(,"index_location":"end"}}])",
   };
+#undef CAIRN_CRC_INDEX
+#undef CAIRN_LE
   std::vector<Config> configs;
   for (const char* text : kShards) {
     Config c;
@@ -60,13 +65,15 @@ std::vector<Config> MakeConfigs() {
     auto json = ParseJson(text, "fuzz shard config");
     if (!json.ok()) __builtin_trap();
     auto chain = CodecChain::FromJson(*json, c.spec);
-    if (!chain.ok()) __builtin_trap();
+    if (!chain.ok()) {
+      std::fprintf(stderr, "bad fuzz config %s: %s\n", text, chain.status().ToString().c_str());
+      __builtin_trap();
+    }
     c.chain = *std::move(chain);
     c.sharding = dynamic_cast<const ShardingCodec*>(c.chain.array_to_bytes().get());
     if (c.sharding == nullptr) __builtin_trap();
     const std::string dumped = json->dump();
-    c.crc = dumped.find("crc32c") != std::string::npos ||
-            dumped.find("index_codecs") == std::string::npos;
+    c.crc = dumped.find("crc32c") != std::string::npos;
     c.at_start = c.sharding->index_location() == ShardIndexLocation::kStart;
     configs.push_back(std::move(c));
   }
