@@ -48,4 +48,9 @@ echo "== Python package and interop tests"
 python3 -m pip install -q .
 # Includes the real multi-process Orbax runs (jax.distributed on localhost) and
 # the orbax-checkpoint 0.11.33 tests, whose venv is cached in build/.
-python3 -m pytest -q tests/python
+status=0
+python3 -m pytest -q --tb=short --junitxml=build/pytest-report.xml tests/python || status=$?
+if [[ $status -ne 0 ]]; then
+  python3 scripts/pytest_failures.py build/pytest-report.xml
+fi
+exit "$status"
