@@ -4,6 +4,7 @@ on checkpoints is MaxText's own code, `maxtext.common.checkpointing`.
 
     python maxtext_client_job.py save ROOT STEP EXPECTED_DIR PARAMS_DIR
     python maxtext_client_job.py load SPEC_DIR STEP ROOT OUT_DIR [ROOT OUT_DIR ...]
+    python maxtext_client_job.py save ... + load ...   (both in one process)
 
 `save`: a Flax TrainState (MaxText's Linen training state: step, params
 {"params": {"decoder": ..., "token_embedder": ...}}, Adam's opt_state with
@@ -206,12 +207,25 @@ def load(root, step, spec_dir, out_dir):
         json.dump(result, f)
 
 
+def main(argv):
+    # Commands separated by "+" run in this one process (MaxText's import takes seconds).
+    commands, current = [], []
+    for a in argv:
+        if a == "+":
+            commands.append(current)
+            current = []
+        else:
+            current.append(a)
+    commands.append(current)
+    for cmd, *args in commands:
+        if cmd == "save":
+            save(args[0], int(args[1]), args[2], args[3])
+        elif cmd == "load":
+            for root, out_dir in zip(args[2::2], args[3::2]):
+                load(root, int(args[1]), args[0], out_dir)
+        else:
+            sys.exit(f"unknown command {cmd}")
+
+
 if __name__ == "__main__":
-    cmd, args = sys.argv[1], sys.argv[2:]
-    if cmd == "save":
-        save(args[0], int(args[1]), args[2], args[3])
-    elif cmd == "load":
-        for root, out_dir in zip(args[2::2], args[3::2]):
-            load(root, int(args[1]), args[0], out_dir)
-    else:
-        sys.exit(f"unknown command {cmd}")
+    main(sys.argv[1:])
