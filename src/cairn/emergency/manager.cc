@@ -123,6 +123,7 @@ Result<bool> EmergencyCheckpointManager::Save(int64_t step, const std::vector<en
   if (!local && !persistent) return false;
   const int p = coordinator_.process_index();
   std::unique_ptr<engine::PendingSave> local_save, persistent_save;
+  Status local_status;
   // Step 2.
   if (local) {
     engine::SaveRequest r;
@@ -141,9 +142,14 @@ Result<bool> EmergencyCheckpointManager::Save(int64_t step, const std::vector<en
                                                                          : options_.mesh_metadata_json},
         {std::string(kLocalStepRecord), DumpJson(LocalStepRecordToJson(RecordFor(step, p, layout_, leaves)))},
     };
-    CAIRN_ASSIGN_OR_RETURN(local_save, engine::StartSave(r, *alone_, budget_.get()));
+    // A failure here is this process's alone: it still takes part in the
+    // persistent save's collectives and tells its peers (step 4).
+    auto started = engine::StartSave(r, *alone_, budget_.get());
+    if (started.ok()) local_save = std::move(*started);
+    else local_status = started.status();
   }
   // Step 3.
+  Status persistent_status;
   if (persistent) {
     engine::SaveRequest r;
     r.directory = StepPath(persistent_, step);
@@ -152,23 +158,26 @@ Result<bool> EmergencyCheckpointManager::Save(int64_t step, const std::vector<en
     r.options = options_.save;
     r.options.replica_parallel = false;
     auto started = engine::StartSave(r, coordinator_, budget_.get());
-    if (!started.ok()) {
-      if (local_save) local_save->Wait().IgnoreError();
-      return started.status();
-    }
-    persistent_save = std::move(*started);
+    if (started.ok()) persistent_save = std::move(*started);
+    else persistent_status = started.status();
   }
-  worker_ = std::thread([this, step, l = std::move(local_save), ps = std::move(persistent_save)]() mutable {
-    Background(step, std::move(l), std::move(ps));
+  worker_ = std::thread([this, step, local, local_status, l = std::move(local_save),
+                         ps = std::move(persistent_save)]() mutable {
+    Background(step, local, local_status, std::move(l), std::move(ps));
   });
+  if (!persistent_status.ok()) {
+    CAIRN_RETURN_IF_ERROR(WaitUntilFinished());
+    return persistent_status;
+  }
   return true;
 }
 
-void EmergencyCheckpointManager::Background(int64_t step, std::unique_ptr<engine::PendingSave> local,
+void EmergencyCheckpointManager::Background(int64_t step, bool local_due, const Status& local_status,
+                                            std::unique_ptr<engine::PendingSave> local,
                                             std::unique_ptr<engine::PendingSave> persistent) {
   Status status;
-  if (local) {
-    Status saved = local->Wait();
+  if (local_due) {
+    Status saved = local ? local->Wait() : local_status;
     // Step 4 (also after a failed save: the peers learn of it).
     Status replicated = options_.peer_copies > 0 ? Replicate(step, saved) : Status::OK();
     status = !saved.ok() ? saved : replicated;

@@ -140,8 +140,8 @@ class EmergencyCheckpointManager {
  private:
   EmergencyCheckpointManager(EmergencyOptions options, Coordinator& coordinator,
                              std::shared_ptr<PeerTransport> transport);
-  void Background(int64_t step, std::unique_ptr<engine::PendingSave> local,
-                  std::unique_ptr<engine::PendingSave> persistent);
+  void Background(int64_t step, bool local_due, const Status& local_status,
+                  std::unique_ptr<engine::PendingSave> local, std::unique_ptr<engine::PendingSave> persistent);
   Status Replicate(int64_t step, const Status& local_status);
   Status ApplyRetention(bool persistent_committed);
   Result<std::pair<std::vector<Holding>, std::vector<int64_t>>> Exchange(std::string_view what);
