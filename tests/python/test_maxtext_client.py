@@ -16,10 +16,10 @@ maxtext_client_job.py runs inside that venv:
   Linen TrainState's fields: step, params {"params": {"decoder": ...,
   "token_embedder": ...}}, Adam's opt_state) to <root>/<step>/items, in all
   four storage variants (OCDBT or not, zarr3 or zarr v2) and with arrays
-  split into several chunks; MaxText's
-  load_params_from_path, load_state_if_possible (params-only and the resume
-  of a run through create_orbax_checkpoint_manager) restore it on a 2x2 CPU
-  mesh, and every value is the one cairn wrote.
+  split into several chunks; MaxText's load_params_from_path (into Linen
+  params and into an NNX state), load_state_if_possible (params-only, and
+  the resume of a run through create_orbax_checkpoint_manager) restore it
+  on a 2x2 CPU mesh, and every value is the one cairn wrote.
 * MaxText -> cairn: MaxText's create_orbax_checkpoint_manager +
   save_checkpoint (async) and save_params_to_path write a sharded state;
   cairn.restore and `cairn verify` / `cairn ls` read exactly it.
@@ -274,6 +274,8 @@ def test_maxtext_load_params_from_path_reads_cairns_checkpoint(cairn_written, va
                        f"cairn ({variant}) -> MaxText load_params_from_path(<step>/items)")
     assert_same_arrays(load_dump(out / "params_step_root"), params_of(expected),
                        f"cairn ({variant}) -> MaxText load_state_if_possible(load_parameters_from_path=<step>)")
+    assert_same_arrays(load_dump(out / "params_nnx"), {k[len("params/"):]: v for k, v in params_of(expected).items()},
+                       f"cairn ({variant}) -> MaxText load_params_from_path(<step>/items) into an NNX state")
     # Restored onto the model's shardings, not as one replicated copy.
     specs = json.loads((out / "result.json").read_text())["params_items_shardings"]
     assert "data" in specs["params/token_embedder/embedding"], specs
