@@ -48,7 +48,11 @@ Result<ItemPaths> PathsFor(const SaveRequest& request, const std::string& save_i
   ItemPaths p;
   p.final_top = FinalTopOf(request);
   p.save_id = save_id;
-  CAIRN_ASSIGN_OR_RETURN(p.final_location, orbax::OpenLocation(p.final_top));
+  if (request.location) {
+    p.final_location = *request.location;
+  } else {
+    CAIRN_ASSIGN_OR_RETURN(p.final_location, orbax::OpenLocation(p.final_top));
+  }
   p.top = orbax::PendingCommitFor(p.final_location, save_id);
   if (!request.item_name.empty()) {
     p.item = orbax::PendingCommitFor(p.top.location.Child(request.item_name), save_id);

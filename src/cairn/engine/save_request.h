@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "cairn/dtype/dtype.h"
+#include "cairn/layout/orbax/location.h"
 #include "cairn/layout/orbax/tree_metadata.h"
 #include "cairn/util/box.h"
 #include "cairn/util/json.h"
@@ -96,6 +97,10 @@ struct SaveRequest {
   // directory that gets the item `item_name` and `_CHECKPOINT_METADATA`, as
   // CheckpointManager lays it out. AlreadyExists when it exists.
   std::string directory;
+  // When set, the store and prefix of `directory` (which then only names it
+  // in messages and collectives): saves into any store, e.g. one wrapped by
+  // a test. Unset: `directory` is opened as a local path.
+  std::optional<orbax::Location> location;
   std::string item_name;
   std::vector<SaveLeaf> leaves;
   SaveOptions options;
