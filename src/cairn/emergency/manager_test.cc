@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "cairn/emergency/testing/emergency_job.h"
+#include "cairn/emergency/zmq_transport.h"
 #include "cairn/engine/testing/thread_coordinator.h"
 
 namespace cairn::emergency {
@@ -26,13 +27,23 @@ std::string TempDir(const std::string& name) {
   return dir;
 }
 
-// Runs `body(coordinator, transport, p)` on kProcesses threads of a fresh job.
-void RunJob(const std::function<void(Coordinator&, std::shared_ptr<PeerTransport>, int)>& body) {
+// Runs `body(coordinator, transport, p)` on kProcesses threads of a fresh
+// job, with in-process transports or (zmq) ZeroMQ ones on localhost.
+void RunJob(const std::function<void(Coordinator&, std::shared_ptr<PeerTransport>, int)>& body,
+            bool zmq = false) {
   engine::testing::ThreadGroup group(kProcesses);
   InProcessNetwork network(kProcesses);
   std::vector<std::thread> threads;
   for (int p = 0; p < kProcesses; ++p) {
-    threads.emplace_back([&, p] { body(group.Member(p), network.Endpoint(p), p); });
+    threads.emplace_back([&, p] {
+      std::shared_ptr<PeerTransport> t = network.Endpoint(p);
+      if (zmq) {
+        auto opened = NewZmqTransport(group.Member(p), "127.0.0.1", std::chrono::seconds(30));
+        ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+        t = *opened;
+      }
+      body(group.Member(p), t, p);
+    });
   }
   for (std::thread& t : threads) t.join();
 }
@@ -55,6 +66,21 @@ TEST(EmergencyManager, LostHostsRestoreFromPeersThenFromPersistent) {
   RunJob([&](Coordinator& c, std::shared_ptr<PeerTransport> t, int p) {
     testing::RestoreLatest(c, t, testing::OptionsFor(root, p), StepChoice::Tier::kPersistent, 5, false);
   });
+  fs::remove_all(root);
+}
+
+// The same job with peer copies and fetches over ZeroMQ (the transport for
+// jobs without MPI), endpoints exchanged through the coordinator.
+TEST(EmergencyManager, ZeroMqTransport) {
+  if (!ZmqTransportAvailable()) GTEST_SKIP() << "built without ZeroMQ";
+  const std::string root = TempDir("zmq");
+  RunJob([&](Coordinator& c, std::shared_ptr<PeerTransport> t, int p) {
+    testing::SaveSteps(c, t, testing::OptionsFor(root, p));
+  }, /*zmq=*/true);
+  fs::remove_all(root + "/local_2");
+  RunJob([&](Coordinator& c, std::shared_ptr<PeerTransport> t, int p) {
+    testing::RestoreLatest(c, t, testing::OptionsFor(root, p), StepChoice::Tier::kLocal, 7, /*lost=*/p == 2);
+  }, /*zmq=*/true);
   fs::remove_all(root);
 }
 
