@@ -72,6 +72,11 @@ class PendingSaveImpl final : public PendingSave {
   std::string name_prefix;
 
   Status Snapshot();
+  // The index this process's database and array metadata are named after.
+  int StoreIndex() const {
+    return request.options.own_process_index >= 0 ? request.options.own_process_index
+                                                  : coordinator->process_index();
+  }
   void Start() { thread_ = std::thread([this] { Finish(); }); }
 
  private:
@@ -130,7 +135,7 @@ void PendingSaveImpl::Finish() {
   // Step 3 (background part).
   Status local = group->Wait();
   if (local.ok()) local = writer->Commit();
-  if (local.ok()) local = WriteArrayMetadatas(request, plan, paths, coordinator->process_index());
+  if (local.ok()) local = WriteArrayMetadatas(request, plan, paths, StoreIndex());
   writer.reset();
   // Step 4.
   Status s = Collective("written", local);
@@ -218,7 +223,7 @@ Result<std::unique_ptr<PendingSave>> StartSave(const SaveRequest& request, Coord
   }
   std::shared_ptr<KvStore> store;
   if (local.ok()) {
-    auto opened = OpenProcessStore(save->request, save->paths, coordinator.process_index(),
+    auto opened = OpenProcessStore(save->request, save->paths, save->StoreIndex(),
                                    coordinator.process_count());
     if (!opened.ok()) local = opened.status();
     else store = hooks.wrap_process_store ? hooks.wrap_process_store(*opened) : *opened;
