@@ -82,6 +82,8 @@ Result<S3Options> S3Options::FromEnvironment(std::string bucket, std::string pre
   CAIRN_ASSIGN_OR_RETURN(o.multipart_threshold,
                          EnvNumber("CAIRN_S3_MULTIPART_THRESHOLD", o.multipart_threshold));
   CAIRN_ASSIGN_OR_RETURN(o.part_size, EnvNumber("CAIRN_S3_PART_SIZE", o.part_size));
+  CAIRN_ASSIGN_OR_RETURN(uint64_t page, EnvNumber("CAIRN_S3_LIST_PAGE_SIZE", 1000));
+  o.list_page_size = static_cast<int>(std::clamp<uint64_t>(page, 1, 1000));
   return o;
 }
 
@@ -322,6 +324,9 @@ Result<std::vector<KeyInfo>> S3KvStore::List(std::string_view prefix) {
     std::vector<std::pair<std::string, std::string>> query = {{"list-type", "2"},
                                                               {"prefix", full_prefix}};
     if (!token.empty()) query.emplace_back("continuation-token", token);
+    if (options_.list_page_size != 1000) {
+      query.emplace_back("max-keys", std::to_string(std::clamp(options_.list_page_size, 1, 1000)));
+    }
     HttpCall call = MakeCall("GET", "", std::move(query), {}, {}, op);
     call.max_response_bytes = uint64_t{64} << 20;
     CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(call));

@@ -48,6 +48,7 @@ struct S3Options {
   AwsCredentials credentials;  // anonymous: requests are not signed
   uint64_t multipart_threshold = uint64_t{64} << 20;
   uint64_t part_size = uint64_t{16} << 20;  // >= 5 MiB (S3's minimum)
+  int list_page_size = 1000;  // max-keys of ListObjectsV2 (1 to 1000)
   http::RetryPolicy retry;
   std::shared_ptr<http::HttpClient> http;  // null: HttpClient::Default()
 
@@ -55,7 +56,8 @@ struct S3Options {
   // AWS_ENDPOINT_URL, region from AWS_REGION or AWS_DEFAULT_REGION,
   // credentials as aws_credentials.h says, retry budget from
   // CAIRN_HTTP_MAX_ATTEMPTS and CAIRN_HTTP_INITIAL_BACKOFF_MS, upload sizes
-  // from CAIRN_S3_MULTIPART_THRESHOLD and CAIRN_S3_PART_SIZE (bytes).
+  // from CAIRN_S3_MULTIPART_THRESHOLD and CAIRN_S3_PART_SIZE (bytes), the
+  // listing page size from CAIRN_S3_LIST_PAGE_SIZE.
   static Result<S3Options> FromEnvironment(std::string bucket, std::string prefix);
 };
 
