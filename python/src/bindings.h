@@ -16,6 +16,7 @@ void BindKvStore(nanobind::module_& m);
 void BindArray(nanobind::module_& m);
 void RegisterLayout(nanobind::module_& m);  // layout_bindings.cc
 void RegisterOcdbt(nanobind::module_& m);  // ocdbt_bindings.cc
+void RegisterEmergency(nanobind::module_& m);  // emergency_bindings.cc: cairn.emergency
 void RegisterConvert(nanobind::module_& m);  // convert_bindings.cc
 // dist_bindings.cc: binds cairn::Coordinator as _core.Coordinator, so other
 // bindings take a `cairn::Coordinator&` argument directly. A callback
