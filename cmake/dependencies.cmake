@@ -2,6 +2,9 @@
 find_package(Threads REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(ZLIB REQUIRED)
+# The object-store drivers (kvstore/http, s3): libcurl and OpenSSL (SigV4).
+find_package(CURL REQUIRED)
+find_package(OpenSSL REQUIRED)
 
 find_path(ZSTD_INCLUDE_DIR zstd.h REQUIRED)
 find_library(ZSTD_LIBRARY NAMES zstd REQUIRED)

@@ -1,77 +1,144 @@
-// `cairn demo`: the end-to-end demo on its embedded default.
+// `cairn demo`: the end-to-end demo on its embedded default, over the public
+// C++ engine API (include/cairn/engine.h), as a trainer would use it.
 //
-// Writes one bfloat16 array in several codec chains (zarr v3 and v2, raw,
-// zstd, gzip, blosc, sharded with crc32c) to a scratch directory, reads each
-// back, checks every byte, and prints stored sizes and throughputs. Later
-// issues grow it into save -> convert -> restore.
+//   1. Build a synthetic transformer training state (demo_state.h; 2 GiB by
+//      default): bfloat16 parameters, float32 master weights, two Adam
+//      moments.
+//   2. Copy it once with memcpy (the yardstick for the save's stall) and
+//      measure the device under the directory with a file of the same size
+//      (demo_device.h).
+//   3. Save it asynchronously as an Orbax checkpoint, in the shards 8
+//      devices would hold (rows split 8 ways, vectors replicated): the stall
+//      is the time until StartSaveCheckpoint returns, the save time until
+//      Wait returns after the durable commit.
+//   4. Evict the checkpoint from the page cache and restore it onto another
+//      sharding (columns split 8 ways), then compare every byte.
+//   5. Print the table; remove the directory unless the user named it.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <cstring>
+#include <cstdlib>
 #include <filesystem>
+#include <cstring>
 #include <memory>
-#include <random>
+#include <thread>
 #include <string>
 #include <vector>
 
-#include "cairn/dtype/dtype.h"
-#include "cairn/kvstore/url.h"
-#include "cairn/util/json.h"
-#include "cairn/zarr/array.h"
+#include "cairn/coordinator.h"
+#include "cairn/engine.h"
+#include "cli_util.h"
 #include "commands/commands.h"
+#include "commands/demo_device.h"
+#include "commands/demo_report.h"
+#include "commands/demo_state.h"
 
 namespace cairn::cli {
 namespace {
 
-struct Variant {
-  const char* name;
-  ZarrFormat format;
-  const char* metadata;  // JSON; shape/dtype/chunks filled in below
-};
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
 
-// Element values: a smooth signal plus noise, so codecs have something to do.
-Buffer MakeBFloat16Data(Index rows, Index cols) {
-  Buffer b(static_cast<size_t>(rows * cols) * 2);
-  std::mt19937 rng(42);
-  std::normal_distribution<float> noise(0.f, 0.05f);
-  auto* out = reinterpret_cast<uint16_t*>(b.data());
-  for (Index r = 0; r < rows; ++r) {
-    for (Index c = 0; c < cols; ++c) {
-      float v = std::sin(0.001f * static_cast<float>(c)) * std::cos(0.01f * static_cast<float>(r)) + noise(rng);
-      uint32_t bits;
-      std::memcpy(&bits, &v, 4);
-      bits += 0x7fff + ((bits >> 16) & 1);  // round to nearest even
-      out[r * cols + c] = static_cast<uint16_t>(bits >> 16);
-    }
+double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// "2GiB", "64MiB", "500MB", "1073741824" -> bytes; 0 when malformed.
+uint64_t ParseSize(const std::string& text) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (...) {
+    return 0;
   }
-  return b;
+  std::string unit = text.substr(used);
+  for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  double scale = 0;
+  if (unit.empty() || unit == "b") scale = 1;
+  else if (unit == "kib" || unit == "k") scale = 1024.0;
+  else if (unit == "mib" || unit == "m") scale = 1024.0 * 1024;
+  else if (unit == "gib" || unit == "g") scale = 1024.0 * 1024 * 1024;
+  else if (unit == "kb") scale = 1e3;
+  else if (unit == "mb") scale = 1e6;
+  else if (unit == "gb") scale = 1e9;
+  if (scale == 0 || !(value > 0)) return 0;
+  return static_cast<uint64_t>(value * scale);
 }
 
-double Seconds(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-uint64_t DirectoryBytes(const std::filesystem::path& dir) {
+uint64_t DirectoryBytes(const fs::path& dir) {
   uint64_t total = 0;
   std::error_code ec;
-  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
-       it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+  for (auto it = fs::recursive_directory_iterator(dir, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     if (it->is_regular_file(ec)) total += it->file_size(ec);
   }
   return total;
 }
 
-}  // namespace
+// Copies every array into fresh buffers, as a snapshot would.
+double TimeMemcpy(const DemoState& st) {
+  const auto t0 = Clock::now();
+  std::vector<std::unique_ptr<uint8_t[]>> copies;
+  copies.reserve(st.arrays.size());
+  for (const DemoArray& a : st.arrays) {
+    copies.emplace_back(new uint8_t[a.bytes]);
+    std::memcpy(copies.back().get(), a.data.get(), a.bytes);
+  }
+  const double s = Since(t0);
+  return s;
+}
 
-// Runs the demo in `dir` (a fresh temporary directory when empty) on an array
-// of `mib` MiB. Returns the process exit status.
-int RunDemo(std::string dir, int mib, bool keep) {
-  if (mib < 1 || mib > (1 << 16)) {
-    std::fprintf(stderr, "cairn demo: --mib must be between 1 and 65536, got %d\n", mib);
+std::vector<CheckpointArray> SaveArrays(const DemoState& st) {
+  std::vector<CheckpointArray> out;
+  for (const DemoArray& a : st.arrays) {
+    CheckpointArray c;
+    c.path = a.path;
+    c.dtype = a.dtype;
+    c.shape = a.shape;
+    const bool vector = a.shape.size() == 1;
+    c.write_shape = SaveBox(a, 0).shape;
+    c.num_replicas = vector ? kDemoDevices : 1;
+    for (int d = 0; d < kDemoDevices; ++d) {
+      const DemoBox box = SaveBox(a, d);
+      const uint64_t offset = vector ? 0 : BoxBytes(a, box) * static_cast<uint64_t>(d);
+      c.shards.push_back({box.origin, box.shape, a.data.get() + offset, vector ? d : 0});
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+struct RestoreTargets {
+  std::vector<RestoreArray> arrays;
+  std::vector<std::unique_ptr<uint8_t[]>> buffers;  // per array, per device
+};
+
+RestoreTargets MakeRestoreTargets(const DemoState& st) {
+  RestoreTargets t;
+  for (const DemoArray& a : st.arrays) {
+    RestoreArray r;
+    r.path = a.path;
+    r.dtype = a.dtype;
+    for (int d = 0; d < kDemoDevices; ++d) {
+      const DemoBox box = RestoreBox(a, d);
+      t.buffers.emplace_back(new uint8_t[BoxBytes(a, box)]);
+      r.boxes.push_back({box.origin, box.shape, t.buffers.back().get()});
+    }
+    t.arrays.push_back(std::move(r));
+  }
+  return t;
+}
+
+int RunDemo(const std::string& size_text, std::string dir, const std::string& compression) {
+  const uint64_t target = ParseSize(size_text);
+  if (target < (uint64_t{1} << 20)) {
+    std::fprintf(stderr, "cairn demo: --size `%s` is not a size of at least 1MiB (e.g. 2GiB, 64MiB)\n",
+                 size_text.c_str());
     return 2;
   }
-  namespace fs = std::filesystem;
-  bool made_temp = dir.empty();
+  const bool made_temp = dir.empty();
+  std::string checkpoint;
   if (made_temp) {
     std::string tmpl = (fs::temp_directory_path() / "cairn-demo-XXXXXX").string();
     if (mkdtemp(tmpl.data()) == nullptr) {
@@ -79,107 +146,117 @@ int RunDemo(std::string dir, int mib, bool keep) {
       return 1;
     }
     dir = tmpl;
+  } else {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) {
+      std::fprintf(stderr, "cairn demo: creating %s: %s\n", dir.c_str(), ec.message().c_str());
+      return 1;
+    }
   }
-  const Index cols = 8192;
-  const Index rows = std::max<Index>(64, (static_cast<Index>(mib) << 20) / (cols * 2));
-  const Index chunk_rows = 512;
-  Buffer data = MakeBFloat16Data(rows, cols);
-  const double gb = static_cast<double>(data.size()) / 1e9;
-
-  const Variant variants[] = {
-      {"v3 raw", ZarrFormat::kV3,
-       R"({"codecs":[{"name":"bytes","configuration":{"endian":"little"}}]})"},
-      {"v3 zstd-1", ZarrFormat::kV3,
-       R"({"codecs":[{"name":"bytes","configuration":{"endian":"little"}},)"
-       R"({"name":"zstd","configuration":{"level":1,"checksum":true}}]})"},
-      {"v3 gzip-1", ZarrFormat::kV3,
-       R"({"codecs":[{"name":"bytes","configuration":{"endian":"little"}},)"
-       R"({"name":"gzip","configuration":{"level":1}}]})"},
-      {"v3 blosc-lz4", ZarrFormat::kV3,
-       R"({"codecs":[{"name":"bytes","configuration":{"endian":"little"}},)"
-       R"({"name":"blosc","configuration":{"cname":"lz4","clevel":5,"shuffle":"shuffle",)"
-       R"("typesize":2,"blocksize":0}}]})"},
-      {"v3 sharded zstd-3+crc32c", ZarrFormat::kV3,
-       R"({"codecs":[{"name":"sharding_indexed","configuration":{"chunk_shape":[128,8192],)"
-       R"("codecs":[{"name":"bytes","configuration":{"endian":"little"}},)"
-       R"({"name":"zstd","configuration":{"level":3,"checksum":false}},{"name":"crc32c"}],)"
-       R"("index_codecs":[{"name":"bytes","configuration":{"endian":"little"}},)"
-       R"({"name":"crc32c"}]}}]})"},
-      {"v2 zstd-1", ZarrFormat::kV2, R"({"compressor":{"id":"zstd","level":1}})"},
+  checkpoint = (fs::absolute(dir) / "checkpoint").string();
+  auto cleanup = [&] {
+    std::error_code ec;
+    if (made_temp) fs::remove_all(dir, ec);
   };
 
-  auto store = OpenKvStore("file://" + dir + "/");
-  if (!store.ok()) {
-    std::fprintf(stderr, "cairn demo: %s\n", store.status().ToString().c_str());
+  auto t0 = Clock::now();
+  DemoState st = MakeDemoState(target);
+  const double make_s = Since(t0);
+  std::printf("cairn demo: a synthetic transformer training state of %.2f GiB (%zu arrays): %d layers,\n"
+              "  d_model %lld, vocab %lld; bfloat16 parameters, float32 master weights, Adam mu and nu\n"
+              "  (built in %.1f s). Saved as 8 devices hold it (matrices split by rows, vectors\n"
+              "  replicated), restored onto another sharding (split by columns), compression=%s.\n"
+              "  Checkpoint: %s; load average %s on %u cores.\n",
+              st.bytes / double(1 << 30), st.arrays.size(), st.layers,
+              static_cast<long long>(st.d_model), static_cast<long long>(st.vocab), make_s,
+              compression.c_str(), checkpoint.c_str(), LoadAverage().c_str(),
+              std::max(1u, std::thread::hardware_concurrency()));
+  std::fflush(stdout);
+
+  DemoTimings t;
+  t.state_bytes = st.bytes;
+  t.memcpy_seconds = TimeMemcpy(st);
+  DeviceBandwidth dev;
+  if (Status s = MeasureDevice(dir, st.bytes, &dev); !s.ok()) {
+    cleanup();
+    return PrintError("demo", "measuring the device under " + dir, s, 1);
+  }
+  t.device_write_seconds = dev.write_seconds;
+  t.device_read_seconds = dev.read_seconds;
+  t.device_bytes = dev.bytes;
+  t.device_method = dev.method;
+
+  // Save: every device's shards from this one process.
+  std::unique_ptr<Coordinator> coordinator = NewSingleProcessCoordinator();
+  SaveCheckpointOptions options;
+  options.compression = compression;
+  {
+    std::vector<CheckpointArray> arrays = SaveArrays(st);
+    t0 = Clock::now();
+    auto save = StartSaveCheckpoint(checkpoint, arrays, options, *coordinator);
+    t.stall_seconds = Since(t0);
+    Status s = save.ok() ? (*save)->Wait() : save.status();
+    t.save_seconds = Since(t0);
+    if (!s.ok()) {
+      cleanup();
+      return PrintError("demo", "saving " + checkpoint, s, 1);
+    }
+  }
+  t.stored_bytes = DirectoryBytes(checkpoint);
+
+  // Restore onto the other sharding, from the device.
+  RestoreTargets targets = MakeRestoreTargets(st);
+  EvictFromPageCache(checkpoint);
+  t0 = Clock::now();
+  Status s = RestoreCheckpoint(checkpoint, targets.arrays);
+  t.restore_seconds = Since(t0);
+  if (!s.ok()) {
+    cleanup();
+    return PrintError("demo", "restoring " + checkpoint, s, 1);
+  }
+  size_t mismatches = 0;
+  for (size_t i = 0; i < st.arrays.size(); ++i) {
+    for (int d = 0; d < kDemoDevices; ++d) {
+      if (!BoxEquals(st.arrays[i], RestoreBox(st.arrays[i], d), targets.buffers[i * kDemoDevices + d].get())) {
+        ++mismatches;
+        std::fprintf(stderr, "cairn demo: device %d's box of array %zu differs after the restore\n", d, i);
+      }
+    }
+  }
+  PrintDemoTable(t);
+  cleanup();
+  if (mismatches != 0) {
+    std::printf("FAILED: %zu restored boxes differ from the saved state\n", mismatches);
     return 1;
   }
-  std::printf("cairn demo: bfloat16 [%lld, %lld] (%.1f MB) in [%lld, %lld] chunks, under %s\n",
-              static_cast<long long>(rows), static_cast<long long>(cols), gb * 1e3,
-              static_cast<long long>(chunk_rows), static_cast<long long>(cols), dir.c_str());
-  std::printf("%-26s %12s %8s %12s %12s %s\n", "variant", "stored MB", "ratio", "write GB/s",
-              "read GB/s", "check");
-  int failures = 0;
-  int i = 0;
-  for (const Variant& v : variants) {
-    Json md = Json::parse(v.metadata);
-    md["shape"] = {rows, cols};
-    if (v.format == ZarrFormat::kV3) {
-      md["data_type"] = "bfloat16";
-      md["chunk_grid"] = {{"name", "regular"},
-                          {"configuration", {{"chunk_shape", {chunk_rows, cols}}}}};
-    } else {
-      md["dtype"] = "bfloat16";
-      md["chunks"] = {chunk_rows, cols};
-    }
-    std::string prefix = "array" + std::to_string(i++) + "/";
-    Box box = Box::FromShape({rows, cols});
-    auto t0 = std::chrono::steady_clock::now();
-    auto array = ZarrArray::Create(*store, prefix, v.format, md);
-    Status st = array.ok() ? (*array)->Write(box, data.data()) : array.status();
-    double write_s = Seconds(t0);
-    Buffer back(data.size());
-    double read_s = 0;
-    if (st.ok()) {
-      t0 = std::chrono::steady_clock::now();
-      auto reopened = ZarrArray::Open(*store, prefix);
-      st = reopened.ok() ? (*reopened)->Read(box, back.data()) : reopened.status();
-      read_s = Seconds(t0);
-    }
-    if (!st.ok()) {
-      std::printf("%-26s failed: %s\n", v.name, st.ToString().c_str());
-      ++failures;
-      continue;
-    }
-    bool same = back == data;
-    failures += same ? 0 : 1;
-    uint64_t stored = DirectoryBytes(fs::path(dir) / prefix);
-    std::printf("%-26s %12.1f %8.3f %12.2f %12.2f %s\n", v.name, stored / 1e6,
-                static_cast<double>(stored) / static_cast<double>(data.size()), gb / write_s,
-                gb / read_s, same ? "bit-exact" : "MISMATCH");
-  }
-  if (made_temp && !keep) {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::printf(failures == 0 ? "all variants round-tripped bit-exactly\n"
-                            : "%d variant(s) failed\n", failures);
-  return failures == 0 ? 0 : 1;
+  std::printf("verified: all %zu arrays restored bit-exactly onto the other sharding%s\n",
+              st.arrays.size(), made_temp ? "" : (" (checkpoint kept at " + checkpoint + ")").c_str());
+  return 0;
 }
+
+}  // namespace
 
 Command RegisterDemo(CLI::App& app) {
   struct Options {
+    std::string size = "2GiB";
     std::string dir;
-    int mib = 256;
-    bool keep = false;
+    std::string compression = "auto";
   };
   auto options = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand(
-      "demo", "Write a bfloat16 array in several zarr codec chains, read each back, check it "
-              "bit-exactly, and print stored sizes and throughputs");
-  sub->add_option("--dir", options->dir, "Directory to write into (default: a temporary one)");
-  sub->add_option("--mib", options->mib, "Array size in MiB (default 256)");
-  sub->add_flag("--keep", options->keep, "Keep the temporary directory");
-  return Command{sub, [options] { return RunDemo(options->dir, options->mib, options->keep); }};
+      "demo", "Save a synthetic transformer training state asynchronously as 8 devices hold it, "
+              "restore it onto another sharding, verify it bit-exactly, and compare stall, save "
+              "and restore throughput with the device's bandwidth measured in the same run");
+  sub->add_option("--size", options->size, "State size, e.g. 2GiB, 64MiB, 500MB (default 2GiB)");
+  sub->add_option("--directory", options->dir,
+                  "Directory to save into (default: a temporary one, removed afterwards); the "
+                  "checkpoint is kept at <directory>/checkpoint");
+  sub->add_option("--compression", options->compression,
+                  "default (Orbax's zstd), auto (zstd only where it saves 10%), or none "
+                  "(default auto)")
+      ->check(CLI::IsMember({"default", "auto", "none"}));
+  return Command{sub, [options] { return RunDemo(options->size, options->dir, options->compression); }};
 }
 
 }  // namespace cairn::cli

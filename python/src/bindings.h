@@ -1,10 +1,14 @@
 // Declarations shared by the binding sources of cairn._core.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nanobind/nanobind.h>
+
+#include "cairn/engine/save_request.h"
 
 namespace cairn::python {
 
@@ -12,6 +16,7 @@ void BindKvStore(nanobind::module_& m);
 void BindArray(nanobind::module_& m);
 void RegisterLayout(nanobind::module_& m);  // layout_bindings.cc
 void RegisterOcdbt(nanobind::module_& m);  // ocdbt_bindings.cc
+void RegisterEmergency(nanobind::module_& m);  // emergency_bindings.cc: cairn.emergency
 void RegisterConvert(nanobind::module_& m);  // convert_bindings.cc
 // dist_bindings.cc: binds cairn::Coordinator as _core.Coordinator, so other
 // bindings take a `cairn::Coordinator&` argument directly. A callback
@@ -19,6 +24,18 @@ void RegisterConvert(nanobind::module_& m);  // convert_bindings.cc
 // (nb::gil_scoped_release) around any call that may run collectives.
 void BindDist(nanobind::module_& m);
 void RegisterEngine(nanobind::module_& m);  // engine_bindings.cc: cairn.save / restore / save_async
+void RegisterManager(nanobind::module_& m);  // manager_bindings.cc: cairn.CheckpointManager
+
+// engine_bindings.cc, for other bindings: the leaves of a flattened tree
+// (the `leaves` argument of _engine_save) for the engine. `keep` holds the
+// Python arrays the shards point into: keep it until the engine snapshotted
+// them, and drop it with the GIL held.
+struct ConvertedLeaves {
+  std::vector<engine::SaveLeaf> leaves;
+  std::shared_ptr<void> keep;
+};
+ConvertedLeaves ConvertSaveLeaves(nanobind::handle leaves);
+engine::Compression ConvertCompression(const std::string& name);
 
 // Keys are byte strings; Python sees them as str decoded from UTF-8 with
 // "surrogateescape", so keys that are not UTF-8 round-trip.

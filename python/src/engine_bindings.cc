@@ -111,6 +111,16 @@ using PyRestoreArray = std::tuple<std::string, std::optional<std::string>,
 
 }  // namespace
 
+ConvertedLeaves ConvertSaveLeaves(nb::handle leaves) {
+  auto keep = std::make_shared<std::vector<PyLeaf>>(nb::cast<std::vector<PyLeaf>>(leaves));
+  ConvertedLeaves out;
+  for (const PyLeaf& l : *keep) out.leaves.push_back(ConvertLeaf(l));
+  out.keep = std::move(keep);
+  return out;
+}
+
+engine::Compression ConvertCompression(const std::string& name) { return ParseCompression(name); }
+
 void RegisterEngine(nb::module_& m) {
   nb::class_<PyPendingSave>(m, "_PendingSave")
       .def("wait", &PyPendingSave::Wait,

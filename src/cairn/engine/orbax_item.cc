@@ -48,7 +48,11 @@ Result<ItemPaths> PathsFor(const SaveRequest& request, const std::string& save_i
   ItemPaths p;
   p.final_top = FinalTopOf(request);
   p.save_id = save_id;
-  CAIRN_ASSIGN_OR_RETURN(p.final_location, orbax::OpenLocation(p.final_top));
+  if (request.location) {
+    p.final_location = *request.location;
+  } else {
+    CAIRN_ASSIGN_OR_RETURN(p.final_location, orbax::OpenLocation(p.final_top));
+  }
   p.top = orbax::PendingCommitFor(p.final_location, save_id);
   if (!request.item_name.empty()) {
     p.item = orbax::PendingCommitFor(p.top.location.Child(request.item_name), save_id);
@@ -110,6 +114,10 @@ Status FinalizeAndCommit(const SaveRequest& request, const ItemPaths& paths, int
   o.use_ocdbt = request.options.use_ocdbt;
   o.use_zarr3 = request.options.use_zarr3;
   o.process_count = process_count;
+  if (request.options.own_process_index >= 0) {
+    o.first_process_index = request.options.own_process_index;
+    o.process_count = request.options.own_process_index + 1;
+  }
   o.custom_metadata = request.options.custom_metadata;
   CAIRN_RETURN_IF_ERROR(orbax::FinalizeItem(paths.item_tmp(), LeavesFor(request), o));
   orbax::CheckpointMetadata md;
@@ -124,6 +132,14 @@ Status FinalizeAndCommit(const SaveRequest& request, const ItemPaths& paths, int
   md.custom_metadata = Json::object();
   CAIRN_RETURN_IF_ERROR(orbax::WriteSmallFile(paths.top.location, orbax::kCheckpointMetadataFile,
                                               orbax::EmitCheckpointMetadata(md)));
+  for (const auto& [relative, content] : request.extra_files) {
+    orbax::Location dir = paths.top.location;
+    std::string_view rest = relative;
+    for (size_t slash; (slash = rest.find('/')) != std::string_view::npos; rest.remove_prefix(slash + 1)) {
+      dir = dir.Child(rest.substr(0, slash));
+    }
+    CAIRN_RETURN_IF_ERROR(orbax::WriteSmallFile(dir, rest, content));
+  }
   return orbax::FinishCommit(paths.top);
 }
 

@@ -72,6 +72,11 @@ class PendingSaveImpl final : public PendingSave {
   std::string name_prefix;
 
   Status Snapshot();
+  // The index this process's database and array metadata are named after.
+  int StoreIndex() const {
+    return request.options.own_process_index >= 0 ? request.options.own_process_index
+                                                  : coordinator->process_index();
+  }
   void Start() { thread_ = std::thread([this] { Finish(); }); }
 
  private:
@@ -108,12 +113,16 @@ Status PendingSaveImpl::Snapshot() {
         const Box valid = ChunkValidBox(m, cell);
         const uint64_t bytes = static_cast<uint64_t>(valid.num_elements()) * elem;
         const bool whole = valid.shape == m.chunk_shape;
-        const uint64_t held = bytes + (whole ? encoded_estimate : chunk_bytes + encoded_estimate);
-        budget->Acquire(held);
-        auto hold = std::make_shared<BudgetHold>(budget, held);
+        // The snapshot waits for room in the budget; the encoder's working
+        // memory (encoded bytes, the padded chunk) overdraws it while it runs.
+        budget->Acquire(bytes);
+        auto hold = std::make_shared<BudgetHold>(budget, bytes);
+        const uint64_t working = whole ? encoded_estimate : chunk_bytes + encoded_estimate;
         auto snapshot = std::make_shared<Buffer>(bytes);
         CopyOut(piece, valid, elem, snapshot->data());
-        group->Run([this, &m, cell, snapshot, hold, prefix]() -> Status {
+        group->Run([this, &m, cell, snapshot, hold, prefix, working]() -> Status {
+          budget->Overdraw(working);
+          BudgetHold encoding(budget, working);
           auto encoded = EncodeChunk(m, cell, snapshot->view(), /*store_fill=*/true);
           if (!encoded.ok()) return encoded.status().Annotate("encoding a chunk of `" + prefix + "`");
           if (encoded->omit) return Status::OK();
@@ -130,7 +139,7 @@ void PendingSaveImpl::Finish() {
   // Step 3 (background part).
   Status local = group->Wait();
   if (local.ok()) local = writer->Commit();
-  if (local.ok()) local = WriteArrayMetadatas(request, plan, paths, coordinator->process_index());
+  if (local.ok()) local = WriteArrayMetadatas(request, plan, paths, StoreIndex());
   writer.reset();
   // Step 4.
   Status s = Collective("written", local);
@@ -218,7 +227,7 @@ Result<std::unique_ptr<PendingSave>> StartSave(const SaveRequest& request, Coord
   }
   std::shared_ptr<KvStore> store;
   if (local.ok()) {
-    auto opened = OpenProcessStore(save->request, save->paths, coordinator.process_index(),
+    auto opened = OpenProcessStore(save->request, save->paths, save->StoreIndex(),
                                    coordinator.process_count());
     if (!opened.ok()) local = opened.status();
     else store = hooks.wrap_process_store ? hooks.wrap_process_store(*opened) : *opened;

@@ -20,9 +20,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cairn/dtype/dtype.h"
+#include "cairn/layout/orbax/location.h"
 #include "cairn/layout/orbax/tree_metadata.h"
 #include "cairn/util/box.h"
 #include "cairn/util/json.h"
@@ -76,6 +78,15 @@ struct SaveOptions {
   // Upper bound on a chunk's bytes (Orbax's chunk_byte_size); 0 = none.
   uint64_t chunk_byte_size = 0;
   Json custom_metadata;  // `_METADATA` custom_metadata (null by default)
+  // Emergency local tier (Orbax's local layout): this process writes every
+  // shard it holds, whatever its replica id (each distinct box once),
+  // instead of the shards save_plan.h assigns to it.
+  bool write_all_held_shards = false;
+  // >= 0: this process saves alone (a single-process coordinator) as
+  // process `own_process_index` of its job: its database and array metadata
+  // are named after that index (`ocdbt.process_<i>/`), as every host names
+  // its own local checkpoint in Orbax's emergency layout.
+  int own_process_index = -1;
   // Every collective of the save gives up (Unavailable) after this long.
   std::chrono::nanoseconds timeout = std::chrono::minutes(10);
 };
@@ -86,9 +97,17 @@ struct SaveRequest {
   // directory that gets the item `item_name` and `_CHECKPOINT_METADATA`, as
   // CheckpointManager lays it out. AlreadyExists when it exists.
   std::string directory;
+  // When set, the store and prefix of `directory` (which then only names it
+  // in messages and collectives): saves into any store, e.g. one wrapped by
+  // a test. Unset: `directory` is opened as a local path.
+  std::optional<orbax::Location> location;
   std::string item_name;
   std::vector<SaveLeaf> leaves;
   SaveOptions options;
+  // Small files the primary writes into the top directory before the commit
+  // (path relative to it, "a/b.json"; content), so they appear atomically
+  // with the checkpoint (the emergency tier's `process_metadata/`).
+  std::vector<std::pair<std::string, std::string>> extra_files;
 };
 
 }  // namespace cairn::engine

@@ -47,6 +47,14 @@ Result<bool> KvStore::GetInto(std::string_view key, MutableByteView dst) {
   return true;
 }
 
+Status KvStore::GetMany(const std::vector<KeyRead>& reads, const KeyReadFn& fn) {
+  for (size_t i = 0; i < reads.size(); ++i) {
+    CAIRN_ASSIGN_OR_RETURN(std::optional<Buffer> value, Get(reads[i].key, reads[i].range));
+    CAIRN_RETURN_IF_ERROR(value ? fn(i, value->view()) : fn(i, std::nullopt));
+  }
+  return Status::OK();
+}
+
 Status KvStore::ApplyBatch(std::vector<KvMutation> mutations) {
   for (auto& m : mutations) {
     if (m.value) {

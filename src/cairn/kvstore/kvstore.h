@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -81,6 +82,18 @@ struct PrefixCommit {
   bool in_place = false;
 };
 
+// One read of KvStore::GetMany: a key and the byte range of its value.
+struct KeyRead {
+  std::string key;
+  ByteRange range;
+};
+
+// Receives the value of reads[index] (nullopt: the key is missing). The
+// bytes are valid only during the call. Called once per read, in any order,
+// possibly from several threads at once; a non-OK status stops the batch
+// (reads not yet delivered may be skipped) and is returned by GetMany.
+using KeyReadFn = std::function<Status(size_t index, std::optional<ByteView> value)>;
+
 // One mutation in a batch: a value to store, or nullopt to delete.
 struct KvMutation {
   std::string key;
@@ -122,6 +135,15 @@ class KvStore {
   // that can read in place (file) avoid an intermediate buffer; the default
   // is Get plus a copy.
   virtual Result<bool> GetInto(std::string_view key, MutableByteView dst);
+
+  // Reads many keys (or ranges of their values) and hands each to `fn` as
+  // it arrives, so that only a few values are held at once. Drivers that
+  // can batch (OCDBT: one tree descent for all keys and one read for values
+  // that lie close together in a data file; file: reads in parallel)
+  // override it; the default calls Get for each read in order. Errors:
+  // those of Get for the first read that fails (InvalidArgument for a bad
+  // key or a range outside its value), or the first error of `fn`.
+  virtual Status GetMany(const std::vector<KeyRead>& reads, const KeyReadFn& fn);
 
   // Stores `value` under `key`, replacing any old value. Durable when it
   // returns OK (per the driver's durability protocol).

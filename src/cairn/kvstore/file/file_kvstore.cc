@@ -45,6 +45,7 @@
 #include <cstring>
 
 #include "cairn/kvstore/file/posix_io.h"
+#include "cairn/util/thread_pool.h"
 
 namespace cairn {
 namespace {
@@ -215,6 +216,31 @@ Result<std::optional<Buffer>> FileKvStore::Get(std::string_view key, const ByteR
   Buffer out(static_cast<size_t>(end - begin));
   CAIRN_RETURN_IF_ERROR(ReadAll(fd.get(), key, begin, out.mutable_view()));
   return std::optional<Buffer>(std::move(out));
+}
+
+namespace {
+
+// Reads are blocking I/O: more of them in flight than there are cores keeps
+// the device's queue full.
+ThreadPool& FileReadPool() {
+  static ThreadPool* pool = new ThreadPool(8);
+  return *pool;
+}
+
+}  // namespace
+
+Status FileKvStore::GetMany(const std::vector<KeyRead>& reads, const KeyReadFn& fn) {
+  for (const KeyRead& r : reads) CAIRN_RETURN_IF_ERROR(CheckKey(r.key));
+  if (reads.size() == 1) return KvStore::GetMany(reads, fn);
+  TaskGroup group(FileReadPool());
+  for (size_t i = 0; i < reads.size(); ++i) {
+    group.Run([this, i, &reads, &fn, &group]() -> Status {
+      if (group.failed()) return Status::OK();
+      CAIRN_ASSIGN_OR_RETURN(std::optional<Buffer> value, Get(reads[i].key, reads[i].range));
+      return value ? fn(i, value->view()) : fn(i, std::nullopt);
+    });
+  }
+  return group.Wait();
 }
 
 Result<bool> FileKvStore::GetInto(std::string_view key, MutableByteView dst) {

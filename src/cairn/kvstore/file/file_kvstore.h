@@ -71,6 +71,9 @@ class FileKvStore : public KvStore {
   Result<std::optional<Buffer>> Get(std::string_view key, const ByteRange& range = {}) override;
   // Reads straight into `dst` with pread (no intermediate buffer).
   Result<bool> GetInto(std::string_view key, MutableByteView dst) override;
+  // Reads the values in parallel on a pool of I/O threads (one pread per
+  // value or range), calling `fn` from those threads.
+  Status GetMany(const std::vector<KeyRead>& reads, const KeyReadFn& fn) override;
   Status Put(std::string_view key, ByteView value) override;
   Result<bool> PutIfAbsent(std::string_view key, ByteView value) override;
   // Under an exclusive lock on `<key>.__lock`, as TensorStore's file driver

@@ -20,6 +20,16 @@ Result<std::optional<Buffer>> PrefixKvStore::Get(std::string_view key, const Byt
   return base_->Get(Full(key), range);
 }
 
+Status PrefixKvStore::GetMany(const std::vector<KeyRead>& reads, const KeyReadFn& fn) {
+  std::vector<KeyRead> full;
+  full.reserve(reads.size());
+  for (const KeyRead& r : reads) {
+    CAIRN_RETURN_IF_ERROR(ValidateKey(r.key).Annotate("reading from " + url_));
+    full.push_back({Full(r.key), r.range});
+  }
+  return base_->GetMany(full, fn);
+}
+
 Result<bool> PrefixKvStore::GetInto(std::string_view key, MutableByteView dst) {
   CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate("reading from " + url_));
   return base_->GetInto(Full(key), dst);

@@ -25,6 +25,8 @@ class PrefixKvStore : public KvStore {
 
   Result<std::optional<Buffer>> Get(std::string_view key, const ByteRange& range = {}) override;
   Result<bool> GetInto(std::string_view key, MutableByteView dst) override;
+  // Forwards to the base store's GetMany (so its batching applies).
+  Status GetMany(const std::vector<KeyRead>& reads, const KeyReadFn& fn) override;
   Status Put(std::string_view key, ByteView value) override;
   Result<bool> PutIfAbsent(std::string_view key, ByteView value) override;
   Result<bool> CompareAndPut(std::string_view key, std::optional<ByteView> expected,

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -68,6 +69,52 @@ void GetIntoWholeValue(KvStore& s) {
   EXPECT_EQ(wrong.status().code(), StatusCode::kDataLoss) << wrong.status().ToString();
   EXPECT_NE(wrong.status().message().find("dir/v"), std::string_view::npos);
   ExpectInvalid(s.GetInto("../x", view).status(), "GetInto ../x");
+}
+
+// GetMany delivers every read exactly once with the bytes Get returns.
+void GetManyMatchesGet(KvStore& s) {
+  const Buffer big = TestBytes(300000, 7);
+  ASSERT_TRUE(s.Put("m/big", big).ok());
+  ASSERT_TRUE(s.Put("m/small", AsBytes("small value")).ok());
+  ASSERT_TRUE(s.Put("m/empty", ByteView()).ok());
+  ASSERT_TRUE(s.Put("other", AsBytes("x")).ok());
+  std::vector<KeyRead> reads = {
+      {"m/big", ByteRange::All()},         {"m/small", ByteRange::Range(2, 5)},
+      {"missing/key", ByteRange::All()},   {"m/big", ByteRange::Suffix(1000)},
+      {"m/empty", ByteRange::All()},       {"m/big", ByteRange::Range(123, 70000)},
+      {"other", ByteRange::All()},         {"m/small", ByteRange::From(6)},
+  };
+  std::mutex mu;
+  std::vector<int> calls(reads.size(), 0);
+  std::vector<std::string> got(reads.size());
+  Status st = s.GetMany(reads, [&](size_t i, std::optional<ByteView> v) {
+    std::lock_guard<std::mutex> lock(mu);
+    ++calls.at(i);
+    got[i] = v ? std::string(AsStringView(*v)) : "<missing>";
+    return Status::OK();
+  });
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  for (size_t i = 0; i < reads.size(); ++i) {
+    EXPECT_EQ(calls[i], 1) << i;
+    EXPECT_EQ(got[i], GetStr(s, reads[i].key, reads[i].range)) << i;
+  }
+  EXPECT_EQ(got[2], "<missing>");
+  EXPECT_EQ(got[1], "all v");
+  EXPECT_EQ(got[3].size(), 1000u);
+  // Nothing to read: no calls, OK.
+  EXPECT_TRUE(s.GetMany({}, [](size_t, std::optional<ByteView>) {
+                 return InternalError("called for an empty batch");
+               }).ok());
+  // A range outside its value and a bad key fail the batch; so does the
+  // callback's own error, which comes back as it was.
+  auto ignore = [](size_t, std::optional<ByteView>) { return Status::OK(); };
+  ExpectInvalid(s.GetMany({{"m/small", ByteRange::Range(5, 100)}}, ignore), "GetMany range");
+  ExpectInvalid(s.GetMany({{"../x", ByteRange::All()}}, ignore), "GetMany ../x");
+  Status stop = s.GetMany(reads, [](size_t i, std::optional<ByteView>) {
+    return i == 0 ? DataLossError("stop at read 0") : Status::OK();
+  });
+  EXPECT_EQ(stop.code(), StatusCode::kDataLoss) << stop.ToString();
+  EXPECT_NE(stop.message().find("stop at read 0"), std::string_view::npos) << stop.ToString();
 }
 
 void Overwrite(KvStore& s) {
@@ -466,6 +513,7 @@ bool RegisterKvStoreConformanceTests(const std::string& suite, KvStoreFactory fa
       {"GetMissing", GetMissing},
       {"PutGet", PutGet},
       {"GetIntoWholeValue", GetIntoWholeValue},
+      {"GetManyMatchesGet", GetManyMatchesGet},
       {"Overwrite", Overwrite},
       {"EmptyValue", EmptyValue},
       {"ByteRanges", ByteRanges},

@@ -7,7 +7,7 @@
 //       "MemoryConformance", [] { return std::make_shared<cairn::MemoryKvStore>(); });
 //
 // This adds one GoogleTest test per check, named `<suite>.<Check>` (GetMissing,
-// PutGet, Overwrite, EmptyValue, ByteRanges, PutIfAbsent, CompareAndPut,
+// PutGet, GetIntoWholeValue, GetManyMatchesGet, Overwrite, EmptyValue, ByteRanges, PutIfAbsent, CompareAndPut,
 // DeleteMissing,
 // ListPrefixSortedWithSizes, InvalidKeys, ConcurrentPuts, ApplyBatch,
 // DeletePrefix, LargeValue, ListChildren,

@@ -202,7 +202,7 @@ Status FinalizeItem(const Location& item, const std::vector<LeafToWrite>& leaves
   for (const LeafToWrite& leaf : leaves) CAIRN_RETURN_IF_ERROR(CheckKeyPathLength(leaf.path));
   const std::string item_dir = item.Path();
   std::vector<std::vector<ArrayMetadataRecord>> per_process;
-  for (int p = 0; p < options.process_count; ++p) {
+  for (int p = options.first_process_index; p < options.process_count; ++p) {
     const std::string name = "process_" + std::to_string(p);
     std::string path = item_dir + "/" + std::string(kArrayMetadatasDir) + "/" + name;
     CAIRN_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(item.Child(kArrayMetadatasDir), name));

@@ -61,6 +61,10 @@ struct ItemWriteOptions {
   bool use_zarr3 = true;
   int process_index = 0;
   int process_count = 1;
+  // Processes first_process_index .. process_count-1 wrote the item (> 0 for
+  // a process-local item, as every host writes its own in Orbax's emergency
+  // local tier).
+  int first_process_index = 0;
   int primary_process = 0;
   // OCDBT target data file size; chunks larger than this are split. 0 = no
   // limit. Orbax: 2 GiB for local paths.

@@ -174,29 +174,108 @@ Result<std::optional<BtreeGenerationReference>> OcdbtKvStore::RootOf(
 }
 
 ReadLimits OcdbtKvStore::LimitsFor(const std::optional<Manifest>& m) const {
-  if (!m) return NodeReadLimits(options_.config, options_.max_node_read_bytes);
-  return NodeReadLimits(m->config, options_.max_node_read_bytes);
+  ReadLimits limits = NodeReadLimits(m ? m->config : options_.config, options_.max_node_read_bytes);
+  limits.node_cache = node_cache_.get();
+  return limits;
+}
+
+Result<OcdbtKvStore::ReadView> OcdbtKvStore::ReadViewNow() {
+  if (options_.generation) {
+    std::lock_guard<std::mutex> lock(pinned_mu_);
+    if (pinned_) return *pinned_;
+  }
+  CAIRN_ASSIGN_OR_RETURN(auto manifest, ReadManifest());
+  ReadView view;
+  CAIRN_ASSIGN_OR_RETURN(view.root, RootOf(manifest));
+  view.limits = LimitsFor(manifest);
+  if (options_.generation) {
+    std::lock_guard<std::mutex> lock(pinned_mu_);
+    pinned_ = view;
+  }
+  return view;
+}
+
+Result<std::shared_ptr<OcdbtKvStore>> OcdbtKvStore::PinLatest() {
+  CAIRN_ASSIGN_OR_RETURN(auto manifest, ReadManifest());
+  OcdbtOptions options = options_;
+  ReadView view;
+  view.limits = LimitsFor(manifest);
+  if (manifest && !manifest->versions.empty()) {
+    CAIRN_ASSIGN_OR_RETURN(view.root, FindGeneration(*manifest, options_.generation.value_or(0),
+                                                     Reader(), view.limits));
+    if (view.root) options.generation = view.root->generation_number;
+  }
+  auto pinned = std::make_shared<OcdbtKvStore>(base_, std::move(options));
+  pinned->node_cache_ = node_cache_;
+  if (pinned->options_.generation) pinned->pinned_ = std::move(view);
+  return pinned;
 }
 
 Result<std::optional<Buffer>> OcdbtKvStore::Get(std::string_view key, const ByteRange& range) {
   CAIRN_RETURN_IF_ERROR(ValidateKey(key));
   auto read = Reader();
-  CAIRN_ASSIGN_OR_RETURN(auto manifest, ReadManifest());
-  CAIRN_ASSIGN_OR_RETURN(auto root, RootOf(manifest));
+  CAIRN_ASSIGN_OR_RETURN(ReadView view, ReadViewNow());
+  const auto& root = view.root;
   if (!root) return std::optional<Buffer>();
-  CAIRN_ASSIGN_OR_RETURN(auto value, FindKey(*root, key, read, LimitsFor(manifest)));
+  CAIRN_ASSIGN_OR_RETURN(auto value, FindKey(*root, key, read, view.limits));
   if (!value) return std::optional<Buffer>();
   CAIRN_ASSIGN_OR_RETURN(auto span, ResolveByteRange(range, value->size()));
   CAIRN_ASSIGN_OR_RETURN(Buffer bytes, ReadValueRange(*value, span.first, span.second, read));
   return std::optional(std::move(bytes));
 }
 
+Status OcdbtKvStore::GetMany(const std::vector<KeyRead>& reads, const KeyReadFn& fn) {
+  for (const KeyRead& r : reads) CAIRN_RETURN_IF_ERROR(ValidateKey(r.key));
+  if (reads.empty()) return Status::OK();
+  CAIRN_ASSIGN_OR_RETURN(ReadView view, ReadViewNow());
+  if (!view.root) {
+    for (size_t i = 0; i < reads.size(); ++i) CAIRN_RETURN_IF_ERROR(fn(i, std::nullopt));
+    return Status::OK();
+  }
+  std::vector<size_t> order(reads.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return reads[a].key < reads[b].key; });
+  std::vector<std::string> sorted;
+  sorted.reserve(reads.size());
+  for (size_t i : order) sorted.push_back(reads[i].key);
+  // The leaves stay alive in `found` while the parts point at them.
+  std::vector<LeafValue> found;
+  found.reserve(reads.size());
+  std::vector<size_t> found_read;  // found[j] answers reads[found_read[j]]
+  std::vector<size_t> missing;
+  auto read = Reader();
+  CAIRN_RETURN_IF_ERROR(FindKeys(
+      *view.root, sorted, read,
+      [&](size_t i, const LeafValue* value) -> Status {
+        if (value == nullptr) {
+          missing.push_back(order[i]);
+        } else {
+          found.push_back(*value);
+          found_read.push_back(order[i]);
+        }
+        return Status::OK();
+      },
+      view.limits));
+  std::vector<ValuePart> parts(found.size());
+  for (size_t j = 0; j < found.size(); ++j) {
+    const KeyRead& r = reads[found_read[j]];
+    auto span = ResolveByteRange(r.range, found[j].size());
+    if (!span.ok()) return span.status().Annotate("reading " + Describe(r.key));
+    parts[j] = {&found[j], span->first, span->second};
+  }
+  for (size_t i : missing) CAIRN_RETURN_IF_ERROR(fn(i, std::nullopt));
+  return StreamValues(parts, read, ReadPool(), [&](size_t j, SharedBytes bytes) {
+    return fn(found_read[j], bytes.view());
+  });
+}
+
 Result<std::vector<std::optional<SharedBytes>>> OcdbtKvStore::GetMany(
     const std::vector<std::string>& keys) {
   for (const auto& k : keys) CAIRN_RETURN_IF_ERROR(ValidateKey(k));
   std::vector<std::optional<SharedBytes>> out(keys.size());
-  CAIRN_ASSIGN_OR_RETURN(auto manifest, ReadManifest());
-  CAIRN_ASSIGN_OR_RETURN(auto root, RootOf(manifest));
+  CAIRN_ASSIGN_OR_RETURN(ReadView view, ReadViewNow());
+  const auto& root = view.root;
   if (!root) return out;
   // Sorted order for the descent; then the values, coalesced (batch_read.h).
   std::vector<size_t> order(keys.size());
@@ -216,7 +295,7 @@ Result<std::vector<std::optional<SharedBytes>>> OcdbtKvStore::GetMany(
         }
         return Status::OK();
       },
-      LimitsFor(manifest)));
+      view.limits));
   CAIRN_ASSIGN_OR_RETURN(std::vector<SharedBytes> bytes, ReadValues(found, read, ReadPool()));
   for (size_t j = 0; j < slots.size(); ++j) out[slots[j]] = std::move(bytes[j]);
   return out;
@@ -224,16 +303,15 @@ Result<std::vector<std::optional<SharedBytes>>> OcdbtKvStore::GetMany(
 
 Result<std::vector<KeyInfo>> OcdbtKvStore::List(std::string_view prefix) {
   std::vector<KeyInfo> out;
-  CAIRN_ASSIGN_OR_RETURN(auto manifest, ReadManifest());
-  CAIRN_ASSIGN_OR_RETURN(auto root, RootOf(manifest));
-  if (!root) return out;
+  CAIRN_ASSIGN_OR_RETURN(ReadView view, ReadViewNow());
+  if (!view.root) return out;
   CAIRN_RETURN_IF_ERROR(ListEntries(
-      *root, prefix, Reader(),
+      *view.root, prefix, Reader(),
       [&](std::string_view key, const LeafValue& v) {
         out.push_back({std::string(key), v.size()});
         return Status::OK();
       },
-      LimitsFor(manifest)));
+      view.limits));
   return out;
 }
 

@@ -68,6 +68,11 @@ class OcdbtKvStore : public KvStore {
   OcdbtKvStore(std::shared_ptr<KvStore> base, OcdbtOptions options);
 
   Result<std::optional<Buffer>> Get(std::string_view key, const ByteRange& range = {}) override;
+  // One manifest read and one descent of the tree for all keys; the values
+  // are read coalesced (batch_read.h) on a pool of I/O threads, from which
+  // `fn` is called as each read completes.
+  Status GetMany(const std::vector<KeyRead>& reads, const KeyReadFn& fn) override;
+  using KvStore::GetMany;
   Status Put(std::string_view key, ByteView value) override;
   Result<bool> PutIfAbsent(std::string_view key, ByteView value) override;
   // The condition is checked against the tree each commit attempt builds on.
@@ -90,6 +95,12 @@ class OcdbtKvStore : public KvStore {
   // an empty database. Errors: DataLoss for a corrupt manifest.
   Result<std::optional<Manifest>> ReadManifest();
 
+  // A read-only view of the generation that is the latest now: its manifest
+  // is read once, here, and every read after that goes straight to the
+  // tree (a fixed generation never changes). Shares this store's node
+  // cache. An empty database gives a view that reads nothing.
+  Result<std::shared_ptr<OcdbtKvStore>> PinLatest();
+
   // Reads many keys against one manifest read; result i is the value of
   // keys[i] (nullopt when absent). Each B+tree node on the paths is read
   // once; values close together in a data file are read with one request,
@@ -107,6 +118,14 @@ class OcdbtKvStore : public KvStore {
 
  private:
   ReadObjectFn Reader() const;
+  // What reads walk: the root of the generation read (nullopt: empty) and
+  // the limits (with the node cache) for its database. Reads the manifest
+  // unless opened at a fixed generation whose root was found before.
+  struct ReadView {
+    std::optional<BtreeGenerationReference> root;
+    ReadLimits limits;
+  };
+  Result<ReadView> ReadViewNow();
   // The manifest and, for `manifest.ocdbt`, its exact bytes (what the
   // commit's CompareAndPut expects).
   struct ReadManifestResult {
@@ -138,6 +157,10 @@ class OcdbtKvStore : public KvStore {
   std::shared_ptr<KvStore> base_;
   OcdbtOptions options_;
   std::mutex commit_mu_;
+  std::shared_ptr<NodeCache> node_cache_ = std::make_shared<NodeCache>();
+  // Fixed generation only: the view once found (it cannot change).
+  std::mutex pinned_mu_;
+  std::optional<ReadView> pinned_;
 };
 
 // Opens the OCDBT database stored under `base` (the factory behind

@@ -45,18 +45,39 @@ bool StartsWith(std::string_view s, std::string_view p) {
   return s.size() >= p.size() && s.substr(0, p.size()) == p;
 }
 
-// Reads a node and checks its first key against the parent's lower bound.
-Result<BtreeNode> ReadChild(const IndirectDataReference& ref, uint8_t height,
-                            std::string_view inclusive_min, const ReadObjectFn& read,
-                            const ReadLimits& limits) {
+using NodePtr = std::shared_ptr<const BtreeNode>;
+
+// ReadBtreeNode through limits.node_cache (when set).
+Result<NodePtr> ReadSharedNode(const IndirectDataReference& ref, uint8_t height,
+                               const ReadObjectFn& read, const ReadLimits& limits) {
+  if (limits.node_cache != nullptr) {
+    if (NodePtr hit = limits.node_cache->Find(ref)) {
+      if (hit->height != height) {
+        return DataLossError("b+tree node " + ref.ToString() + ": height " +
+                             std::to_string(hit->height) + ", expected " + std::to_string(height));
+      }
+      return hit;
+    }
+  }
   CAIRN_ASSIGN_OR_RETURN(BtreeNode node, ReadBtreeNode(ref, height, read, limits));
+  auto shared = std::make_shared<const BtreeNode>(std::move(node));
+  if (limits.node_cache != nullptr) limits.node_cache->Insert(ref, shared);
+  return NodePtr(shared);
+}
+
+// Reads a node and checks its first key against the parent's lower bound.
+Result<NodePtr> ReadChild(const IndirectDataReference& ref, uint8_t height,
+                          std::string_view inclusive_min, const ReadObjectFn& read,
+                          const ReadLimits& limits) {
+  CAIRN_ASSIGN_OR_RETURN(NodePtr shared, ReadSharedNode(ref, height, read, limits));
+  const BtreeNode& node = *shared;
   std::string_view first = height == 0 ? std::string_view(node.leaf_entries.front().key)
                                        : std::string_view(node.interior_entries.front().key);
   if (first < inclusive_min) {
     return DataLossError("b+tree node " + ref.ToString() +
                          ": first key is below the bound its parent gives");
   }
-  return node;
+  return shared;
 }
 
 Result<VersionTreeNode> ReadVersionNode(const VersionNodeReference& ref, uint8_t arity_log2,
@@ -120,11 +141,11 @@ Status ListRecursive(const BtreeNode& node, const std::string& node_prefix,
     if (!StartsWith(child_prefix, prefix) && !StartsWith(prefix, child_prefix)) continue;
     CAIRN_RETURN_IF_ERROR(walk.Visit(es[i].node.location));
     CAIRN_ASSIGN_OR_RETURN(
-        BtreeNode child,
+        NodePtr child,
         ReadChild(es[i].node.location, node.height - 1,
                   std::string_view(es[i].key).substr(es[i].subtree_common_prefix_length),
                   walk.read, walk.limits));
-    CAIRN_RETURN_IF_ERROR(ListRecursive(child, child_prefix, prefix, walk, fn));
+    CAIRN_RETURN_IF_ERROR(ListRecursive(*child, child_prefix, prefix, walk, fn));
   }
   return Status::OK();
 }
@@ -172,11 +193,11 @@ Status FindKeysIn(const BtreeNode& node, std::vector<Pending> pending, Walk& wal
     if (!inner.empty()) {
       CAIRN_RETURN_IF_ERROR(walk.Visit(e.node.location));
       CAIRN_ASSIGN_OR_RETURN(
-          BtreeNode child,
+          NodePtr child,
           ReadChild(e.node.location, node.height - 1,
                     std::string_view(e.key).substr(e.subtree_common_prefix_length), walk.read,
                     walk.limits));
-      CAIRN_RETURN_IF_ERROR(FindKeysIn(child, std::move(inner), walk, fn));
+      CAIRN_RETURN_IF_ERROR(FindKeysIn(*child, std::move(inner), walk, fn));
     }
     for (size_t j = i; j < end; ++j) {
       if (!StartsWith(pending[j].rest, common)) {
@@ -189,6 +210,24 @@ Status FindKeysIn(const BtreeNode& node, std::vector<Pending> pending, Walk& wal
 }
 
 }  // namespace
+
+std::shared_ptr<const BtreeNode> NodeCache::Find(const IndirectDataReference& ref) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = nodes_.find(Key(ref.file_id, ref.offset, ref.length));
+  return it == nodes_.end() ? nullptr : it->second;
+}
+
+void NodeCache::Insert(const IndirectDataReference& ref, std::shared_ptr<const BtreeNode> node) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (ref.length > max_bytes_) return;
+  if (bytes_ + ref.length > max_bytes_) {
+    nodes_.clear();
+    bytes_ = 0;
+  }
+  if (nodes_.emplace(Key(ref.file_id, ref.offset, ref.length), std::move(node)).second) {
+    bytes_ += ref.length;
+  }
+}
 
 ReadLimits NodeReadLimits(const Config& config, uint64_t cap) {
   ReadLimits limits;
@@ -214,9 +253,9 @@ Status FindKeys(const BtreeGenerationReference& root, const std::vector<std::str
   for (size_t i = 0; i < keys.size(); ++i) pending.push_back({i, keys[i]});
   Walk walk{read, limits, {}};
   CAIRN_RETURN_IF_ERROR(walk.Visit(root.root.location));
-  CAIRN_ASSIGN_OR_RETURN(BtreeNode node,
+  CAIRN_ASSIGN_OR_RETURN(NodePtr node,
                          ReadChild(root.root.location, root.root_height, "", read, limits));
-  return FindKeysIn(node, std::move(pending), walk, fn);
+  return FindKeysIn(*node, std::move(pending), walk, fn);
 }
 
 Result<BtreeNode> ReadBtreeNode(const IndirectDataReference& ref, uint8_t height,
@@ -270,11 +309,11 @@ Result<std::optional<LeafValue>> FindKey(const BtreeGenerationReference& root,
                                          std::string_view key, const ReadObjectFn& read,
                                          const ReadLimits& limits) {
   if (root.root.location.IsMissing()) return std::optional<LeafValue>();
-  CAIRN_ASSIGN_OR_RETURN(BtreeNode node,
+  CAIRN_ASSIGN_OR_RETURN(NodePtr node,
                          ReadChild(root.root.location, root.root_height, "", read, limits));
   std::string_view rest = key;  // key relative to the node's prefix
-  while (node.height > 0) {
-    const auto& es = node.interior_entries;
+  while (node->height > 0) {
+    const auto& es = node->interior_entries;
     auto it = std::upper_bound(
         es.begin(), es.end(), rest,
         [](std::string_view k, const InteriorEntry& e) { return k < e.key; });
@@ -284,11 +323,11 @@ Result<std::optional<LeafValue>> FindKey(const BtreeGenerationReference& root,
     if (!StartsWith(rest, common)) return std::optional<LeafValue>();
     rest.remove_prefix(common.size());
     CAIRN_ASSIGN_OR_RETURN(
-        node, ReadChild(e.node.location, node.height - 1,
+        node, ReadChild(e.node.location, node->height - 1,
                         std::string_view(e.key).substr(e.subtree_common_prefix_length), read,
                         limits));
   }
-  const auto& ls = node.leaf_entries;
+  const auto& ls = node->leaf_entries;
   auto it = std::lower_bound(ls.begin(), ls.end(), rest,
                              [](const LeafEntry& e, std::string_view k) { return e.key < k; });
   if (it == ls.end() || it->key != rest) return std::optional<LeafValue>();
@@ -300,9 +339,9 @@ Status ListEntries(const BtreeGenerationReference& root, std::string_view prefix
   if (root.root.location.IsMissing()) return Status::OK();
   Walk walk{read, limits, {}};
   CAIRN_RETURN_IF_ERROR(walk.Visit(root.root.location));
-  CAIRN_ASSIGN_OR_RETURN(BtreeNode node,
+  CAIRN_ASSIGN_OR_RETURN(NodePtr node,
                          ReadChild(root.root.location, root.root_height, "", read, limits));
-  return ListRecursive(node, "", prefix, walk, fn);
+  return ListRecursive(*node, "", prefix, walk, fn);
 }
 
 Result<Buffer> ReadValueRange(const LeafValue& value, uint64_t begin, uint64_t end,

@@ -16,9 +16,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "cairn/kvstore/ocdbt/format/btree.h"
@@ -34,10 +38,34 @@ namespace cairn::ocdbt {
 using ReadObjectFn =
     std::function<Result<Buffer>(const DataFileId& file, uint64_t offset, uint64_t length)>;
 
-// Bounds on what a read may decode.
+// Decoded B+tree nodes by location. Data files are never rewritten, so a
+// node read once stays valid for the life of the database; readers that
+// walk the same tree again and again (a restore's many lookups) decode each
+// node once. Bounded: when the encoded bytes of the nodes held would pass
+// `max_bytes`, the cache is emptied first.
+//
+// Thread safety: all methods may be called concurrently.
+class NodeCache {
+ public:
+  explicit NodeCache(uint64_t max_bytes = uint64_t{64} << 20) : max_bytes_(max_bytes) {}
+  std::shared_ptr<const BtreeNode> Find(const IndirectDataReference& ref) const;
+  void Insert(const IndirectDataReference& ref, std::shared_ptr<const BtreeNode> node);
+
+ private:
+  using Key = std::tuple<DataFileId, uint64_t, uint64_t>;  // the node's children depend on base_path too
+  const uint64_t max_bytes_;
+  mutable std::mutex mu_;
+  std::map<Key, std::shared_ptr<const BtreeNode>> nodes_;
+  uint64_t bytes_ = 0;
+};
+
+// Bounds on what a read may decode, and where decoded nodes are kept.
 struct ReadLimits {
   // Largest node (B+tree or version tree) body, encoded or decoded.
   uint64_t max_node_bytes = kMaxDecodedObjectBytes;
+  // B+tree nodes are looked up here before they are read, and kept here
+  // after (null: every node is read and decoded each time).
+  NodeCache* node_cache = nullptr;
 };
 
 // The limits for a database with `config`: its max_decoded_node_bytes plus

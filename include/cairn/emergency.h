@@ -1,0 +1,79 @@
+// cairn's emergency checkpoints, for C++ programs: frequent local
+// checkpoints on every host (its own fast storage), copies on peers in other
+// data-parallel replicas, an infrequent persistent tier (normal Orbax
+// checkpoints), and a restore that survives losing hosts. docs/EMERGENCY.md
+// describes the layout and protocols.
+//
+// Contract:
+//   - Every process of the job opens the manager with the same options
+//     (except local_directory: its own) and the same Coordinator, and calls
+//     the same methods in the same order. Save takes this process's shards
+//     as engine.h's SaveCheckpoint does.
+//   - Save returns once this process's shards are copied; writing, peer
+//     copies and retention run in the background. WaitUntilFinished returns
+//     their first error.
+//   - Restore (collective) fills the requested boxes from the newest step the
+//     surviving hosts hold completely, else from the newest persistent step,
+//     on every process alike; the report says which and where bytes came
+//     from.
+//
+// Thread safety: one thread drives a manager.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cairn/coordinator.h"
+#include "cairn/engine.h"
+#include "cairn/util/result.h"
+
+namespace cairn {
+
+struct EmergencyCheckpointOptions {
+  std::string local_directory;
+  std::string persistent_directory;
+  int num_replicas = 1;   // data-parallel replicas, processes split in order
+  int peer_copies = 0;    // > 0 needs use_mpi_transport
+  bool use_mpi_transport = false;  // peer copies over MPI (programs run by mpirun)
+  int64_t local_save_interval_steps = 1;
+  int local_max_to_keep = 2;
+  int64_t persistent_save_interval_steps = 10;
+  int persistent_max_to_keep = 0;  // 0: keep all
+  std::string compression = "default";  // "default", "none", "auto"
+  uint64_t memory_budget_bytes = 0;
+  std::chrono::nanoseconds timeout = std::chrono::minutes(10);
+};
+
+struct EmergencyRestoreReport {
+  std::string tier;  // "local" or "persistent"
+  int64_t step = -1;
+  uint64_t bytes_from_own_disk = 0;
+  uint64_t bytes_from_peers = 0;
+  uint64_t bytes_from_persistent = 0;
+  std::vector<std::string> log;
+};
+
+class EmergencyCheckpointManager {
+ public:
+  virtual ~EmergencyCheckpointManager() = default;
+  virtual bool ShouldSave(int64_t step) const = 0;
+  // Saves to the tiers `step` is due in (both with force); false if none.
+  virtual Result<bool> Save(int64_t step, const std::vector<CheckpointArray>& arrays, bool force = false) = 0;
+  virtual Status WaitUntilFinished() = 0;
+  virtual Result<std::vector<int64_t>> AllSteps() = 0;  // collective
+  virtual Result<std::optional<int64_t>> LatestStep() = 0;  // collective
+  // Collective. `step`: nullopt for the newest usable step. Every array needs
+  // its dtype.
+  virtual Result<EmergencyRestoreReport> Restore(std::optional<int64_t> step,
+                                                 const std::vector<RestoreArray>& arrays) = 0;
+  virtual Status Close() = 0;
+};
+
+Result<std::unique_ptr<EmergencyCheckpointManager>> OpenEmergencyCheckpointManager(
+    const EmergencyCheckpointOptions& options, Coordinator& coordinator);
+
+}  // namespace cairn

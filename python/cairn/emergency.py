@@ -1,0 +1,159 @@
+"""``cairn.emergency.CheckpointManager``: emergency checkpoints in two tiers.
+
+Frequent saves go to each host's own fast storage (``local_directory``: a
+RAM disk or local SSD, different on every host), in the layout Orbax's
+emergency manager gives its local tier; every process saves all the shards it
+holds, and under ``mpirun`` each local step is copied to a peer in another
+data-parallel replica. Infrequent saves go to ``persistent_directory``
+(shared storage) as normal Orbax checkpoints of replica 0's shards, which
+orbax-checkpoint restores as its own. ::
+
+    mngr = cairn.emergency.CheckpointManager(
+        "/host-tmp/checkpoints", "/gcs-fuse/run7", num_replicas=2,
+        local_save_interval_steps=10, persistent_save_interval_steps=1000)
+    for step in range(start, end):
+        ...
+        mngr.save(step, state)            # False when neither tier is due
+    state = mngr.restore(target=abstract_state)   # after a restart
+
+``restore`` picks, on every process alike, the newest local step that the
+surviving hosts hold completely (own disks and peer copies) and that is newer
+than the newest persistent step; a process reads its shards from its own disk
+or fetches them from the peer that holds them. Otherwise every process
+restores the newest persistent step. ``last_restore`` says which step and
+tier were used and where the bytes came from.
+
+The methods are those of ``cairn.CheckpointManager``. All logic is native
+(src/cairn/emergency/, docs/EMERGENCY.md); this module flattens the tree as
+``cairn.save`` does and builds the boxes to read as ``cairn.restore`` does.
+Every process creates the manager with the same arguments (except the local
+directory) and calls the same methods in the same order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, Optional
+
+from cairn import _core
+from cairn import orbax as _orbax
+
+__all__ = ["CheckpointManager"]
+
+
+def _process_metadata(process_count: int):
+    """(global_process_metadata, mesh_metadata) JSON as Orbax writes them,
+    from jax's devices when jax is in use; else "" (one pseudo-device per
+    process)."""
+    jax = sys.modules.get("jax")
+    if jax is None:
+        return "", ""
+    try:
+        devices = jax.devices()
+    except Exception:  # noqa: BLE001 - no backend: no device ids to record
+        return "", ""
+    per_process = [[] for _ in range(process_count)]
+    for d in devices:
+        if 0 <= d.process_index < process_count:
+            per_process[d.process_index].append(int(d.id))
+    return json.dumps(per_process), json.dumps([int(d.id) for d in devices])
+
+
+class CheckpointManager:
+    """Local and persistent emergency checkpoints (see the module docstring).
+
+    `num_replicas`: data-parallel replicas (processes split into them in
+    order, as Orbax takes replicas along the mesh's first axis).
+    `peer_copies`: copies of each local step on peers (default 1 under
+    ``mpirun`` with more than one process, else 0). Intervals and retention
+    per tier (`persistent_max_to_keep` None: keep all). Storage options as
+    ``cairn.save``.
+    """
+
+    def __init__(self, local_directory, persistent_directory, *, num_replicas: int = 1,
+                 peer_copies: Optional[int] = None, local_save_interval_steps: int = 1,
+                 local_max_to_keep: int = 2, persistent_save_interval_steps: int = 10,
+                 persistent_max_to_keep: Optional[int] = None, use_ocdbt: bool = True,
+                 use_zarr3: bool = True, compression: str = "default",
+                 memory_budget: Optional[int] = None, coordinator=None, transport: Optional[str] = None,
+                 timeout_s: float = 600.0):
+        from cairn import dist
+
+        self.local_directory = os.path.abspath(os.fspath(local_directory))
+        self.persistent_directory = os.path.abspath(os.fspath(persistent_directory))
+        self._coordinator = coordinator if coordinator is not None else dist.detect()
+        count = self._coordinator.process_count
+        if transport is None:
+            transport = "mpi" if count > 1 and dist._mpi_world_size() == count else "none"
+        if peer_copies is None:
+            peer_copies = 1 if transport != "none" else 0
+        if peer_copies > 0 and transport == "none":
+            raise ValueError("cairn.emergency: peer copies need a transport (transport='mpi' under mpirun)")
+        process_md, mesh_md = _process_metadata(count)
+        self._native = _core._emergency_open(
+            self.local_directory, self.persistent_directory, self._coordinator, transport=transport,
+            num_replicas=num_replicas, peer_copies=peer_copies,
+            local_save_interval_steps=local_save_interval_steps, local_max_to_keep=local_max_to_keep,
+            persistent_save_interval_steps=persistent_save_interval_steps,
+            persistent_max_to_keep=persistent_max_to_keep or 0, use_ocdbt=use_ocdbt,
+            use_zarr3=use_zarr3, compression=compression, memory_budget=memory_budget or 0,
+            timeout_s=timeout_s, global_process_metadata=process_md, mesh_metadata=mesh_md)
+        self.last_restore: Optional[dict] = None
+
+    def should_save(self, step: int) -> bool:
+        """True when `step` is due in either tier."""
+        return self._native.should_save(int(step))
+
+    def save(self, step: int, tree: Any = None, *, args: Any = None, force: bool = False) -> bool:
+        """Saves `tree` (or ``args.item``) as step `step` to the tiers that are
+        due (both with `force`); False when none is. Returns once the arrays
+        are copied; writing, peer copies and retention go on in the
+        background."""
+        if args is not None:
+            tree = getattr(args, "item")
+        c = self._coordinator
+        leaves = _orbax._flatten(tree, c.process_index, c.process_count)
+        return self._native.save(int(step), leaves, force)
+
+    def wait_until_finished(self) -> None:
+        """Blocks until the background work is done; raises its error."""
+        self._native.wait_until_finished()
+
+    def all_steps(self) -> list:
+        """Steps a restore could use: complete local steps (over all hosts'
+        disks and peer copies) and persistent steps, ascending. Collective."""
+        return list(self._native.all_steps())
+
+    def latest_step(self) -> Optional[int]:
+        return self._native.latest_step()
+
+    def restore(self, step: Optional[int] = None, target: Any = None, *, args: Any = None):
+        """Restores `step` (default: the newest usable one, see the module
+        docstring) like ``cairn.restore``; `target` (or ``args.item``) places
+        arrays on its shardings. FileNotFoundError when there is nothing to
+        restore. Collective."""
+        if args is not None and target is None:
+            target = getattr(args, "item", None)
+        tier, chosen, item_dir, log = self._native.prepare_restore(None if step is None else int(step))
+        if tier == "none":
+            raise FileNotFoundError("cairn.emergency: nothing to restore: " + "; ".join(log))
+        report = {}
+
+        def read(requests):
+            report.update(self._native.restore(requests))
+
+        tree = _orbax.restore(item_dir, target, _read_boxes=read)
+        self.last_restore = report
+        return tree
+
+    def close(self) -> None:
+        """Waits for the background work; later calls fail."""
+        self._native.close()
+
+    def __enter__(self) -> "CheckpointManager":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,187 @@
+// cairn._core._EmergencyManager: the native half of
+// cairn.emergency.CheckpointManager (python/cairn/emergency.py) over
+// src/cairn/emergency/manager.h. Python flattens the tree (as cairn.save
+// does) and builds the restore boxes; everything else happens here, with the
+// GIL released while the manager works (its collectives may call Python
+// through a callback coordinator).
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+#include "cairn/coordinator.h"
+#include "cairn/emergency/manager.h"
+#include "cairn/emergency/mpi_transport.h"
+#include "status_translation.h"
+
+namespace nb = nanobind;
+
+namespace cairn::python {
+namespace {
+
+using emergency::EmergencyCheckpointManager;
+using RawOut = nb::ndarray<nb::device::cpu>;
+// (param, dtype name or None, [(origin, writable raw array)])
+using PyRestoreArray = std::tuple<std::string, std::optional<std::string>,
+                                  std::vector<std::pair<std::vector<int64_t>, RawOut>>>;
+
+const char* TierName(emergency::StepChoice::Tier t) {
+  switch (t) {
+    case emergency::StepChoice::Tier::kLocal: return "local";
+    case emergency::StepChoice::Tier::kPersistent: return "persistent";
+    case emergency::StepChoice::Tier::kNone: return "none";
+  }
+  return "none";
+}
+
+template <typename F>
+auto Released(F&& f) {
+  nb::gil_scoped_release release;
+  return f();
+}
+
+struct PyEmergencyManager {
+  std::unique_ptr<EmergencyCheckpointManager> native;
+  std::optional<emergency::PreparedRestore> prepared;
+
+  EmergencyCheckpointManager& get() {
+    if (!native) ThrowStatus(FailedPreconditionError("the emergency CheckpointManager is closed"));
+    return *native;
+  }
+};
+
+}  // namespace
+
+void RegisterEmergency(nb::module_& m) {
+  nb::class_<PyEmergencyManager>(m, "_EmergencyManager")
+      .def("should_save", [](PyEmergencyManager& s, int64_t step) { return s.get().ShouldSave(step); })
+      .def("should_save_local", [](PyEmergencyManager& s, int64_t step) { return s.get().ShouldSaveLocal(step); })
+      .def("should_save_persistent",
+           [](PyEmergencyManager& s, int64_t step) { return s.get().ShouldSavePersistent(step); })
+      .def("save",
+           [](PyEmergencyManager& s, int64_t step, nb::handle leaves, bool force) {
+             ConvertedLeaves converted = ConvertSaveLeaves(leaves);
+             EmergencyCheckpointManager& native = s.get();
+             Result<bool> saved = Released([&] { return native.Save(step, converted.leaves, force); });
+             return ValueOrThrow(std::move(saved));
+           },
+           nb::arg("step"), nb::arg("leaves"), nb::arg("force") = false)
+      .def("wait_until_finished",
+           [](PyEmergencyManager& s) {
+             EmergencyCheckpointManager& native = s.get();
+             ThrowIfError(Released([&] { return native.WaitUntilFinished(); }));
+           })
+      .def("all_steps",
+           [](PyEmergencyManager& s) {
+             EmergencyCheckpointManager& native = s.get();
+             return ValueOrThrow(Released([&] { return native.AllSteps(); }));
+           })
+      .def("latest_step",
+           [](PyEmergencyManager& s) {
+             EmergencyCheckpointManager& native = s.get();
+             return ValueOrThrow(Released([&] { return native.LatestStep(); }));
+           })
+      .def("prepare_restore",
+           [](PyEmergencyManager& s, std::optional<int64_t> step) {
+             EmergencyCheckpointManager& native = s.get();
+             s.prepared = ValueOrThrow(Released([&] { return native.PrepareRestore(step); }));
+             const auto& p = *s.prepared;
+             return std::make_tuple(std::string(TierName(p.choice.tier)), p.choice.step, p.metadata_item, p.log);
+           },
+           nb::arg("step").none())
+      .def("restore",
+           [](PyEmergencyManager& s, const std::vector<PyRestoreArray>& arrays) {
+             if (!s.prepared) ThrowStatus(FailedPreconditionError("restore before prepare_restore"));
+             std::vector<engine::ArrayToRestore> request;
+             for (const auto& [param, dtype, boxes] : arrays) {
+               engine::ArrayToRestore a;
+               a.param = param;
+               if (dtype) a.dtype = ValueOrThrow(ParseDTypeName(*dtype));
+               for (const auto& [origin, out] : boxes) {
+                 Shape shape(out.ndim());
+                 std::vector<Index> strides(out.ndim());
+                 for (size_t d = 0; d < out.ndim(); ++d) {
+                   shape[d] = static_cast<Index>(out.shape(d));
+                   strides[d] = out.stride(d) * static_cast<Index>(out.itemsize());
+                 }
+                 a.boxes.push_back({Box(origin, shape), out.data(), strides});
+               }
+               request.push_back(std::move(a));
+             }
+             EmergencyCheckpointManager& native = s.get();
+             auto report = ValueOrThrow(Released([&] { return native.Restore(*s.prepared, std::move(request)); }));
+             s.prepared.reset();
+             nb::dict d;
+             d["tier"] = TierName(report.tier);
+             d["step"] = report.step;
+             d["bytes_from_own_disk"] = report.bytes_from_own_disk;
+             d["bytes_from_peers"] = report.bytes_from_peers;
+             d["bytes_fetched"] = report.bytes_fetched;
+             d["bytes_from_persistent"] = report.bytes_from_persistent;
+             d["log"] = report.log;
+             return d;
+           },
+           nb::arg("arrays"))
+      .def("close", [](PyEmergencyManager& s) {
+        if (!s.native) return;
+        Status st = Released([&] { return s.native->Close(); });
+        s.native.reset();
+        ThrowIfError(st);
+      });
+
+  m.def(
+      "_emergency_open",
+      [](const std::string& local_directory, const std::string& persistent_directory, Coordinator& coordinator,
+         const std::string& transport, int num_replicas, int peer_copies, int64_t local_interval,
+         int local_max_to_keep, int64_t persistent_interval, int persistent_max_to_keep, bool use_ocdbt,
+         bool use_zarr3, const std::string& compression, uint64_t memory_budget, double timeout_s,
+         const std::string& global_process_metadata, const std::string& mesh_metadata) {
+        emergency::EmergencyOptions o;
+        o.local_directory = local_directory;
+        o.persistent_directory = persistent_directory;
+        o.num_replicas = num_replicas;
+        o.peer_copies = peer_copies;
+        o.local_save_interval_steps = local_interval;
+        o.local_max_to_keep = local_max_to_keep;
+        o.persistent_save_interval_steps = persistent_interval;
+        o.persistent_max_to_keep = persistent_max_to_keep;
+        o.save.use_ocdbt = use_ocdbt;
+        o.save.use_zarr3 = use_zarr3;
+        o.save.compression = ConvertCompression(compression);
+        o.save.memory_budget_bytes = memory_budget;
+        o.save.timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(timeout_s));
+        o.global_process_metadata_json = global_process_metadata;
+        o.mesh_metadata_json = mesh_metadata;
+        std::shared_ptr<emergency::PeerTransport> peers;
+        if (transport == "mpi") {
+          peers = ValueOrThrow(Released([] { return emergency::NewMpiTransport(); }));
+        } else if (transport != "none") {
+          ThrowStatus(InvalidArgumentError("transport must be 'mpi' or 'none', not '" + transport + "'"));
+        }
+        auto opened = Released([&] { return EmergencyCheckpointManager::Open(o, coordinator, peers); });
+        return PyEmergencyManager{ValueOrThrow(std::move(opened)), std::nullopt};
+      },
+      nb::arg("local_directory"), nb::arg("persistent_directory"), nb::arg("coordinator"),
+      nb::arg("transport") = "none", nb::arg("num_replicas") = 1, nb::arg("peer_copies") = 0,
+      nb::arg("local_save_interval_steps") = 1, nb::arg("local_max_to_keep") = 2,
+      nb::arg("persistent_save_interval_steps") = 10, nb::arg("persistent_max_to_keep") = 0,
+      nb::arg("use_ocdbt") = true, nb::arg("use_zarr3") = true, nb::arg("compression") = "default",
+      nb::arg("memory_budget") = 0, nb::arg("timeout_s") = 600.0, nb::arg("global_process_metadata") = "",
+      nb::arg("mesh_metadata") = "",
+      // The manager uses the coordinator for as long as it lives.
+      nb::keep_alive<0, 3>());
+}
+
+}  // namespace cairn::python

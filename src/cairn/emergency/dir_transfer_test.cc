@@ -1,0 +1,159 @@
+// Directory transfers (dir_transfer.h): a copy is byte-identical, a
+// corrupted or interrupted transfer leaves nothing that looks like a step,
+// and a sender's failure reaches the receiver at once.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "cairn/emergency/dir_transfer.h"
+#include "cairn/emergency/local_step.h"
+#include "cairn/layout/orbax/step.h"
+
+namespace cairn::emergency {
+namespace {
+namespace fs = std::filesystem;
+
+std::string ReadAll(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Forwards to another transport, flipping one byte of message `corrupt_at`
+// or dropping every message from `drop_from` on.
+class FaultyTransport final : public PeerTransport {
+ public:
+  FaultyTransport(std::shared_ptr<PeerTransport> base, int corrupt_at, int drop_from)
+      : base_(std::move(base)), corrupt_at_(corrupt_at), drop_from_(drop_from) {}
+  int process_index() const override { return base_->process_index(); }
+  int process_count() const override { return base_->process_count(); }
+  Status Send(int dest, int tag, ByteView bytes, Duration timeout) override {
+    const int n = sent_++;
+    if (drop_from_ >= 0 && n >= drop_from_) return Status::OK();
+    if (n != corrupt_at_) return base_->Send(dest, tag, bytes, timeout);
+    Buffer copy = Buffer::CopyOf(bytes);
+    copy.data()[copy.size() - 1] ^= 1;
+    return base_->Send(dest, tag, copy.view(), timeout);
+  }
+  Result<Buffer> Receive(int source, int tag, size_t max_bytes, Duration timeout) override {
+    return base_->Receive(source, tag, max_bytes, timeout);
+  }
+
+ private:
+  std::shared_ptr<PeerTransport> base_;
+  int corrupt_at_, drop_from_;
+  int sent_ = 0;
+};
+
+class DirTransfer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("cairn_dir_transfer_" + std::to_string(::getpid()));
+    fs::remove_all(root_);
+    fs::create_directories(root_ / "src" / "7" / "state" / "d");
+    std::ofstream(root_ / "src" / "7" / "commit_success.txt") << "done";
+    std::ofstream(root_ / "src" / "7" / "state" / "d" / "data") << std::string(1000, 'x') + "tail";
+    std::ofstream(root_ / "src" / "7" / "state" / "empty");
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  orbax::Location Loc(const fs::path& p) { return *orbax::OpenLocation(p.string()); }
+
+  // Sends src/7 over `sender_transport` and receives it into dst/7.
+  Result<uint64_t> Copy(std::shared_ptr<PeerTransport> sender_transport, std::shared_ptr<PeerTransport> receiver,
+                        const Status& source_status = Status::OK()) {
+    engine::ByteBudget budget(1 << 20);
+    TransferOptions t{100, &budget, std::chrono::seconds(2)};
+    Status sent;
+    std::thread sender([&] {
+      sent = SendDirectory(*sender_transport, 1, 5, "step 7", Loc(root_ / "src" / "7"), source_status, t).status();
+    });
+    auto got = ReceiveDirectory(*receiver, 0, 5, "step 7", Loc(root_ / "dst" / "7"), t);
+    sender.join();
+    EXPECT_EQ(budget.in_use(), 0u);
+    return got;
+  }
+
+  fs::path root_;
+};
+
+TEST_F(DirTransfer, CopiesEveryFileExactly) {
+  InProcessNetwork net(2);
+  auto got = Copy(net.Endpoint(0), net.Endpoint(1));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, 4u + 1004u);
+  EXPECT_EQ(ReadAll(root_ / "dst" / "7" / "state" / "d" / "data"), std::string(1000, 'x') + "tail");
+  EXPECT_TRUE(fs::exists(root_ / "dst" / "7" / "state" / "empty"));
+  EXPECT_TRUE(fs::exists(root_ / "dst" / "7" / "commit_success.txt"));
+}
+
+TEST_F(DirTransfer, CorruptPieceFailsAndLeavesNoStep) {
+  InProcessNetwork net(2);
+  auto got = Copy(std::make_shared<FaultyTransport>(net.Endpoint(0), 3, -1), net.Endpoint(1));
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(got.status().message().find("crc32c mismatch"), std::string::npos) << got.status().ToString();
+  EXPECT_FALSE(fs::exists(root_ / "dst" / "7"));
+  auto steps = orbax::ListSteps(Loc(root_ / "dst"), orbax::StepNameFormat{});
+  ASSERT_TRUE(steps.ok());
+  EXPECT_TRUE(steps->empty());  // the pending directory is not a step
+}
+
+TEST_F(DirTransfer, InterruptedTransferTimesOutAndTheRetryReplacesIt) {
+  InProcessNetwork net(2);
+  auto got = Copy(std::make_shared<FaultyTransport>(net.Endpoint(0), -1, 4), net.Endpoint(1));
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kUnavailable) << got.status().ToString();
+  EXPECT_FALSE(fs::exists(root_ / "dst" / "7"));
+  InProcessNetwork fresh(2);
+  auto retry = Copy(fresh.Endpoint(0), fresh.Endpoint(1));
+  ASSERT_TRUE(retry.ok()) << retry.status().ToString();
+  EXPECT_EQ(ReadAll(root_ / "dst" / "7" / "state" / "d" / "data"), std::string(1000, 'x') + "tail");
+  for (const auto& e : fs::directory_iterator(root_ / "dst")) EXPECT_EQ(e.path().filename(), "7");
+}
+
+TEST_F(DirTransfer, SenderFailureReachesTheReceiver) {
+  InProcessNetwork net(2);
+  auto got = Copy(net.Endpoint(0), net.Endpoint(1), DataLossError("disk full"));
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(got.status().message().find("nothing to send: disk full"), std::string::npos) << got.status().ToString();
+}
+
+TEST(LocalSteps, OnlyCommittedStepsWithARecordAreHeld) {
+  const fs::path root = fs::temp_directory_path() / ("cairn_local_steps_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  LocalStepRecord r;
+  r.step = 3;
+  r.process_index = 1;
+  r.process_count = 2;
+  r.arrays["w"] = {"float32", {4}, {Box({0}, {4})}};
+  const std::string text = DumpJson(LocalStepRecordToJson(r));
+  auto make = [&](const fs::path& dir, bool committed, const std::string& record) {
+    fs::create_directories(dir);
+    if (committed) std::ofstream(dir / "commit_success.txt") << "ok";
+    if (!record.empty()) std::ofstream(dir / "cairn_local_step.json") << record;
+  };
+  make(root / "3", true, text);                                               // held
+  make(root / "4", false, text);                                              // not committed
+  make(root / "5.orbax-checkpoint-tmp-0123456789abcdef", true, text);         // pending
+  make(root / "6", true, "{not json");                                        // unreadable record
+  make(root / "peer_copies" / "process_1" / "3", true, text);                 // a copy of owner 1
+  make(root / "peer_copies" / "process_0" / "3", true, text);                 // under the wrong owner
+  auto held = ListHoldings(*orbax::OpenLocation(root.string()));
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  ASSERT_EQ(held->size(), 2u);
+  EXPECT_EQ((*held)[0].kind, Holding::Kind::kOwn);
+  EXPECT_EQ((*held)[0].record.step, 3);
+  EXPECT_EQ((*held)[1].kind, Holding::Kind::kPeerCopy);
+  EXPECT_EQ((*held)[1].record.process_index, 1);
+  auto none = ListHoldings(*orbax::OpenLocation((root / "missing").string()));
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace cairn::emergency

@@ -1,0 +1,311 @@
+// The restore protocol of manager.h (steps 1-4 of "Restore protocol").
+#include <algorithm>
+#include <set>
+#include <thread>
+
+#include "cairn/emergency/dir_transfer.h"
+#include "cairn/emergency/manager.h"
+
+namespace cairn::emergency {
+namespace {
+
+constexpr int kFirstFetchTag = 2;
+
+std::string Bytes(uint64_t n) { return std::to_string(n) + " bytes"; }
+
+// The owner whose step a process without any copy fetches to read the tree
+// metadata: its own old step, else one of the same replica slot (the same
+// shards), else the first.
+int MetadataOwner(const StepChoice& choice, const ReplicaLayout& now, int process) {
+  if (choice.holders.count(process)) return process;
+  for (const auto& [owner, record] : choice.records) {
+    const ReplicaLayout then{record.process_count, record.num_replicas};
+    if (then.process_count == now.process_count && then.num_replicas == now.num_replicas &&
+        then.SlotOf(owner) == now.SlotOf(process)) {
+      return owner;
+    }
+  }
+  return choice.holders.begin()->first;
+}
+
+StepChoice PersistentFallback(const std::vector<int64_t>& persistent, std::string reason) {
+  StepChoice c;
+  if (!persistent.empty()) {
+    c.tier = StepChoice::Tier::kPersistent;
+    c.step = *std::max_element(persistent.begin(), persistent.end());
+    c.reason = "falling back to the newest persistent step " + std::to_string(c.step) + ": " + reason;
+  } else {
+    c.reason = "nothing to fall back to (no persistent step): " + reason;
+  }
+  return c;
+}
+
+}  // namespace
+
+Status EmergencyCheckpointManager::Fetch(PreparedRestore& prepared, const std::vector<int>& owners,
+                                         std::string_view phase) {
+  const int me = coordinator_.process_index();
+  const std::string name = "cairn/emergency/" + std::string(phase);
+  Json mine(owners);
+  CAIRN_ASSIGN_OR_RETURN(auto all, coordinator_.AllGather(name + "/needs", DumpJson(mine), options_.save.timeout));
+  struct Transfer {
+    int owner, holder, requester;
+  };
+  std::vector<Transfer> transfers;
+  for (size_t q = 0; q < all.size(); ++q) {
+    CAIRN_ASSIGN_OR_RETURN(Json j, ParseJson(all[q], "the needs of process " + std::to_string(q)));
+    CAIRN_ASSIGN_OR_RETURN(auto needs, JsonToIntVector(j, "needs"));
+    for (int64_t o : needs) {
+      auto it = prepared.choice.holders.find(static_cast<int>(o));
+      if (it == prepared.choice.holders.end() || it->second.empty()) {
+        return InternalError(name + ": process " + std::to_string(q) + " needs owner " + std::to_string(o) +
+                             ", which no process holds");
+      }
+      const auto& holders = it->second;
+      transfers.push_back({static_cast<int>(o), holders[(q + transfers.size()) % holders.size()], static_cast<int>(q)});
+    }
+  }
+  if (transfers.empty()) return Status::OK();
+  if (transport_ == nullptr) {
+    return AgreeOnStatus(coordinator_, name + "/fetched",
+                         FailedPreconditionError("fetching from peers needs a transport"), options_.save.timeout);
+  }
+  TransferOptions t{options_.transfer_piece_bytes, budget_.get(), options_.save.timeout};
+  const int64_t step = prepared.choice.step;
+  std::vector<Status> results(transfers.size());
+  std::vector<uint64_t> bytes(transfers.size(), 0);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < transfers.size(); ++i) {
+    const Transfer& tr = transfers[i];
+    if (tr.holder != me && tr.requester != me) continue;
+    const int tag = kFirstFetchTag + static_cast<int>(i % (PeerTransport::kMaxTag - kFirstFetchTag));
+    const std::string what = "step " + std::to_string(step) + " of process " + std::to_string(tr.owner) +
+                             " for process " + std::to_string(tr.requester);
+    if (tr.holder == me) {
+      auto src = prepared.on_disk.find(tr.owner);
+      Status have = src == prepared.on_disk.end()
+                        ? InternalError("process " + std::to_string(me) + " lists but lacks " + what)
+                        : Status::OK();
+      const orbax::Location from = have.ok() ? src->second : local_;
+      threads.emplace_back([&, i, tag, what, from, have] {
+        results[i] = SendDirectory(*transport_, transfers[i].requester, tag, what, from, have, t).status();
+      });
+    } else {
+      const orbax::Location to = local_.Child(kPeerRestoreDir)
+                                     .Child("process_" + std::to_string(tr.owner))
+                                     .Child(std::to_string(step));
+      threads.emplace_back([&, i, tag, what, to] {
+        auto got = ReceiveDirectory(*transport_, transfers[i].holder, tag, what, to, t);
+        results[i] = got.status();
+        if (got.ok()) bytes[i] = *got;
+      });
+    }
+  }
+  for (std::thread& th : threads) th.join();
+  Status local;
+  for (size_t i = 0; i < transfers.size(); ++i) {
+    const Transfer& tr = transfers[i];
+    if (!results[i].ok() && local.ok()) local = results[i];
+    if (tr.requester == me && results[i].ok()) {
+      prepared.on_disk[tr.owner] = local_.Child(kPeerRestoreDir)
+                                       .Child("process_" + std::to_string(tr.owner))
+                                       .Child(std::to_string(step));
+      prepared.on_disk_source[tr.owner] = "fetched from process " + std::to_string(tr.holder);
+      prepared.bytes_fetched += bytes[i];
+      prepared.log.push_back("fetched process " + std::to_string(tr.owner) + "'s step " + std::to_string(step) +
+                             " from process " + std::to_string(tr.holder) + " (" + Bytes(bytes[i]) + ")");
+    }
+  }
+  return AgreeOnStatus(coordinator_, name + "/fetched", local, options_.save.timeout);
+}
+
+Result<PreparedRestore> EmergencyCheckpointManager::PrepareRestore(std::optional<int64_t> step) {
+  PreparedRestore prepared;
+  Status background = WaitUntilFinished();
+  if (!background.ok()) prepared.log.push_back("the last save had failed: " + std::string(background.message()));
+  // Steps 1-2.
+  CAIRN_ASSIGN_OR_RETURN(auto exchanged, Exchange("restore"));
+  auto& [holdings, persistent] = exchanged;
+  CAIRN_ASSIGN_OR_RETURN(prepared.choice, ChooseStep(holdings, persistent, step));
+  prepared.log.push_back(prepared.choice.reason);
+  const int me = coordinator_.process_index();
+  if (prepared.choice.tier == StepChoice::Tier::kLocal) {
+    // Step 3: what this host holds, then one step for the metadata.
+    for (const Holding& h : holdings) {
+      if (h.holder != me || h.record.step != prepared.choice.step) continue;
+      const int o = h.record.process_index;
+      if (prepared.on_disk.count(o) && h.kind == Holding::Kind::kPeerCopy) continue;
+      prepared.on_disk[o] = HoldingLocation(local_, h);
+      prepared.on_disk_source[o] = h.kind == Holding::Kind::kOwn ? "this host's local step" : "a peer copy on this host";
+    }
+    std::vector<int> needs;
+    if (prepared.on_disk.empty()) needs.push_back(MetadataOwner(prepared.choice, layout_, me));
+    Status fetched = Fetch(prepared, needs, "restore/prepare");
+    if (!fetched.ok()) {
+      if (step) return fetched;
+      prepared.choice = PersistentFallback(persistent, std::string(fetched.message()));
+      prepared.on_disk.clear();
+      prepared.log.push_back(prepared.choice.reason);
+    }
+  }
+  switch (prepared.choice.tier) {
+    case StepChoice::Tier::kLocal:
+      prepared.metadata_item = prepared.on_disk.begin()->second.Child(kStateItem).Path();
+      break;
+    case StepChoice::Tier::kPersistent:
+      prepared.metadata_item =
+          persistent_.Child(std::to_string(prepared.choice.step)).Child("default").Path();
+      break;
+    case StepChoice::Tier::kNone:
+      break;
+  }
+  return prepared;
+}
+
+Result<RestoreReport> EmergencyCheckpointManager::RestorePersistent(
+    int64_t step, const std::vector<engine::ArrayToRestore>& arrays, std::vector<std::string> log) {
+  RestoreReport report;
+  report.tier = StepChoice::Tier::kPersistent;
+  report.step = step;
+  report.log = std::move(log);
+  engine::RestoreRequest r;
+  r.directory = persistent_.Child(std::to_string(step)).Path();
+  r.item_name = "default";
+  r.arrays = arrays;
+  Status s = engine::Restore(r);
+  for (const engine::ArrayToRestore& a : arrays) {
+    if (!a.dtype) continue;
+    for (const engine::BoxToRestore& b : a.boxes) {
+      report.bytes_from_persistent += static_cast<uint64_t>(b.box.num_elements()) * DTypeSize(*a.dtype);
+    }
+  }
+  CAIRN_RETURN_IF_ERROR(AgreeOnStatus(coordinator_, "cairn/emergency/restore/persistent", s, options_.save.timeout));
+  report.log.push_back("read step " + std::to_string(step) + " from the persistent tier " + r.directory + " (" +
+                       Bytes(report.bytes_from_persistent) + ")");
+  return report;
+}
+
+Result<RestoreReport> EmergencyCheckpointManager::Restore(PreparedRestore& prepared,
+                                                          std::vector<engine::ArrayToRestore> arrays) {
+  const StepChoice& choice = prepared.choice;
+  if (choice.tier == StepChoice::Tier::kNone) return NotFoundError("nothing to restore: " + choice.reason);
+  if (choice.tier == StepChoice::Tier::kPersistent) return RestorePersistent(choice.step, arrays, prepared.log);
+  // Step 3: which saved boxes cover the wanted ones, and from which owner.
+  struct Read {
+    int owner;
+    size_t array;
+    engine::BoxToRestore box;
+    uint64_t bytes;
+  };
+  std::vector<Read> reads;
+  std::set<int> needs;
+  Status local;
+  for (size_t ai = 0; ai < arrays.size() && local.ok(); ++ai) {
+    engine::ArrayToRestore& a = arrays[ai];
+    std::vector<std::pair<Box, std::vector<int>>> stored;  // distinct box -> owners
+    const StoredArray* info = nullptr;
+    for (const auto& [owner, record] : choice.records) {
+      auto it = record.arrays.find(a.param);
+      if (it == record.arrays.end()) continue;
+      info = &it->second;
+      for (const Box& b : it->second.boxes) {
+        auto s = std::find_if(stored.begin(), stored.end(), [&](const auto& e) { return e.first == b; });
+        if (s == stored.end()) stored.push_back({b, {owner}});
+        else s->second.push_back(owner);
+      }
+    }
+    if (info == nullptr) {
+      local = NotFoundError("array `" + a.param + "` is not in local step " + std::to_string(choice.step));
+      break;
+    }
+    auto dtype = ParseDTypeName(info->dtype);
+    if (!dtype.ok()) { local = dtype.status(); break; }
+    if (a.dtype && *a.dtype != *dtype) {
+      local = InvalidArgumentError("restoring `" + a.param + "`: stored dtype " + info->dtype + ", requested " +
+                                   std::string(DTypeName(*a.dtype)));
+      break;
+    }
+    const size_t elem = DTypeSize(*dtype);
+    for (const engine::BoxToRestore& want : a.boxes) {
+      if (want.box.rank() != info->shape.size() || !Box::FromShape(info->shape).Contains(want.box)) {
+        local = InvalidArgumentError("restoring `" + a.param + "`: box " + want.box.ToString() +
+                                     " lies outside the array");
+        break;
+      }
+      const std::vector<Index> strides =
+          want.byte_strides.empty() ? CStrides(want.box.shape, elem) : want.byte_strides;
+      for (const auto& [box, owners] : stored) {
+        const Box part = Intersect(want.box, box);
+        if (part.empty()) continue;
+        int owner = -1;
+        for (int o : owners) {
+          if (prepared.on_disk.count(o)) { owner = o; break; }
+        }
+        if (owner < 0) {
+          owner = owners.front();
+          needs.insert(owner);
+        }
+        uint8_t* dst = static_cast<uint8_t*>(want.data);
+        for (size_t d = 0; d < part.rank(); ++d) dst += (part.origin[d] - want.box.origin[d]) * strides[d];
+        reads.push_back({owner, ai, {part, dst, strides}, static_cast<uint64_t>(part.num_elements()) * elem});
+      }
+    }
+  }
+  if (local.ok()) {
+    prepared.log.push_back("process " + std::to_string(coordinator_.process_index()) + " reads " +
+                           std::to_string(reads.size()) + " boxes from local step " + std::to_string(choice.step));
+  }
+  Status fetched = Fetch(prepared, std::vector<int>(needs.begin(), needs.end()), "restore/read");
+  if (local.ok()) local = fetched;
+  RestoreReport report;
+  report.tier = StepChoice::Tier::kLocal;
+  report.step = choice.step;
+  report.bytes_fetched = prepared.bytes_fetched;
+  if (local.ok()) {
+    std::map<int, engine::RestoreRequest> requests;
+    for (const Read& r : reads) {
+      engine::RestoreRequest& req = requests[r.owner];
+      if (req.arrays.empty()) {
+        req.directory = prepared.on_disk[r.owner].Path();
+        req.item_name = std::string(kStateItem);
+        for (const auto& a : arrays) req.arrays.push_back({a.param, a.dtype, {}});
+      }
+      req.arrays[r.array].boxes.push_back(r.box);
+      const bool fetched_here = prepared.on_disk_source[r.owner].rfind("fetched", 0) == 0;
+      (fetched_here ? report.bytes_from_peers : report.bytes_from_own_disk) += r.bytes;
+    }
+    for (auto& [owner, req] : requests) {
+      for (auto it = req.arrays.begin(); it != req.arrays.end();) {
+        it = it->boxes.empty() ? req.arrays.erase(it) : it + 1;
+      }
+      local = engine::Restore(req);
+      if (!local.ok()) break;
+      prepared.log.push_back("read process " + std::to_string(owner) + "'s step " + std::to_string(choice.step) +
+                             " from " + prepared.on_disk_source[owner] + " (" + req.directory + ")");
+    }
+  }
+  // Step 4.
+  Status all = AgreeOnStatus(coordinator_, "cairn/emergency/restore/read", local, options_.save.timeout);
+  const orbax::Location staging = local_.Child(kPeerRestoreDir);
+  staging.store->DeletePrefix(staging.prefix).IgnoreError();
+  if (all.ok()) {
+    report.log = prepared.log;
+    report.log.push_back("bytes: " + Bytes(report.bytes_from_own_disk) + " from this host's disk, " +
+                         Bytes(report.bytes_from_peers) + " from steps fetched from peers (" +
+                         Bytes(report.bytes_fetched) + " transferred)");
+    return report;
+  }
+  CAIRN_ASSIGN_OR_RETURN(auto exchanged, Exchange("restore/fallback"));
+  StepChoice fallback = PersistentFallback(exchanged.second, std::string(all.message()));
+  prepared.log.push_back(fallback.reason);
+  if (fallback.tier != StepChoice::Tier::kPersistent) return all;
+  return RestorePersistent(fallback.step, arrays, prepared.log);
+}
+
+Result<RestoreReport> EmergencyCheckpointManager::RestoreStep(std::optional<int64_t> step,
+                                                              std::vector<engine::ArrayToRestore> arrays) {
+  CAIRN_ASSIGN_OR_RETURN(PreparedRestore prepared, PrepareRestore(step));
+  return Restore(prepared, std::move(arrays));
+}
+
+}  // namespace cairn::emergency

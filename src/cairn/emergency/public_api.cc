@@ -1,0 +1,104 @@
+// include/cairn/emergency.h over the emergency manager (manager.h).
+#include "cairn/emergency.h"
+
+#include "cairn/emergency/manager.h"
+#include "cairn/emergency/mpi_transport.h"
+#include "cairn/layout/orbax/tree_metadata.h"
+
+namespace cairn {
+namespace {
+
+orbax::KeyPath KeyPathOf(const std::vector<std::string>& keys) {
+  orbax::KeyPath path;
+  for (const std::string& k : keys) path.push_back({k, orbax::KeyType::kDict});
+  return path;
+}
+
+class PublicEmergencyManager final : public EmergencyCheckpointManager {
+ public:
+  PublicEmergencyManager(std::shared_ptr<emergency::PeerTransport> transport,
+                         std::unique_ptr<emergency::EmergencyCheckpointManager> native)
+      : transport_(std::move(transport)), native_(std::move(native)) {}
+
+  bool ShouldSave(int64_t step) const override { return native_->ShouldSave(step); }
+
+  Result<bool> Save(int64_t step, const std::vector<CheckpointArray>& arrays, bool force) override {
+    std::vector<engine::SaveLeaf> leaves;
+    for (const CheckpointArray& a : arrays) {
+      engine::SaveLeaf leaf;
+      leaf.path = KeyPathOf(a.path);
+      CAIRN_ASSIGN_OR_RETURN(leaf.dtype, ParseDTypeName(a.dtype));
+      leaf.shape = a.shape;
+      leaf.write_shape = a.write_shape;
+      leaf.num_replicas = a.num_replicas;
+      for (const CheckpointShard& s : a.shards) {
+        leaf.shards.push_back({Box(s.origin, s.shape), s.data, {}, s.replica_id});
+      }
+      leaves.push_back(std::move(leaf));
+    }
+    return native_->Save(step, leaves, force);
+  }
+
+  Status WaitUntilFinished() override { return native_->WaitUntilFinished(); }
+  Result<std::vector<int64_t>> AllSteps() override { return native_->AllSteps(); }
+  Result<std::optional<int64_t>> LatestStep() override { return native_->LatestStep(); }
+
+  Result<EmergencyRestoreReport> Restore(std::optional<int64_t> step,
+                                         const std::vector<RestoreArray>& arrays) override {
+    std::vector<engine::ArrayToRestore> request;
+    for (const RestoreArray& a : arrays) {
+      engine::ArrayToRestore out;
+      out.param = orbax::ParamName(KeyPathOf(a.path));
+      if (a.dtype.empty()) return InvalidArgumentError("restoring `" + out.param + "`: the dtype is required");
+      CAIRN_ASSIGN_OR_RETURN(DType d, ParseDTypeName(a.dtype));
+      out.dtype = d;
+      for (const RestoreBox& b : a.boxes) out.boxes.push_back({Box(b.origin, b.shape), b.data, {}});
+      request.push_back(std::move(out));
+    }
+    CAIRN_ASSIGN_OR_RETURN(emergency::RestoreReport r, native_->RestoreStep(step, std::move(request)));
+    EmergencyRestoreReport out;
+    out.tier = r.tier == emergency::StepChoice::Tier::kLocal ? "local" : "persistent";
+    out.step = r.step;
+    out.bytes_from_own_disk = r.bytes_from_own_disk;
+    out.bytes_from_peers = r.bytes_from_peers;
+    out.bytes_from_persistent = r.bytes_from_persistent;
+    out.log = std::move(r.log);
+    return out;
+  }
+
+  Status Close() override { return native_->Close(); }
+
+ private:
+  std::shared_ptr<emergency::PeerTransport> transport_;
+  std::unique_ptr<emergency::EmergencyCheckpointManager> native_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<EmergencyCheckpointManager>> OpenEmergencyCheckpointManager(
+    const EmergencyCheckpointOptions& options, Coordinator& coordinator) {
+  emergency::EmergencyOptions o;
+  o.local_directory = options.local_directory;
+  o.persistent_directory = options.persistent_directory;
+  o.num_replicas = options.num_replicas;
+  o.peer_copies = options.peer_copies;
+  o.local_save_interval_steps = options.local_save_interval_steps;
+  o.local_max_to_keep = options.local_max_to_keep;
+  o.persistent_save_interval_steps = options.persistent_save_interval_steps;
+  o.persistent_max_to_keep = options.persistent_max_to_keep;
+  if (options.compression == "default") o.save.compression = engine::Compression::kOrbaxDefault;
+  else if (options.compression == "none") o.save.compression = engine::Compression::kNone;
+  else if (options.compression == "auto") o.save.compression = engine::Compression::kAuto;
+  else return InvalidArgumentError("compression `" + options.compression + "` is not one of default, none, auto");
+  o.save.memory_budget_bytes = options.memory_budget_bytes;
+  o.save.timeout = options.timeout;
+  std::shared_ptr<emergency::PeerTransport> transport;
+  if (options.use_mpi_transport) {
+    CAIRN_ASSIGN_OR_RETURN(transport, emergency::NewMpiTransport());
+  }
+  CAIRN_ASSIGN_OR_RETURN(auto native, emergency::EmergencyCheckpointManager::Open(o, coordinator, transport));
+  return std::unique_ptr<EmergencyCheckpointManager>(
+      new PublicEmergencyManager(std::move(transport), std::move(native)));
+}
+
+}  // namespace cairn

@@ -1,0 +1,56 @@
+// PeerTransport: point-to-point messages between the processes of a job,
+// for copying local checkpoints to peers and fetching them back.
+//
+// Coordinators (include/cairn/coordinator.h) carry small collective
+// messages; a transport carries bulk bytes between two processes without
+// involving the others. Implementations: MPI (mpi_transport.h: its own
+// duplicate of MPI_COMM_WORLD, for MPI jobs) and in-process (threads of one
+// process standing in for processes: tests, and single-process jobs).
+//
+// Contract:
+//   - Messages from one sender to one receiver under one tag arrive in the
+//     order sent; different tags are independent.
+//   - Send returns once `bytes` may be reused; Receive returns the next
+//     message. Both give up with Unavailable after `timeout`.
+//   - Send and Receive may be called concurrently from different threads.
+//
+// Thread safety: see above.
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+#include "cairn/util/buffer.h"
+#include "cairn/util/result.h"
+
+namespace cairn::emergency {
+
+class PeerTransport {
+ public:
+  using Duration = std::chrono::nanoseconds;
+  // Tags are in [0, kMaxTag) (MPI guarantees at least 32767).
+  static constexpr int kMaxTag = 32000;
+
+  virtual ~PeerTransport() = default;
+  virtual int process_index() const = 0;
+  virtual int process_count() const = 0;
+  virtual Status Send(int dest, int tag, ByteView bytes, Duration timeout) = 0;
+  // ResourceExhausted (naming the sender) for a message over `max_bytes`.
+  virtual Result<Buffer> Receive(int source, int tag, size_t max_bytes, Duration timeout) = 0;
+};
+
+// N in-process endpoints over shared mailboxes: Endpoint(i) is process i's.
+class InProcessNetwork {
+ public:
+  explicit InProcessNetwork(int count);
+  ~InProcessNetwork();
+  std::shared_ptr<PeerTransport> Endpoint(int index);
+
+  struct State;
+
+ private:
+  std::shared_ptr<State> state_;
+  int count_;
+};
+
+}  // namespace cairn::emergency

@@ -1,0 +1,461 @@
+#include "cairn/kvstore/http/http_client.h"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <random>
+#include <thread>
+
+namespace cairn::http {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+void GlobalInit() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+// A curl error that says the request never reached the server.
+bool NothingSent(CURLcode code) {
+  return code == CURLE_COULDNT_CONNECT || code == CURLE_COULDNT_RESOLVE_HOST ||
+         code == CURLE_COULDNT_RESOLVE_PROXY;
+}
+
+bool TransientCurlError(CURLcode code) {
+  switch (code) {
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool TransientHttpStatus(long status) { return status == 429 || status >= 500; }
+
+}  // namespace
+
+std::optional<std::string> HttpResponse::Header(std::string_view lower_name) const {
+  for (const auto& [name, value] : headers) {
+    if (name == lower_name) return value;
+  }
+  return std::nullopt;
+}
+
+HttpClientOptions HttpClientOptions::FromEnvironment() {
+  HttpClientOptions o;
+  if (const char* v = std::getenv("CAIRN_HTTP_MAX_IN_FLIGHT")) {
+    int n = std::atoi(v);
+    if (n >= 1 && n <= 4096) o.max_in_flight = n;
+  }
+  return o;
+}
+
+// One call in progress: its current attempt and where its result goes.
+struct Transfer {
+  HttpCall call;
+  HttpRequest attempt_request;  // `call.request` after `prepare`
+  int attempt = 0;              // attempts started so far
+  Clock::time_point not_before;
+  CURL* easy = nullptr;
+  curl_slist* header_list = nullptr;
+  size_t read_pos = 0;
+  bool body_too_large = false;
+  char error[CURL_ERROR_SIZE] = {};
+  HttpResponse response;
+  // Completion: the slot for the result, and the batch to signal.
+  std::optional<Result<HttpResponse>>* result = nullptr;
+  struct Batch* batch = nullptr;
+};
+
+struct Batch {
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t remaining = 0;
+};
+
+struct HttpClient::Impl {
+  HttpClientOptions options;
+  CURLM* multi = nullptr;
+  std::mutex mu;
+  std::deque<Transfer*> waiting;  // guarded by mu: not started (or backing off)
+  bool stopping = false;          // guarded by mu
+  std::vector<Transfer*> active;  // loop thread only
+  std::atomic<uint64_t> retries{0};
+  std::mt19937_64 rng{std::random_device{}()};  // loop thread only
+  std::thread thread;
+
+  void Submit(std::vector<Transfer*> transfers) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      for (Transfer* t : transfers) waiting.push_back(t);
+    }
+    curl_multi_wakeup(multi);
+  }
+
+  static void Complete(Transfer* t, Result<HttpResponse> result) {
+    if (t->easy != nullptr) {
+      curl_easy_cleanup(t->easy);
+      t->easy = nullptr;
+    }
+    if (t->header_list != nullptr) {
+      curl_slist_free_all(t->header_list);
+      t->header_list = nullptr;
+    }
+    *t->result = std::move(result);
+    Batch* b = t->batch;
+    std::lock_guard<std::mutex> lock(b->mu);
+    if (--b->remaining == 0) b->cv.notify_all();
+  }
+
+  std::string Where(const Transfer& t) const {
+    return t.call.operation + " (" + t.call.request.method + " " + t.call.request.url + ")";
+  }
+
+  static size_t OnBody(char* data, size_t size, size_t n, void* user) {
+    auto* t = static_cast<Transfer*>(user);
+    size_t bytes = size * n;
+    Buffer& body = t->response.body;
+    size_t old = body.size();
+    if (old + bytes > t->call.max_response_bytes) {
+      t->body_too_large = true;
+      return 0;  // aborts the transfer
+    }
+    if (old + bytes > body.capacity()) {
+      if (!body.TryResize(std::max(old + bytes, body.capacity() * 2)).ok()) {
+        t->body_too_large = true;
+        return 0;
+      }
+    }
+    body.resize(old + bytes);
+    std::memcpy(body.data() + old, data, bytes);
+    return bytes;
+  }
+
+  static size_t OnHeader(char* data, size_t size, size_t n, void* user) {
+    auto* t = static_cast<Transfer*>(user);
+    std::string_view line(data, size * n);
+    if (line.substr(0, 5) == "HTTP/") {
+      t->response.headers.clear();  // a new response (after 100 Continue)
+    } else if (size_t colon = line.find(':'); colon != std::string_view::npos) {
+      t->response.headers.emplace_back(Lower(Trim(line.substr(0, colon))),
+                                       std::string(Trim(line.substr(colon + 1))));
+    }
+    return size * n;
+  }
+
+  static size_t OnRead(char* buf, size_t size, size_t n, void* user) {
+    auto* t = static_cast<Transfer*>(user);
+    ByteView body = t->attempt_request.body;
+    size_t len = std::min(size * n, body.size() - t->read_pos);
+    if (len > 0) std::memcpy(buf, body.data() + t->read_pos, len);
+    t->read_pos += len;
+    return len;
+  }
+
+  // curl rewinds the body when it must resend it (a reused connection that
+  // turned out closed, an authentication round).
+  static int OnSeek(void* user, curl_off_t offset, int origin) {
+    auto* t = static_cast<Transfer*>(user);
+    if (origin != SEEK_SET || offset < 0 ||
+        static_cast<uint64_t>(offset) > t->attempt_request.body.size()) {
+      return CURL_SEEKFUNC_FAIL;
+    }
+    t->read_pos = static_cast<size_t>(offset);
+    return CURL_SEEKFUNC_OK;
+  }
+
+  // Sets up and adds the next attempt of `t`; false when it completed instead.
+  bool Start(Transfer* t) {
+    ++t->attempt;
+    t->attempt_request = t->call.request;
+    if (t->call.prepare) {
+      Status s = t->call.prepare(t->attempt_request);
+      if (!s.ok()) {
+        Complete(t, s.Annotate(Where(*t)));
+        return false;
+      }
+    }
+    t->response = HttpResponse();
+    t->read_pos = 0;
+    t->body_too_large = false;
+    t->error[0] = '\0';
+    CURL* e = curl_easy_init();
+    if (e == nullptr) {
+      Complete(t, ResourceExhaustedError(Where(*t) + ": curl_easy_init failed"));
+      return false;
+    }
+    t->easy = e;
+    const HttpRequest& r = t->attempt_request;
+    curl_easy_setopt(e, CURLOPT_URL, r.url.c_str());
+    curl_easy_setopt(e, CURLOPT_PRIVATE, t);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->error);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Impl::OnBody);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &Impl::OnHeader);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, t);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+                     static_cast<long>(options.connect_timeout.count()));
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, static_cast<long>(options.stall_timeout.count()));
+    if (options.attempt_timeout.count() > 0) {
+      curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(options.attempt_timeout.count()));
+    }
+    if (r.method == "HEAD") {
+      curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+    } else if (r.method == "PUT" || r.method == "POST") {
+      curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
+      curl_easy_setopt(e, CURLOPT_READFUNCTION, &Impl::OnRead);
+      curl_easy_setopt(e, CURLOPT_READDATA, t);
+      curl_easy_setopt(e, CURLOPT_SEEKFUNCTION, &Impl::OnSeek);
+      curl_easy_setopt(e, CURLOPT_SEEKDATA, t);
+      curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(r.body.size()));
+      if (r.method == "POST") curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "POST");
+    } else if (r.method != "GET") {
+      curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r.method.c_str());
+    }
+    curl_slist* list = curl_slist_append(nullptr, "Expect:");
+    for (const std::string& h : r.headers) list = curl_slist_append(list, h.c_str());
+    t->header_list = list;
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, list);
+    curl_multi_add_handle(multi, e);
+    active.push_back(t);
+    return true;
+  }
+
+  std::chrono::milliseconds Backoff(const RetryPolicy& p, int attempt) {
+    auto d = p.initial_backoff;
+    for (int i = 1; i < attempt && d < p.max_backoff; ++i) d *= 2;
+    d = std::min(d, p.max_backoff);
+    std::uniform_int_distribution<int64_t> jitter(d.count() / 2, std::max<int64_t>(d.count(), 1));
+    return std::chrono::milliseconds(jitter(rng));
+  }
+
+  // An attempt of `t` ended with curl status `code`.
+  void Finished(Transfer* t, CURLcode code) {
+    curl_multi_remove_handle(multi, t->easy);
+    long status = 0;
+    curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_cleanup(t->easy);
+    t->easy = nullptr;
+    curl_slist_free_all(t->header_list);
+    t->header_list = nullptr;
+    active.erase(std::find(active.begin(), active.end(), t));
+    if (t->body_too_large) {
+      Complete(t, ResourceExhaustedError(Where(*t) + ": response body larger than " +
+                                         std::to_string(t->call.max_response_bytes) + " bytes"));
+      return;
+    }
+    t->response.status = status;
+    bool transient = code != CURLE_OK ? TransientCurlError(code) : TransientHttpStatus(status);
+    bool may_retry = t->call.idempotent || (code != CURLE_OK && NothingSent(code)) ||
+                     (code == CURLE_OK && status == 429);
+    if (transient && may_retry && t->attempt < t->call.retry.max_attempts) {
+      retries.fetch_add(1, std::memory_order_relaxed);
+      t->not_before = Clock::now() + Backoff(t->call.retry, t->attempt);
+      std::lock_guard<std::mutex> lock(mu);
+      waiting.push_back(t);
+      return;
+    }
+    std::string attempts = " after " + std::to_string(t->attempt) +
+                           (t->attempt == 1 ? " attempt" : " attempts");
+    if (code != CURLE_OK) {
+      std::string what = t->error[0] != '\0' ? t->error : curl_easy_strerror(code);
+      Complete(t, UnavailableError(Where(*t) + ": " + what + attempts));
+      return;
+    }
+    if (transient) {
+      Complete(t, HttpStatusError(t->call, t->response, attempts));
+      return;
+    }
+    Complete(t, std::move(t->response));
+  }
+
+  void Loop() {
+    while (true) {
+      std::vector<Transfer*> to_start;
+      auto next_wake = Clock::now() + std::chrono::milliseconds(1000);
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (stopping) break;
+        auto now = Clock::now();
+        size_t room = static_cast<size_t>(options.max_in_flight) - std::min(
+            active.size(), static_cast<size_t>(options.max_in_flight));
+        for (auto it = waiting.begin(); it != waiting.end();) {
+          if ((*it)->not_before <= now && to_start.size() < room) {
+            to_start.push_back(*it);
+            it = waiting.erase(it);
+          } else {
+            if ((*it)->not_before > now) next_wake = std::min(next_wake, (*it)->not_before);
+            ++it;
+          }
+        }
+      }
+      for (Transfer* t : to_start) Start(t);
+      int running = 0;
+      curl_multi_perform(multi, &running);
+      int left = 0;
+      while (CURLMsg* msg = curl_multi_info_read(multi, &left)) {
+        if (msg->msg != CURLMSG_DONE) continue;
+        Transfer* t = nullptr;
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &t);
+        Finished(t, msg->data.result);
+      }
+      {
+        // Retries scheduled just now may be due before `next_wake`.
+        std::lock_guard<std::mutex> lock(mu);
+        for (Transfer* t : waiting) next_wake = std::min(next_wake, t->not_before);
+      }
+      auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_wake - Clock::now());
+      int timeout = static_cast<int>(std::clamp<int64_t>(wait.count(), 0, 1000));
+      if (!active.empty()) timeout = std::min(timeout, 100);
+      curl_multi_poll(multi, nullptr, 0, timeout, nullptr);
+    }
+    // Stopping: fail everything still here.
+    for (Transfer* t : active) {
+      curl_multi_remove_handle(multi, t->easy);
+      Complete(t, UnavailableError(Where(*t) + ": the HTTP client was shut down"));
+    }
+    active.clear();
+    std::lock_guard<std::mutex> lock(mu);
+    for (Transfer* t : waiting) {
+      Complete(t, UnavailableError(Where(*t) + ": the HTTP client was shut down"));
+    }
+    waiting.clear();
+  }
+};
+
+HttpClient::HttpClient(HttpClientOptions options)
+    : options_(options), impl_(std::make_unique<Impl>()) {
+  GlobalInit();
+  if (options_.max_in_flight < 1) options_.max_in_flight = 1;
+  impl_->options = options_;
+  impl_->multi = curl_multi_init();
+  curl_multi_setopt(impl_->multi, CURLMOPT_MAX_HOST_CONNECTIONS,
+                    static_cast<long>(options_.max_in_flight));
+  impl_->thread = std::thread([this] { impl_->Loop(); });
+}
+
+HttpClient::~HttpClient() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stopping = true;
+  }
+  curl_multi_wakeup(impl_->multi);
+  impl_->thread.join();
+  curl_multi_cleanup(impl_->multi);
+}
+
+std::shared_ptr<HttpClient> HttpClient::Default() {
+  // Never destroyed: stores opened from URLs may live until exit.
+  static auto* client = new std::shared_ptr<HttpClient>(
+      std::make_shared<HttpClient>(HttpClientOptions::FromEnvironment()));
+  return *client;
+}
+
+uint64_t HttpClient::retries() const { return impl_->retries.load(); }
+
+Result<HttpResponse> HttpClient::Execute(HttpCall call) {
+  std::vector<HttpCall> calls;
+  calls.push_back(std::move(call));
+  return std::move(ExecuteAll(std::move(calls))[0]);
+}
+
+std::vector<Result<HttpResponse>> HttpClient::ExecuteAll(std::vector<HttpCall> calls) {
+  Batch batch;
+  batch.remaining = calls.size();
+  std::vector<std::optional<Result<HttpResponse>>> slots(calls.size());
+  std::vector<std::unique_ptr<Transfer>> transfers;
+  std::vector<Transfer*> raw;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    auto t = std::make_unique<Transfer>();
+    t->call = std::move(calls[i]);
+    if (t->call.retry.max_attempts < 1) t->call.retry.max_attempts = 1;
+    t->result = &slots[i];
+    t->batch = &batch;
+    raw.push_back(t.get());
+    transfers.push_back(std::move(t));
+  }
+  if (!raw.empty()) impl_->Submit(std::move(raw));
+  {
+    std::unique_lock<std::mutex> lock(batch.mu);
+    batch.cv.wait(lock, [&] { return batch.remaining == 0; });
+  }
+  std::vector<Result<HttpResponse>> out;
+  out.reserve(slots.size());
+  for (auto& s : slots) out.push_back(std::move(*s));
+  return out;
+}
+
+StatusCode StatusForHttp(long status) {
+  if (status == 400) return StatusCode::kInvalidArgument;
+  if (status == 401 || status == 403) return StatusCode::kFailedPrecondition;
+  if (status == 404) return StatusCode::kNotFound;
+  if (status == 409 || status == 412) return StatusCode::kFailedPrecondition;
+  if (status == 429 || status >= 500) return StatusCode::kUnavailable;
+  return StatusCode::kInternal;
+}
+
+Status HttpStatusError(const HttpCall& call, const HttpResponse& response,
+                       std::string_view detail) {
+  std::string msg = call.operation + " (" + call.request.method + " " + call.request.url +
+                    "): HTTP " + std::to_string(response.status);
+  // The service's own explanation, shortened and kept printable.
+  std::string_view body = response.body.as_string_view().substr(0, 400);
+  std::string snippet;
+  for (char c : body) snippet += (c >= 32 && c < 127) ? c : ' ';
+  if (!snippet.empty()) msg += ": " + snippet;
+  msg += detail;
+  return Status(StatusForHttp(response.status), std::move(msg));
+}
+
+std::string UriEncode(std::string_view s, bool keep_slash) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    auto u = static_cast<unsigned char>(c);
+    if ((u >= 'A' && u <= 'Z') || (u >= 'a' && u <= 'z') || (u >= '0' && u <= '9') || c == '-' ||
+        c == '.' || c == '_' || c == '~' || (keep_slash && c == '/')) {
+      out += c;
+    } else {
+      out += '%';
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    }
+  }
+  return out;
+}
+
+}  // namespace cairn::http

@@ -1,0 +1,131 @@
+// HttpClient: the one HTTP transport of the object-store drivers (s3/, gcs/).
+//
+// Built on libcurl's multi interface: one background thread drives every
+// transfer of a client, so many requests are in flight at once (up to
+// `HttpClientOptions::max_in_flight`) over a shared pool of kept-alive
+// connections, while callers simply block in `Execute` / `ExecuteAll`.
+//
+// Retries. A call is retried, with exponential backoff and full jitter
+// (a delay drawn uniformly from [d/2, d], d doubling from
+// `RetryPolicy::initial_backoff` up to `max_backoff`), when it is idempotent
+// and its attempt failed transiently: HTTP 429 or 5xx, a timeout or stall, a
+// dropped or refused connection, a truncated response. A call that is not
+// idempotent (a conditional write) is retried only when the connection could
+// not be made at all, since then nothing reached the server. `prepare` runs
+// before every attempt (signers put a fresh date there), and the request body
+// is sent again from its start.
+//
+// Errors. Transport failures and transient statuses that outlive the retry
+// budget are Unavailable; the message names the operation, the method and
+// URL, the HTTP status (or curl's error) and the number of attempts. Every
+// other HTTP status is returned as a response for the driver to interpret;
+// `HttpStatusError` turns one into a Status with the same information.
+//
+// Thread safety: all methods may be called concurrently.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "cairn/util/buffer.h"
+#include "cairn/util/result.h"
+
+namespace cairn::http {
+
+struct HttpRequest {
+  std::string method = "GET";  // GET, HEAD, PUT, POST, DELETE
+  std::string url;
+  std::vector<std::string> headers;  // "Name: value"
+  ByteView body;                     // must stay valid until the call returns
+};
+
+struct HttpResponse {
+  long status = 0;
+  std::vector<std::pair<std::string, std::string>> headers;  // names lower-case
+  Buffer body;
+  // The value of the first header named `lower_name`, or nullopt.
+  std::optional<std::string> Header(std::string_view lower_name) const;
+};
+
+struct RetryPolicy {
+  int max_attempts = 6;  // the first attempt included; >= 1
+  std::chrono::milliseconds initial_backoff{100};
+  std::chrono::milliseconds max_backoff{5000};
+};
+
+struct HttpCall {
+  HttpRequest request;
+  // Runs before each attempt on the client's thread (e.g. signs the request
+  // with the current time). An error ends the call with that error.
+  std::function<Status(HttpRequest&)> prepare;
+  bool idempotent = true;
+  RetryPolicy retry;
+  // For error messages: what the driver was doing ("writing key `a` of s3://b/").
+  std::string operation;
+  // Keeps storage the request's body points into alive with the call.
+  std::shared_ptr<const void> keep_alive;
+  // A response body larger than this fails the call (ResourceExhausted).
+  uint64_t max_response_bytes = uint64_t{1} << 40;
+};
+
+struct HttpClientOptions {
+  int max_in_flight = 64;  // transfers running at once; more calls queue
+  std::chrono::milliseconds connect_timeout{10000};
+  // An attempt moving less than one byte per second for this long fails
+  // (as a timeout, so it is retried).
+  std::chrono::seconds stall_timeout{30};
+  // Upper bound of one attempt; zero: none.
+  std::chrono::milliseconds attempt_timeout{0};
+
+  // max_in_flight from CAIRN_HTTP_MAX_IN_FLIGHT when set.
+  static HttpClientOptions FromEnvironment();
+};
+
+class HttpClient {
+ public:
+  explicit HttpClient(HttpClientOptions options = {});
+  ~HttpClient();  // fails calls still queued, joins the thread
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  // The process-wide client the drivers share (options from the environment).
+  static std::shared_ptr<HttpClient> Default();
+
+  // Runs one call to completion (all its attempts).
+  Result<HttpResponse> Execute(HttpCall call);
+  // Runs all calls concurrently; results in the order of `calls`.
+  std::vector<Result<HttpResponse>> ExecuteAll(std::vector<HttpCall> calls);
+
+  const HttpClientOptions& options() const { return options_; }
+  // Attempts that were retried since the client was made (for tests).
+  uint64_t retries() const;
+
+  struct Impl;
+
+ private:
+  HttpClientOptions options_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// "<operation> (<METHOD> <url>): HTTP <status>[ <code>: <message>]" from a
+// response the driver did not expect, with the code StatusForHttp gives.
+Status HttpStatusError(const HttpCall& call, const HttpResponse& response,
+                       std::string_view detail = {});
+
+// The StatusCode an unexpected HTTP status maps to: 400 -> InvalidArgument,
+// 401/403 -> FailedPrecondition (credentials), 404 -> NotFound,
+// 409/412 -> FailedPrecondition, 429/5xx -> Unavailable, else Internal.
+StatusCode StatusForHttp(long status);
+
+// Percent-encodes every byte except A-Z a-z 0-9 - . _ ~ (and '/' when
+// `keep_slash`), as SigV4 and URLs of object names need.
+std::string UriEncode(std::string_view s, bool keep_slash);
+
+}  // namespace cairn::http

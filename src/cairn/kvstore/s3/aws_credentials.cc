@@ -1,0 +1,111 @@
+#include "cairn/kvstore/s3/aws_credentials.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace cairn::s3 {
+namespace {
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::string() : std::string(v);
+}
+
+}  // namespace
+
+Result<AwsCredentials> ParseAwsCredentialsFile(std::string_view text, std::string_view path,
+                                               std::string_view profile, bool profile_required) {
+  auto bad = [&](size_t line, std::string_view why) {
+    return InvalidArgumentError("AWS credentials file " + std::string(path) + " line " +
+                                std::to_string(line) + ": " + std::string(why));
+  };
+  AwsCredentials out;
+  bool found = false;
+  bool in_profile = false;
+  size_t line_no = 0;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = Trim(text.substr(pos, end - pos));
+    pos = end + 1;
+    ++line_no;
+    if (line.empty() || line[0] == '#' || line[0] == ';') continue;
+    if (line[0] == '[') {
+      if (line.back() != ']') return bad(line_no, "unterminated section header");
+      std::string_view name = Trim(line.substr(1, line.size() - 2));
+      if (name.substr(0, 8) == "profile ") name = Trim(name.substr(8));
+      in_profile = name == profile;
+      found = found || in_profile;
+      continue;
+    }
+    size_t eq = line.find('=');
+    if (eq == std::string_view::npos) return bad(line_no, "expected `name = value`");
+    if (!in_profile) continue;
+    std::string_view name = Trim(line.substr(0, eq));
+    std::string value(Trim(line.substr(eq + 1)));
+    if (name == "aws_access_key_id") out.access_key_id = value;
+    if (name == "aws_secret_access_key") out.secret_access_key = value;
+    if (name == "aws_session_token") out.session_token = value;
+  }
+  if (!found) {
+    if (profile_required) {
+      return InvalidArgumentError("AWS credentials file " + std::string(path) + " has no profile `" +
+                                  std::string(profile) + "` (AWS_PROFILE)");
+    }
+    return AwsCredentials{};
+  }
+  if (out.access_key_id.empty() != out.secret_access_key.empty()) {
+    return InvalidArgumentError("AWS credentials file " + std::string(path) + ", profile `" +
+                                std::string(profile) +
+                                "`: aws_access_key_id and aws_secret_access_key must both be set");
+  }
+  out.source = std::string(path) + " [" + std::string(profile) + "]";
+  return out;
+}
+
+Result<AwsCredentials> LoadAwsCredentials() {
+  std::string id = Env("AWS_ACCESS_KEY_ID");
+  std::string secret = Env("AWS_SECRET_ACCESS_KEY");
+  if (!id.empty() || !secret.empty()) {
+    if (id.empty() || secret.empty()) {
+      return InvalidArgumentError(
+          "AWS credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must both be set (only " +
+          std::string(id.empty() ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID") + " is)");
+    }
+    return AwsCredentials{id, secret, Env("AWS_SESSION_TOKEN"), "environment"};
+  }
+  std::string path = Env("AWS_SHARED_CREDENTIALS_FILE");
+  if (path.empty()) {
+    std::string home = Env("HOME");
+    if (home.empty()) return AwsCredentials{};
+    path = home + "/.aws/credentials";
+  }
+  std::string profile = Env("AWS_PROFILE");
+  bool required = !profile.empty();
+  if (profile.empty()) profile = "default";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (required) {
+      return InvalidArgumentError("AWS_PROFILE is `" + profile + "` but the credentials file " +
+                                  path + " cannot be read");
+    }
+    return AwsCredentials{};
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::string s = text.str();
+  if (s.size() > (1 << 20)) {
+    return InvalidArgumentError("AWS credentials file " + path + " is larger than 1 MiB");
+  }
+  return ParseAwsCredentialsFile(s, path, profile, required);
+}
+
+}  // namespace cairn::s3

@@ -1,0 +1,409 @@
+#include "cairn/kvstore/s3/s3_kvstore.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+
+#include "cairn/kvstore/s3/aws_credentials.h"
+#include "cairn/kvstore/s3/s3_xml.h"
+
+namespace cairn::s3 {
+
+using http::HttpCall;
+using http::HttpResponse;
+using http::UriEncode;
+
+namespace {
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::string() : std::string(v);
+}
+
+Result<uint64_t> EnvNumber(const char* name, uint64_t fallback) {
+  std::string v = Env(name);
+  if (v.empty()) return fallback;
+  char* end = nullptr;
+  unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+  if (end == nullptr || *end != '\0' || v[0] == '-') {
+    return InvalidArgumentError(std::string(name) + "=`" + v + "` is not a number");
+  }
+  return static_cast<uint64_t>(n);
+}
+
+// Parses "bytes <first>-<last>/<total>".
+bool ParseContentRange(std::string_view s, uint64_t* first, uint64_t* last, uint64_t* total) {
+  if (s.substr(0, 6) != "bytes ") return false;
+  s.remove_prefix(6);
+  auto number = [&](char stop, uint64_t* out) {
+    size_t i = 0;
+    uint64_t n = 0;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') {
+      if (n > (UINT64_MAX - 9) / 10) return false;
+      n = n * 10 + static_cast<uint64_t>(s[i] - '0');
+      ++i;
+    }
+    if (i == 0 || (stop != 0 && (i >= s.size() || s[i] != stop))) return false;
+    if (stop == 0 && i != s.size()) return false;
+    s.remove_prefix(stop != 0 ? i + 1 : i);
+    *out = n;
+    return true;
+  };
+  return number('-', first) && number('/', last) && number(0, total) && *first <= *last &&
+         *last < *total;
+}
+
+}  // namespace
+
+Status ValidateBucketName(std::string_view bucket) {
+  bool ok = bucket.size() >= 3 && bucket.size() <= 63;
+  for (char c : bucket) {
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_');
+  }
+  if (ok) return Status::OK();
+  return InvalidArgumentError("invalid S3 bucket name `" + std::string(bucket.substr(0, 100)) +
+                              "`: 3 to 63 characters of a-z, 0-9, '.', '-' and '_'");
+}
+
+Result<S3Options> S3Options::FromEnvironment(std::string bucket, std::string prefix) {
+  S3Options o;
+  o.bucket = std::move(bucket);
+  o.prefix = std::move(prefix);
+  o.endpoint = Env("AWS_ENDPOINT_URL_S3");
+  if (o.endpoint.empty()) o.endpoint = Env("AWS_ENDPOINT_URL");
+  std::string region = Env("AWS_REGION");
+  if (region.empty()) region = Env("AWS_DEFAULT_REGION");
+  if (!region.empty()) o.region = region;
+  CAIRN_ASSIGN_OR_RETURN(o.credentials, LoadAwsCredentials());
+  CAIRN_ASSIGN_OR_RETURN(uint64_t attempts, EnvNumber("CAIRN_HTTP_MAX_ATTEMPTS", 6));
+  CAIRN_ASSIGN_OR_RETURN(uint64_t backoff, EnvNumber("CAIRN_HTTP_INITIAL_BACKOFF_MS", 100));
+  o.retry.max_attempts = static_cast<int>(std::clamp<uint64_t>(attempts, 1, 100));
+  o.retry.initial_backoff = std::chrono::milliseconds(std::min<uint64_t>(backoff, 60000));
+  CAIRN_ASSIGN_OR_RETURN(o.multipart_threshold,
+                         EnvNumber("CAIRN_S3_MULTIPART_THRESHOLD", o.multipart_threshold));
+  CAIRN_ASSIGN_OR_RETURN(o.part_size, EnvNumber("CAIRN_S3_PART_SIZE", o.part_size));
+  CAIRN_ASSIGN_OR_RETURN(uint64_t page, EnvNumber("CAIRN_S3_LIST_PAGE_SIZE", 1000));
+  o.list_page_size = static_cast<int>(std::clamp<uint64_t>(page, 1, 1000));
+  return o;
+}
+
+S3KvStore::S3KvStore(S3Options options) : options_(std::move(options)) {}
+
+Result<std::shared_ptr<S3KvStore>> S3KvStore::Open(S3Options options) {
+  CAIRN_RETURN_IF_ERROR(ValidateBucketName(options.bucket));
+  if (!options.prefix.empty() && options.prefix.back() != '/') options.prefix += '/';
+  if (options.part_size < (uint64_t{5} << 20)) options.part_size = uint64_t{5} << 20;
+  if (options.multipart_threshold < options.part_size) options.multipart_threshold = options.part_size;
+  if (!options.http) options.http = http::HttpClient::Default();
+  std::shared_ptr<S3KvStore> store(new S3KvStore(std::move(options)));
+  S3Options& o = store->options_;
+  store->url_ = "s3://" + o.bucket + "/" + o.prefix;
+  if (o.endpoint.empty()) {
+    store->host_ = o.bucket + ".s3." + o.region + ".amazonaws.com";
+    store->base_url_ = "https://" + store->host_;
+  } else {
+    std::string_view ep = o.endpoint;
+    while (!ep.empty() && ep.back() == '/') ep.remove_suffix(1);
+    size_t scheme = ep.find("://");
+    if (scheme == std::string_view::npos ||
+        (ep.substr(0, scheme) != "http" && ep.substr(0, scheme) != "https") ||
+        ep.find_first_of("/?#", scheme + 3) != std::string_view::npos || ep.size() == scheme + 3) {
+      return InvalidArgumentError("S3 endpoint `" + o.endpoint +
+                                  "` (AWS_ENDPOINT_URL): expected http(s)://host[:port]");
+    }
+    store->host_ = std::string(ep.substr(scheme + 3));
+    store->base_url_ = std::string(ep);
+    store->path_prefix_ = "/" + o.bucket;
+  }
+  return store;
+}
+
+HttpCall S3KvStore::MakeCall(std::string method, std::string_view object,
+                             std::vector<std::pair<std::string, std::string>> query,
+                             std::vector<std::pair<std::string, std::string>> headers,
+                             ByteView body, std::string operation) const {
+  std::string path = path_prefix_ + "/" + UriEncode(object, /*keep_slash=*/true);
+  std::vector<std::pair<std::string, std::string>> encoded;
+  for (auto& [k, v] : query) encoded.emplace_back(UriEncode(k, false), UriEncode(v, false));
+  std::sort(encoded.begin(), encoded.end());
+  std::string qs;
+  for (auto& [k, v] : encoded) qs += (qs.empty() ? "" : "&") + k + "=" + v;
+  HttpCall call;
+  call.request.method = method;
+  call.request.url = base_url_ + path + (qs.empty() ? "" : "?" + qs);
+  call.request.body = body;
+  call.operation = std::move(operation);
+  call.retry = options_.retry;
+  std::string payload_hash = body.empty() ? std::string(kEmptySha256) : Sha256Hex(body);
+  call.prepare = [this, method = std::move(method), path = std::move(path), qs = std::move(qs),
+                  headers = std::move(headers),
+                  payload_hash = std::move(payload_hash)](http::HttpRequest& r) {
+    SigV4Input in;
+    in.method = method;
+    in.canonical_uri = path;
+    in.canonical_query = qs;
+    in.headers = headers;
+    in.headers.emplace_back("host", host_);
+    in.amz_date = AmzDateNow();
+    in.headers.emplace_back("x-amz-date", in.amz_date);
+    in.headers.emplace_back("x-amz-content-sha256", payload_hash);
+    const AwsCredentials& c = options_.credentials;
+    if (!c.session_token.empty()) in.headers.emplace_back("x-amz-security-token", c.session_token);
+    in.payload_sha256 = payload_hash;
+    in.region = options_.region;
+    for (const auto& [name, value] : in.headers) r.headers.push_back(name + ": " + value);
+    if (!c.anonymous()) {
+      r.headers.push_back("authorization: " + SigV4Authorization(c, in));
+    }
+    return Status::OK();
+  };
+  return call;
+}
+
+Status S3KvStore::Explain(Status s) const {
+  if (s.code() == StatusCode::kFailedPrecondition && options_.credentials.anonymous() &&
+      (s.message().find("HTTP 403") != std::string_view::npos ||
+       s.message().find("HTTP 401") != std::string_view::npos)) {
+    return Status(s.code(), std::string(s.message()) +
+                                " (no AWS credentials were found: set AWS_ACCESS_KEY_ID and "
+                                "AWS_SECRET_ACCESS_KEY, or use ~/.aws/credentials)");
+  }
+  return s;
+}
+
+Result<HttpResponse> S3KvStore::Run(HttpCall call) const {
+  return options_.http->Execute(std::move(call));
+}
+
+Result<std::optional<uint64_t>> S3KvStore::Head(std::string_view key) const {
+  std::string op = "reading the size of " + Describe(key);
+  HttpCall call = MakeCall("HEAD", options_.prefix + std::string(key), {}, {}, {}, op);
+  CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(call));
+  if (r.status == 404) return std::optional<uint64_t>();
+  if (r.status != 200) return Explain(http::HttpStatusError(call, r));
+  std::optional<std::string> len = r.Header("content-length");
+  char* end = nullptr;
+  uint64_t n = len ? std::strtoull(len->c_str(), &end, 10) : 0;
+  if (!len || len->empty() || *end != '\0') {
+    return DataLossError(op + ": HEAD response without a valid Content-Length");
+  }
+  return std::optional<uint64_t>(n);
+}
+
+Result<std::optional<Buffer>> S3KvStore::Get(std::string_view key, const ByteRange& range) {
+  CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate(url_));
+  // Empty ranges have no HTTP form: resolve them against the size.
+  auto from_size = [&]() -> Result<std::optional<Buffer>> {
+    CAIRN_ASSIGN_OR_RETURN(std::optional<uint64_t> size, Head(key));
+    if (!size) return std::optional<Buffer>();
+    CAIRN_RETURN_IF_ERROR(ResolveByteRange(range, *size).status().Annotate("reading " + Describe(key)));
+    return std::optional<Buffer>(Buffer());
+  };
+  std::vector<std::pair<std::string, std::string>> headers;
+  if (!range.IsAll()) {
+    uint64_t len = range.length.value_or(0);
+    if (range.suffix) {
+      if (len == 0) return from_size();
+      headers.emplace_back("range", "bytes=-" + std::to_string(len));
+    } else if (range.length) {
+      if (len == 0) return from_size();
+      if (len > UINT64_MAX - range.offset) {
+        return InvalidArgumentError("reading " + Describe(key) + ": byte range " +
+                                    range.ToString() + " overflows");
+      }
+      headers.emplace_back("range", "bytes=" + std::to_string(range.offset) + "-" +
+                                        std::to_string(range.offset + len - 1));
+    } else {
+      headers.emplace_back("range", "bytes=" + std::to_string(range.offset) + "-");
+    }
+  }
+  std::string op = "reading " + Describe(key);
+  HttpCall call = MakeCall("GET", options_.prefix + std::string(key), {}, headers, {}, op);
+  CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(call));
+  if (r.status == 404) {
+    if (r.body.as_string_view().find("NoSuchBucket") != std::string_view::npos) {
+      return NotFoundError(op + ": the bucket `" + options_.bucket + "` does not exist");
+    }
+    return std::optional<Buffer>();
+  }
+  if (r.status == 416) return from_size();
+  if (r.status == 200) {
+    if (range.IsAll()) return std::optional<Buffer>(std::move(r.body));
+    // A server that ignored the Range header: cut the range out.
+    CAIRN_ASSIGN_OR_RETURN(auto span, ResolveByteRange(range, r.body.size()));
+    return std::optional<Buffer>(
+        Buffer::CopyOf(r.body.view().subspan(span.first, span.second - span.first)));
+  }
+  if (r.status != 206) return Explain(http::HttpStatusError(call, r));
+  uint64_t first = 0, last = 0, total = 0;
+  std::optional<std::string> cr = r.Header("content-range");
+  if (!cr || !ParseContentRange(*cr, &first, &last, &total) || r.body.size() != last - first + 1) {
+    return DataLossError(op + ": malformed ranged response (Content-Range `" +
+                         cr.value_or("<none>") + "`, " + std::to_string(r.body.size()) + " bytes)");
+  }
+  // The server clips ranges that run past the end; the KvStore contract does not.
+  Result<std::pair<uint64_t, uint64_t>> resolved = ResolveByteRange(range, total);
+  if (!resolved.ok()) return resolved.status().Annotate(op);
+  auto span = *resolved;
+  if (span.first != first || span.second != last + 1) {
+    return DataLossError(op + ": the server returned bytes [" + std::to_string(first) + ", " +
+                         std::to_string(last + 1) + ") for " + range.ToString());
+  }
+  return std::optional<Buffer>(std::move(r.body));
+}
+
+HttpCall S3KvStore::MakePutCall(std::string_view key, ByteView value) const {
+  return MakeCall("PUT", options_.prefix + std::string(key), {}, {}, value,
+                  "writing " + Describe(key));
+}
+
+Status S3KvStore::Put(std::string_view key, ByteView value) {
+  CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate(url_));
+  if (value.size() >= options_.multipart_threshold) return PutMultipart(key, value);
+  HttpCall call = MakePutCall(key, value);
+  CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(call));
+  if (r.status != 200) return Explain(http::HttpStatusError(call, r));
+  return Status::OK();
+}
+
+Result<bool> S3KvStore::ConditionalPut(std::string_view key, ByteView value, std::string header) {
+  size_t colon = header.find(':');
+  std::vector<std::pair<std::string, std::string>> headers = {
+      {header.substr(0, colon), header.substr(colon + 2)}};
+  HttpCall call = MakeCall("PUT", options_.prefix + std::string(key), {}, headers, value,
+                           "conditionally writing " + Describe(key) + " (" + header + ")");
+  call.idempotent = false;
+  // 409 ConditionalRequestConflict: another conditional write of the key is
+  // in progress; S3 asks to try again.
+  for (int attempt = 0;; ++attempt) {
+    CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(call));
+    if (r.status == 200) return true;
+    if (r.status == 412 || r.status == 404) return false;
+    if (r.status == 409 && attempt < 5) continue;
+    return Explain(http::HttpStatusError(call, r));
+  }
+}
+
+Result<bool> S3KvStore::PutIfAbsent(std::string_view key, ByteView value) {
+  return CompareAndPut(key, std::nullopt, value);
+}
+
+Result<bool> S3KvStore::CompareAndPut(std::string_view key, std::optional<ByteView> expected,
+                                      ByteView value) {
+  CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate(url_));
+  if (!expected) return ConditionalPut(key, value, "if-none-match: *");
+  std::string op = "reading " + Describe(key) + " for a compare-and-put";
+  HttpCall get = MakeCall("GET", options_.prefix + std::string(key), {}, {}, {}, op);
+  CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(get));
+  if (r.status == 404) return false;
+  if (r.status != 200) return Explain(http::HttpStatusError(get, r));
+  if (!(r.body.view().size() == expected->size() &&
+        std::equal(expected->begin(), expected->end(), r.body.view().begin()))) {
+    return false;
+  }
+  std::optional<std::string> etag = r.Header("etag");
+  if (!etag) return DataLossError(op + ": response without an ETag");
+  return ConditionalPut(key, value, "if-match: " + *etag);
+}
+
+Status S3KvStore::Delete(std::string_view key) {
+  CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate(url_));
+  HttpCall call = MakeCall("DELETE", options_.prefix + std::string(key), {}, {}, {},
+                           "deleting " + Describe(key));
+  CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(call));
+  if (r.status == 200 || r.status == 204 || r.status == 404) return Status::OK();
+  return Explain(http::HttpStatusError(call, r));
+}
+
+Result<std::vector<KeyInfo>> S3KvStore::List(std::string_view prefix) {
+  std::vector<KeyInfo> out;
+  std::string token;
+  const std::string full_prefix = options_.prefix + std::string(prefix);
+  std::string op = "listing `" + std::string(prefix) + "` of " + url_;
+  for (int page = 0;; ++page) {
+    std::vector<std::pair<std::string, std::string>> query = {{"list-type", "2"},
+                                                              {"prefix", full_prefix}};
+    if (!token.empty()) query.emplace_back("continuation-token", token);
+    if (options_.list_page_size != 1000) {
+      query.emplace_back("max-keys", std::to_string(std::clamp(options_.list_page_size, 1, 1000)));
+    }
+    HttpCall call = MakeCall("GET", "", std::move(query), {}, {}, op);
+    call.max_response_bytes = uint64_t{64} << 20;
+    CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(call));
+    if (r.status == 404 && r.body.as_string_view().find("NoSuchBucket") != std::string_view::npos) {
+      return NotFoundError(op + ": the bucket `" + options_.bucket + "` does not exist");
+    }
+    if (r.status != 200) return Explain(http::HttpStatusError(call, r));
+    std::string_view xml = r.body.as_string_view();
+    for (std::string_view contents : XmlElements(xml, "Contents")) {
+      std::optional<std::string> key = XmlText(contents, "Key");
+      std::optional<std::string> size = XmlText(contents, "Size");
+      char* end = nullptr;
+      uint64_t n = size ? std::strtoull(size->c_str(), &end, 10) : 0;
+      if (!key || !size || size->empty() || *end != '\0') {
+        return DataLossError(op + ": malformed ListObjectsV2 entry on page " +
+                             std::to_string(page + 1));
+      }
+      if (key->compare(0, full_prefix.size(), full_prefix) != 0) continue;
+      out.push_back({key->substr(options_.prefix.size()), n});
+    }
+    std::optional<std::string> truncated = XmlText(xml, "IsTruncated");
+    if (!truncated || *truncated != "true") break;
+    std::optional<std::string> next = XmlText(xml, "NextContinuationToken");
+    if (!next || next->empty() || *next == token) {
+      return DataLossError(op + ": a truncated listing page without a new continuation token");
+    }
+    token = *next;
+  }
+  std::sort(out.begin(), out.end(), [](const KeyInfo& a, const KeyInfo& b) { return a.key < b.key; });
+  return out;
+}
+
+Status S3KvStore::ApplyBatch(std::vector<KvMutation> mutations) {
+  std::set<std::string_view> seen;
+  bool repeats = false;
+  for (const KvMutation& m : mutations) {
+    CAIRN_RETURN_IF_ERROR(ValidateKey(m.key).Annotate(url_));
+    repeats = repeats || !seen.insert(m.key).second;
+  }
+  if (repeats) return KvStore::ApplyBatch(std::move(mutations));
+  std::vector<HttpCall> calls;
+  for (const KvMutation& m : mutations) {
+    if (m.value && m.value->size() >= options_.multipart_threshold) continue;
+    calls.push_back(m.value ? MakePutCall(m.key, m.value->view())
+                            : MakeCall("DELETE", options_.prefix + m.key, {}, {}, {},
+                                       "deleting " + Describe(m.key)));
+  }
+  std::vector<HttpCall> described = calls;  // for error messages
+  std::vector<Result<HttpResponse>> results = options_.http->ExecuteAll(std::move(calls));
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].ok()) return results[i].status();
+    long s = results[i]->status;
+    bool is_delete = described[i].request.method == "DELETE";
+    if (!(s == 200 || (is_delete && (s == 204 || s == 404)))) {
+      return Explain(http::HttpStatusError(described[i], *results[i]));
+    }
+  }
+  for (const KvMutation& m : mutations) {
+    if (m.value && m.value->size() >= options_.multipart_threshold) {
+      CAIRN_RETURN_IF_ERROR(PutMultipart(m.key, m.value->view()));
+    }
+  }
+  return Status::OK();
+}
+
+Status S3KvStore::DeletePrefix(std::string_view prefix) {
+  CAIRN_ASSIGN_OR_RETURN(std::vector<KeyInfo> keys, List(prefix));
+  std::vector<KvMutation> deletes;
+  for (KeyInfo& k : keys) deletes.push_back({std::move(k.key), std::nullopt});
+  return ApplyBatch(std::move(deletes));
+}
+
+Status S3KvStore::CreateBucket() {
+  HttpCall call = MakeCall("PUT", "", {}, {}, {}, "creating the bucket of " + url_);
+  CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(call));
+  if (r.status == 200) return Status::OK();
+  return Explain(http::HttpStatusError(call, r));
+}
+
+}  // namespace cairn::s3

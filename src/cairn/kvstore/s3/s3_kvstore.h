@@ -1,0 +1,113 @@
+// S3KvStore: keys as objects of an S3 bucket (or an S3-compatible server:
+// MinIO, R2, moto), below a key prefix. URL: `s3://bucket/path/`, as
+// TensorStore spells it; `s3://bucket/path/|ocdbt:` and `|zarr3:` work on it.
+//
+// Requests go through the shared HttpClient (http/http_client.h): many in
+// flight, retried with backoff on 429, 5xx and transport errors when
+// idempotent, signed with SigV4 (sigv4.h) unless the credentials are
+// anonymous (aws_credentials.h).
+//
+// Operations:
+//   Get            GET, with a Range header for byte ranges; 404 -> missing
+//   Put            one PUT, or a multipart upload for values of at least
+//                  `multipart_threshold` bytes (parts uploaded concurrently;
+//                  an upload that fails is aborted, so nothing is visible)
+//   CompareAndPut  absent: PUT with `If-None-Match: *`; a value: GET with its
+//                  ETag, compare, PUT with `If-Match: <etag>`. 412 -> false.
+//                  Conditional PUTs are not retried after a transport error
+//                  (the first may have landed).
+//   List           ListObjectsV2 pages of up to 1000 keys, continued with the
+//                  continuation token
+//   DeletePrefix   List, then every DELETE concurrently
+//   ApplyBatch     every PUT and DELETE concurrently (keys validated first;
+//                  in order when a key repeats)
+//   prefix commit  the in-place default of kvstore.h: keys are written under
+//                  their final names and the marker last (no rename exists)
+//
+// Thread safety: all methods may be called concurrently.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "cairn/kvstore/http/http_client.h"
+#include "cairn/kvstore/kvstore.h"
+#include "cairn/kvstore/s3/sigv4.h"
+
+namespace cairn::s3 {
+
+struct S3Options {
+  std::string bucket;
+  std::string prefix;  // "" or ending in '/'
+  // "http(s)://host[:port]": an S3-compatible server, addressed path-style
+  // (<endpoint>/<bucket>/<key>). Empty: AWS, virtual-hosted
+  // (https://<bucket>.s3.<region>.amazonaws.com/<key>).
+  std::string endpoint;
+  std::string region = "us-east-1";
+  AwsCredentials credentials;  // anonymous: requests are not signed
+  uint64_t multipart_threshold = uint64_t{64} << 20;
+  uint64_t part_size = uint64_t{16} << 20;  // >= 5 MiB (S3's minimum)
+  int list_page_size = 1000;  // max-keys of ListObjectsV2 (1 to 1000)
+  http::RetryPolicy retry;
+  std::shared_ptr<http::HttpClient> http;  // null: HttpClient::Default()
+
+  // For `s3://bucket/prefix`: endpoint from AWS_ENDPOINT_URL_S3 or
+  // AWS_ENDPOINT_URL, region from AWS_REGION or AWS_DEFAULT_REGION,
+  // credentials as aws_credentials.h says, retry budget from
+  // CAIRN_HTTP_MAX_ATTEMPTS and CAIRN_HTTP_INITIAL_BACKOFF_MS, upload sizes
+  // from CAIRN_S3_MULTIPART_THRESHOLD and CAIRN_S3_PART_SIZE (bytes), the
+  // listing page size from CAIRN_S3_LIST_PAGE_SIZE.
+  static Result<S3Options> FromEnvironment(std::string bucket, std::string prefix);
+};
+
+// Checks a bucket name: 3 to 63 of a-z 0-9 . - _ (InvalidArgument otherwise).
+Status ValidateBucketName(std::string_view bucket);
+
+class S3KvStore : public KvStore {
+ public:
+  static Result<std::shared_ptr<S3KvStore>> Open(S3Options options);
+
+  Result<std::optional<Buffer>> Get(std::string_view key, const ByteRange& range = {}) override;
+  Status Put(std::string_view key, ByteView value) override;
+  Result<bool> PutIfAbsent(std::string_view key, ByteView value) override;
+  Result<bool> CompareAndPut(std::string_view key, std::optional<ByteView> expected,
+                             ByteView value) override;
+  Status Delete(std::string_view key) override;
+  Result<std::vector<KeyInfo>> List(std::string_view prefix = "") override;
+  Status ApplyBatch(std::vector<KvMutation> mutations) override;
+  Status DeletePrefix(std::string_view prefix) override;
+  std::string url() const override { return url_; }
+
+  // Creates the bucket (for tests and emulators): PUT /<bucket>.
+  Status CreateBucket();
+
+  const S3Options& options() const { return options_; }
+
+ private:
+  explicit S3KvStore(S3Options options);
+
+  // A signed call of `method` on object `object` (bucket-relative, "" for the
+  // bucket itself) with query parameters (unencoded; sorted here).
+  http::HttpCall MakeCall(std::string method, std::string_view object,
+                          std::vector<std::pair<std::string, std::string>> query,
+                          std::vector<std::pair<std::string, std::string>> headers, ByteView body,
+                          std::string operation) const;
+  http::HttpCall MakePutCall(std::string_view key, ByteView value) const;
+  Result<http::HttpResponse> Run(http::HttpCall call) const;
+  // Size of `key`'s object (HEAD), or nullopt when missing.
+  Result<std::optional<uint64_t>> Head(std::string_view key) const;
+  Status PutMultipart(std::string_view key, ByteView value);  // s3_multipart.cc
+  // A PUT with a precondition header; false on 412.
+  Result<bool> ConditionalPut(std::string_view key, ByteView value, std::string header);
+  // Adds the credentials hint to a 401/403 error.
+  Status Explain(Status s) const;
+
+  S3Options options_;
+  std::string url_;
+  std::string host_;         // the Host header value
+  std::string base_url_;     // scheme://host[:port]
+  std::string path_prefix_;  // "/<bucket>" path-style, "" virtual-hosted
+};
+
+}  // namespace cairn::s3

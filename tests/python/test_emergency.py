@@ -1,0 +1,123 @@
+"""cairn.emergency.CheckpointManager in one process with 8 CPU devices: the
+persistent tier is a normal Orbax checkpoint (orbax-checkpoint restores it,
+and Orbax's CheckpointManager lists its steps), the local tier follows
+Orbax's local layout (orbax-checkpoint reads its item), restores pick the
+newest usable step and fall back to the persistent tier when the local
+directory is lost. Several processes with peer copies are tested in C++
+(ctest emergency_mpi)."""
+
+import orbax_helpers as h  # sets XLA_FLAGS first
+
+import json
+import shutil
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+import cairn
+
+
+def state_at(step, m):
+    rng = np.random.default_rng(step)
+    return {
+        "params": {"w": h.sharded(rng.standard_normal((8, 6)).astype(np.float32), m, P("data", None)),
+                   "b": h.sharded(rng.standard_normal(6).astype(np.float32), m, P())},
+        "step": step,
+        "name": "run-7",
+    }
+
+
+def as_numpy(tree):
+    return jax.tree_util.tree_map(lambda x: np.asarray(x) if isinstance(x, jax.Array) else x, tree)
+
+
+def saved_run(tmp_path, steps=6):
+    m = h.mesh()
+    mngr = cairn.emergency.CheckpointManager(tmp_path / "local", tmp_path / "persistent",
+                                             local_save_interval_steps=1, local_max_to_keep=2,
+                                             persistent_save_interval_steps=5)
+    for step in range(1, steps + 1):
+        assert mngr.save(step, state_at(step, m))
+    mngr.wait_until_finished()
+    mngr.close()
+    return m
+
+
+def test_persistent_tier_is_an_orbax_checkpoint(tmp_path):
+    m = saved_run(tmp_path)
+    expected = as_numpy(state_at(5, m))
+    # Orbax's own manager lists the persistent root and restores the step.
+    with ocp.CheckpointManager(tmp_path / "persistent") as orbax_mngr:
+        assert orbax_mngr.all_steps() == [5]
+        restored = orbax_mngr.restore(5, args=ocp.args.PyTreeRestore())
+    h.assert_bit_equal(expected, restored)
+    # Control: a step that is only in the local tier is not there.
+    assert not (tmp_path / "persistent" / "6").exists()
+
+
+def test_local_tier_layout_and_restore(tmp_path):
+    m = saved_run(tmp_path)
+    step = tmp_path / "local" / "6"
+    assert sorted(p.name for p in (tmp_path / "local").iterdir()) == ["5", "6"]  # local_max_to_keep=2
+    for name in ("_CHECKPOINT_METADATA", "commit_success.txt", "state/_METADATA", "state/manifest.ocdbt",
+                 "state/ocdbt.process_0", "process_metadata/global_process_metadata.json",
+                 "process_metadata/mesh_metadata.json"):
+        assert (step / name).exists(), name
+    # Every process saved every shard it holds: all 8 devices are this process's.
+    devices = json.loads((step / "process_metadata/global_process_metadata.json").read_text())
+    assert sorted(devices[0]) == sorted(d.id for d in jax.devices())
+    # orbax-checkpoint reads the local step's item as its own.
+    h.assert_bit_equal(as_numpy(state_at(6, m)), ocp.PyTreeCheckpointer().restore(step / "state"))
+
+    mngr = cairn.emergency.CheckpointManager(tmp_path / "local", tmp_path / "persistent",
+                                             persistent_save_interval_steps=5)
+    assert mngr.all_steps() == [5, 6]
+    assert mngr.latest_step() == 6
+    target = jax.tree_util.tree_map(
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding) if isinstance(x, jax.Array) else x,
+        state_at(6, m))
+    restored = mngr.restore(target=target)
+    assert mngr.last_restore["tier"] == "local" and mngr.last_restore["step"] == 6
+    assert mngr.last_restore["bytes_from_own_disk"] == (48 + 6) * 4 + 8  # w, b and the int64 step
+    assert isinstance(restored["params"]["w"], jax.Array)
+    assert restored["params"]["w"].sharding == target["params"]["w"].sharding
+    h.assert_bit_equal(as_numpy(state_at(6, m)), as_numpy(restored))
+    # A requested step from the persistent tier.
+    h.assert_bit_equal(as_numpy(state_at(5, m)), as_numpy(mngr.restore(5)))
+    assert mngr.last_restore["tier"] == "local"  # step 5 is still a local step too
+    mngr.close()
+
+
+def test_lost_local_directory_falls_back_to_persistent(tmp_path):
+    m = saved_run(tmp_path)
+    shutil.rmtree(tmp_path / "local")  # the host's disk is gone
+    with cairn.emergency.CheckpointManager(tmp_path / "local", tmp_path / "persistent",
+                                           persistent_save_interval_steps=5) as mngr:
+        assert mngr.latest_step() == 5
+        restored = mngr.restore()
+        assert mngr.last_restore["tier"] == "persistent" and mngr.last_restore["step"] == 5
+        assert any("newest persistent step" in line for line in mngr.last_restore["log"])
+        h.assert_bit_equal(as_numpy(state_at(5, m)), as_numpy(restored))
+        with pytest.raises(FileNotFoundError, match="step 6 is neither complete"):
+            mngr.restore(6)
+
+
+def test_fresh_start_and_intervals(tmp_path):
+    m = h.mesh()
+    with cairn.emergency.CheckpointManager(tmp_path / "local", tmp_path / "persistent",
+                                           local_save_interval_steps=2,
+                                           persistent_save_interval_steps=3) as mngr:
+        assert mngr.latest_step() is None
+        with pytest.raises(FileNotFoundError, match="nothing to restore"):
+            mngr.restore()
+        assert [s for s in range(1, 7) if mngr.should_save(s)] == [2, 3, 4, 6]
+        assert not mngr.save(1, state_at(1, m))
+        assert mngr.save(3, state_at(3, m))
+        mngr.wait_until_finished()
+        assert (tmp_path / "persistent" / "3" / "default").exists()
+        assert not (tmp_path / "local" / "3").exists()  # not due locally
+        with pytest.raises(ValueError, match="peer copies need a transport"):
+            cairn.emergency.CheckpointManager(tmp_path / "l2", tmp_path / "p2", peer_copies=1)
