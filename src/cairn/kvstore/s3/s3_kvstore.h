@@ -9,6 +9,7 @@
 //
 // Operations:
 //   Get            GET, with a Range header for byte ranges; 404 -> missing
+//   GetMany        the GETs of up to 64 reads in flight at once
 //   Put            one PUT, or a multipart upload for values of at least
 //                  `multipart_threshold` bytes (parts uploaded concurrently;
 //                  an upload that fails is aborted, so nothing is visible)
@@ -69,6 +70,8 @@ class S3KvStore : public KvStore {
   static Result<std::shared_ptr<S3KvStore>> Open(S3Options options);
 
   Result<std::optional<Buffer>> Get(std::string_view key, const ByteRange& range = {}) override;
+  // Every read in flight at once (in windows of 64).
+  Status GetMany(const std::vector<KeyRead>& reads, const KeyReadFn& fn) override;
   Status Put(std::string_view key, ByteView value) override;
   Result<bool> PutIfAbsent(std::string_view key, ByteView value) override;
   Result<bool> CompareAndPut(std::string_view key, std::optional<ByteView> expected,
@@ -95,6 +98,13 @@ class S3KvStore : public KvStore {
                           std::string operation) const;
   http::HttpCall MakePutCall(std::string_view key, ByteView value) const;
   Result<http::HttpResponse> Run(http::HttpCall call) const;
+  // The GET of a read; nullopt for an empty range (answered by GetFromSize).
+  Result<std::optional<http::HttpCall>> MakeGetCall(std::string_view key,
+                                                    const ByteRange& range) const;
+  Result<std::optional<Buffer>> GetResult(std::string_view key, const ByteRange& range,
+                                          const http::HttpCall& call,
+                                          Result<http::HttpResponse> response);
+  Result<std::optional<Buffer>> GetFromSize(std::string_view key, const ByteRange& range);
   // Size of `key`'s object (HEAD), or nullopt when missing.
   Result<std::optional<uint64_t>> Head(std::string_view key) const;
   Status PutMultipart(std::string_view key, ByteView value);  // s3_multipart.cc
