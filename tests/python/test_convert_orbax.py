@@ -188,7 +188,10 @@ def test_a_killed_conversion_resumes_from_complete_arrays(tmp_path, to):
     r = run_cli(*args)
     assert r.returncode == 0, r.stderr
     summary = json.loads(r.stdout)
-    assert 4 <= summary["arrays_resumed"] <= 8, summary
+    # At least the arrays committed before the kill (Orbax: every 256 KiB of
+    # chunks, so 4 or 8), never all of them; another worker may have
+    # finished one more array while the 8th was being reported.
+    assert 4 <= summary["arrays_resumed"] < 12, summary
     assert summary["bytes_written"] == (12 - summary["arrays_resumed"]) * 128 * 128 * 4
     # Control: the result is complete and exact.
     if to == "orbax":
