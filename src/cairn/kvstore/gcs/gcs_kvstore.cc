@@ -6,29 +6,16 @@
 #include <cstdlib>
 #include <set>
 
+#include "cairn/kvstore/http/environment.h"
+
 namespace cairn::gcs {
 
 using http::HttpCall;
 using http::HttpResponse;
+using http::EnvNumber;
 using http::UriEncode;
 
 namespace {
-
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? std::string() : std::string(v);
-}
-
-Result<uint64_t> EnvNumber(const char* name, uint64_t fallback) {
-  std::string v = Env(name);
-  if (v.empty()) return fallback;
-  char* end = nullptr;
-  unsigned long long n = std::strtoull(v.c_str(), &end, 10);
-  if (end == nullptr || *end != '\0' || v[0] == '-') {
-    return InvalidArgumentError(std::string(name) + "=`" + v + "` is not a number");
-  }
-  return static_cast<uint64_t>(n);
-}
 
 bool ParseU64(std::string_view s, uint64_t* out) {
   if (s.empty() || s.size() > 19) return false;
@@ -57,15 +44,12 @@ Result<GcsOptions> GcsOptions::FromEnvironment(std::string bucket, std::string p
   GcsOptions o;
   o.bucket = std::move(bucket);
   o.prefix = std::move(prefix);
-  std::string emulator = Env("STORAGE_EMULATOR_HOST");
+  std::string emulator = http::EnvString("STORAGE_EMULATOR_HOST");
   if (!emulator.empty()) {
     o.endpoint = emulator.find("://") == std::string::npos ? "http://" + emulator : emulator;
   }
-  o.bearer_token = Env("CAIRN_GCS_BEARER_TOKEN");
-  CAIRN_ASSIGN_OR_RETURN(uint64_t attempts, EnvNumber("CAIRN_HTTP_MAX_ATTEMPTS", 6));
-  CAIRN_ASSIGN_OR_RETURN(uint64_t backoff, EnvNumber("CAIRN_HTTP_INITIAL_BACKOFF_MS", 100));
-  o.retry.max_attempts = static_cast<int>(std::clamp<uint64_t>(attempts, 1, 100));
-  o.retry.initial_backoff = std::chrono::milliseconds(std::min<uint64_t>(backoff, 60000));
+  o.bearer_token = http::EnvString("CAIRN_GCS_BEARER_TOKEN");
+  CAIRN_ASSIGN_OR_RETURN(o.retry, http::RetryPolicyFromEnvironment());
   CAIRN_ASSIGN_OR_RETURN(o.resumable_threshold,
                          EnvNumber("CAIRN_GCS_RESUMABLE_THRESHOLD", o.resumable_threshold));
   CAIRN_ASSIGN_OR_RETURN(o.upload_chunk_size, EnvNumber("CAIRN_GCS_CHUNK_SIZE", o.upload_chunk_size));

@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <set>
 
+#include "cairn/kvstore/http/environment.h"
+
 #include "cairn/kvstore/s3/aws_credentials.h"
 #include "cairn/kvstore/s3/s3_xml.h"
 
@@ -11,25 +13,10 @@ namespace cairn::s3 {
 
 using http::HttpCall;
 using http::HttpResponse;
+using http::EnvNumber;
 using http::UriEncode;
 
 namespace {
-
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? std::string() : std::string(v);
-}
-
-Result<uint64_t> EnvNumber(const char* name, uint64_t fallback) {
-  std::string v = Env(name);
-  if (v.empty()) return fallback;
-  char* end = nullptr;
-  unsigned long long n = std::strtoull(v.c_str(), &end, 10);
-  if (end == nullptr || *end != '\0' || v[0] == '-') {
-    return InvalidArgumentError(std::string(name) + "=`" + v + "` is not a number");
-  }
-  return static_cast<uint64_t>(n);
-}
 
 // Parses "bytes <first>-<last>/<total>".
 bool ParseContentRange(std::string_view s, uint64_t* first, uint64_t* last, uint64_t* total) {
@@ -69,16 +56,13 @@ Result<S3Options> S3Options::FromEnvironment(std::string bucket, std::string pre
   S3Options o;
   o.bucket = std::move(bucket);
   o.prefix = std::move(prefix);
-  o.endpoint = Env("AWS_ENDPOINT_URL_S3");
-  if (o.endpoint.empty()) o.endpoint = Env("AWS_ENDPOINT_URL");
-  std::string region = Env("AWS_REGION");
-  if (region.empty()) region = Env("AWS_DEFAULT_REGION");
+  o.endpoint = http::EnvString("AWS_ENDPOINT_URL_S3");
+  if (o.endpoint.empty()) o.endpoint = http::EnvString("AWS_ENDPOINT_URL");
+  std::string region = http::EnvString("AWS_REGION");
+  if (region.empty()) region = http::EnvString("AWS_DEFAULT_REGION");
   if (!region.empty()) o.region = region;
   CAIRN_ASSIGN_OR_RETURN(o.credentials, LoadAwsCredentials());
-  CAIRN_ASSIGN_OR_RETURN(uint64_t attempts, EnvNumber("CAIRN_HTTP_MAX_ATTEMPTS", 6));
-  CAIRN_ASSIGN_OR_RETURN(uint64_t backoff, EnvNumber("CAIRN_HTTP_INITIAL_BACKOFF_MS", 100));
-  o.retry.max_attempts = static_cast<int>(std::clamp<uint64_t>(attempts, 1, 100));
-  o.retry.initial_backoff = std::chrono::milliseconds(std::min<uint64_t>(backoff, 60000));
+  CAIRN_ASSIGN_OR_RETURN(o.retry, http::RetryPolicyFromEnvironment());
   CAIRN_ASSIGN_OR_RETURN(o.multipart_threshold,
                          EnvNumber("CAIRN_S3_MULTIPART_THRESHOLD", o.multipart_threshold));
   CAIRN_ASSIGN_OR_RETURN(o.part_size, EnvNumber("CAIRN_S3_PART_SIZE", o.part_size));
