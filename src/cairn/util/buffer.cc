@@ -1,4 +1,5 @@
 #include "cairn/util/buffer.h"
+#include "cairn/util/buffer_cache.h"
 
 #include <algorithm>
 #include <atomic>
@@ -14,7 +15,7 @@ namespace {
 // chunk buffer would pay a page fault per 4 KiB again. A few freed large
 // blocks are kept for reuse instead, bounded in total size.
 constexpr size_t kCacheMinBytes = size_t{1} << 20;
-constexpr size_t kCacheMaxTotalBytes = size_t{512} << 20;
+constexpr size_t kCacheDefaultMaxTotalBytes = size_t{512} << 20;
 
 // Larger than any user address space (47 bits on x86-64 and arm64): a
 // request above it is refused without asking the allocator, which under
@@ -27,6 +28,7 @@ struct BlockCache {
   std::mutex mu;
   std::vector<std::pair<void*, size_t>> blocks;  // (block, capacity)
   size_t total = 0;
+  size_t limit = kCacheDefaultMaxTotalBytes;
 };
 
 BlockCache& Cache() {
@@ -57,13 +59,37 @@ bool CacheBlock(void* p, size_t capacity) {
   if (capacity < kCacheMinBytes) return false;
   BlockCache& c = Cache();
   std::lock_guard<std::mutex> lock(c.mu);
-  if (c.total + capacity > kCacheMaxTotalBytes) return false;
+  if (c.total + capacity > c.limit) return false;
   c.blocks.emplace_back(p, capacity);
   c.total += capacity;
   return true;
 }
 
 }  // namespace
+
+size_t SetBufferBlockCacheLimit(size_t bytes) {
+  std::vector<void*> evicted;
+  size_t previous;
+  {
+    BlockCache& c = Cache();
+    std::lock_guard<std::mutex> lock(c.mu);
+    previous = c.limit;
+    c.limit = bytes;
+    while (c.total > c.limit && !c.blocks.empty()) {
+      evicted.push_back(c.blocks.back().first);
+      c.total -= c.blocks.back().second;
+      c.blocks.pop_back();
+    }
+  }
+  for (void* p : evicted) std::free(p);
+  return previous;
+}
+
+size_t BufferBlockCacheBytes() {
+  BlockCache& c = Cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return c.total;
+}
 
 void Buffer::Free::operator()(uint8_t* p) const {
   if (p != nullptr && !CacheBlock(p, capacity)) std::free(p);

@@ -15,6 +15,8 @@
 #include <cstdlib>
 
 #include "cairn/dtype/cast.h"
+#include "cairn/engine/convert/convert_memory.h"
+#include "cairn/util/buffer.h"
 
 namespace cairn::engine {
 namespace {
@@ -82,21 +84,10 @@ class SlabBudget {
   uint64_t next_ticket_ = 0;
 };
 
-// A buffer that reports allocation failure instead of throwing.
-std::unique_ptr<uint8_t[]> TryAllocate(uint64_t bytes) {
-  return std::unique_ptr<uint8_t[]>(new (std::nothrow) uint8_t[std::max<uint64_t>(bytes, 1)]);
-}
-
-uint64_t SlabBytesPerElement(const ArrayMapping& m) {
-  uint64_t n = DTypeSize(m.source.dtype);
-  if (m.dest.dtype != m.source.dtype) n += DTypeSize(m.dest.dtype);
-  return n;
-}
-
-// Slabs at most this big: a share of the budget for each worker, so that
-// every worker can have one slab in flight and one being read.
-uint64_t MaxSlabBytes(uint64_t budget, int threads) {
-  return std::max<uint64_t>(budget / (2 * static_cast<uint64_t>(threads)), 4096);
+// A buffer from the block cache (convert_memory.h) that reports
+// allocation failure instead of throwing.
+Result<Buffer> TryAllocate(uint64_t bytes, std::string_view what) {
+  return Buffer::TryAllocate(static_cast<size_t>(std::max<uint64_t>(bytes, 1)), what);
 }
 
 class Copier {
@@ -107,7 +98,7 @@ class Copier {
          const std::vector<bool>& skip, int rank = 0, int ranks = 1)
       : source_(source), writer_(writer), plan_(plan), options_(options), threads_(threads),
         ordered_(writer.required_order() != nullptr),
-        budget_(options.memory_budget, ordered_), skip_(skip), rank_(rank), ranks_(ranks) {
+        budget_(SlabShare(options.memory_budget), ordered_), skip_(skip), rank_(rank), ranks_(ranks) {
     // Test hook: die (SIGKILL, as an OOM kill or a preemption would) once
     // this many arrays are copied, to test resuming.
     if (const char* kill = std::getenv("CAIRN_CONVERT_TEST_KILL_AFTER_ARRAYS")) {
@@ -145,7 +136,7 @@ class Copier {
     } else {
       for (size_t i = 0; i < plan_.size(); ++i) order.push_back(i);
     }
-    const uint64_t max_slab = MaxSlabBytes(options_.memory_budget, threads_);
+    const uint64_t max_slab = FitShare(options_.memory_budget);
     remaining_slabs_.assign(plan_.size(), 0);
     for (size_t i : order) {
       const ArrayMapping& m = plan_[i];
@@ -155,10 +146,18 @@ class Copier {
       }
       total_bytes_ += NumElements(m.dest.shape) * DTypeSize(m.dest.dtype);
       // Ordered writers take whole arrays front to back; the others whole
-      // destination chunks.
+      // destination chunks (fitted to max_slab). Slabs of an ordered
+      // writer leave room for the codec memory of their reads, so that
+      // two fit in the budget.
       const Shape& chunk = ordered_ ? m.dest.shape : m.dest.write_shape;
+      uint64_t slab_limit = max_slab;
+      if (ordered_) {
+        const uint64_t codecs = SlabCharge(m, 0, source_.format(), writer_.format());
+        slab_limit = std::max<uint64_t>(max_slab > codecs ? max_slab - codecs : 0,
+                                        std::min<uint64_t>(max_slab, 1 << 20));
+      }
       for (const Box& box : ChunkBoxes(m.dest.shape, chunk)) {
-        std::vector<Box> slabs = SplitIntoSlabs(box, SlabBytesPerElement(m), max_slab);
+        std::vector<Box> slabs = SplitIntoSlabs(box, SlabBytesPerElement(m), slab_limit);
         remaining_slabs_[i] += slabs.size();
         if (ordered_) {
           for (Box& s : slabs) tasks_.push_back({i, {std::move(s)}});
@@ -194,23 +193,21 @@ class Copier {
     const ArrayMapping& m = plan_[i];
     const uint64_t n = static_cast<uint64_t>(slab.num_elements());
     const uint64_t bytes = n * SlabBytesPerElement(m);
-    if (!budget_.Acquire(bytes, ticket, failed_)) return Status::OK();
+    // The slab and what the reader and writer hold beside it.
+    const uint64_t charge = SlabCharge(m, n, source_.format(), writer_.format());
+    if (!budget_.Acquire(charge, ticket, failed_)) return Status::OK();
     struct Releaser {
       SlabBudget& b;
       uint64_t bytes;
       ~Releaser() { b.Release(bytes); }
-    } release{budget_, bytes};
-    auto buffer = TryAllocate(bytes);
-    if (!buffer) {
-      return Status(StatusCode::kResourceExhausted,
-                    "cannot allocate " + std::to_string(bytes) + " bytes for array `" +
-                        m.source.path + "` box " + slab.ToString());
-    }
-    CAIRN_RETURN_IF_ERROR(source_.ReadBox(m.source.path, slab, buffer.get()));
-    const uint8_t* out = buffer.get();
+    } release{budget_, charge};
+    CAIRN_ASSIGN_OR_RETURN(Buffer buffer,
+                           TryAllocate(bytes, "array `" + m.source.path + "` box " + slab.ToString()));
+    CAIRN_RETURN_IF_ERROR(source_.ReadBox(m.source.path, slab, buffer.data()));
+    const uint8_t* out = buffer.data();
     if (m.dest.dtype != m.source.dtype) {
-      uint8_t* cast = buffer.get() + n * DTypeSize(m.source.dtype);
-      CAIRN_RETURN_IF_ERROR(CastElements(m.source.dtype, buffer.get(), m.dest.dtype, cast, n));
+      uint8_t* cast = buffer.data() + n * DTypeSize(m.source.dtype);
+      CAIRN_RETURN_IF_ERROR(CastElements(m.source.dtype, buffer.data(), m.dest.dtype, cast, n));
       out = cast;
     }
     if (ordered_) {
@@ -300,7 +297,7 @@ int ThreadsFor(const ConvertOptions& options) {
 // Plans, and fits destination chunks to a slab: chunks that fit are copied
 // whole, never read back, modified and written again.
 Result<std::vector<ArrayMapping>> PlanAndFit(layout::CheckpointReader& source,
-                                             const ConvertOptions& options, int threads) {
+                                             const ConvertOptions& options) {
   if (options.memory_budget < 4096) {
     return Status(StatusCode::kInvalidArgument, "memory budget of " +
                                                     std::to_string(options.memory_budget) +
@@ -310,8 +307,8 @@ Result<std::vector<ArrayMapping>> PlanAndFit(layout::CheckpointReader& source,
                          PlanConversion(source.arrays(), options.plan));
   for (ArrayMapping& m : plan) {
     if (m.dest.write_shape.size() != m.dest.shape.size()) m.dest.write_shape = m.dest.shape;
-    m.dest.write_shape = FitChunkShape(m.dest.write_shape, SlabBytesPerElement(m),
-                                       MaxSlabBytes(options.memory_budget, threads));
+    m.dest.write_shape = FitChunkShape(m.dest.write_shape, FitBytesPerElement(m),
+                                       FitShare(options.memory_budget));
   }
   return plan;
 }
@@ -352,8 +349,9 @@ Status CommitAndVerify(layout::CheckpointReader& source, layout::CheckpointWrite
 Result<ConvertStats> Convert(layout::CheckpointReader& source, const WriterFactory& make_writer,
                              const ReaderFactory& open_dest, const ConvertOptions& options) {
   const auto start = Clock::now();
+  const BlockCacheLimit cache_limit(options.memory_budget);
   const int threads = ThreadsFor(options);
-  CAIRN_ASSIGN_OR_RETURN(std::vector<ArrayMapping> plan, PlanAndFit(source, options, threads));
+  CAIRN_ASSIGN_OR_RETURN(std::vector<ArrayMapping> plan, PlanAndFit(source, options));
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<layout::CheckpointWriter> writer,
                          make_writer(DestArrays(plan)));
   ConvertStats stats;
@@ -373,11 +371,12 @@ Result<ConvertStats> ConvertDistributed(layout::CheckpointReader& source,
                                         const ReaderFactory& open_dest,
                                         const ConvertOptions& options, Coordinator& coordinator) {
   const auto start = Clock::now();
+  const BlockCacheLimit cache_limit(options.memory_budget);
   const int rank = coordinator.process_index(), ranks = coordinator.process_count();
   const auto timeout = options.timeout;
   const int threads = ThreadsFor(options);
   // Step 1.
-  auto plan = PlanAndFit(source, options, threads);
+  auto plan = PlanAndFit(source, options);
   CAIRN_RETURN_IF_ERROR(AgreeOnStatus(coordinator, "cairn/convert/plan", plan.status(), timeout));
   // Step 2.
   Result<std::unique_ptr<layout::CheckpointWriter>> writer =
@@ -450,16 +449,22 @@ Status VerifyConversion(layout::CheckpointReader& source, layout::CheckpointRead
                         std::string(DTypeName(m.dest.dtype)) + " " +
                         Box::FromShape(m.dest.shape).ToString());
     }
+    // One slab at a time: its source, cast and destination bytes, and both
+    // readers' codec memory, within the budget (convert_memory.h).
     const uint64_t per_element = SlabBytesPerElement(m) + DTypeSize(m.dest.dtype);
-    const uint64_t max_slab = std::max<uint64_t>(memory_budget / 2, 4096);
+    const uint64_t codecs = CodecBytes(source.format(), m.source) + CodecBytes(dest.format(), *d);
+    const uint64_t share = SlabShare(memory_budget);
+    const uint64_t max_slab = std::max<uint64_t>(share > codecs ? share - codecs : 0, 4096);
     for (const Box& chunk : ChunkBoxes(m.dest.shape, m.dest.write_shape)) {
       for (const Box& slab : SplitIntoSlabs(chunk, per_element, max_slab)) {
         const uint64_t n = static_cast<uint64_t>(slab.num_elements());
         const uint64_t src_bytes = n * DTypeSize(m.source.dtype);
         const uint64_t dst_bytes = n * DTypeSize(m.dest.dtype);
-        auto buffer = TryAllocate(src_bytes + 2 * dst_bytes);
-        if (!buffer) return Status(StatusCode::kResourceExhausted, "verify: out of memory");
-        uint8_t* src = buffer.get();
+        CAIRN_ASSIGN_OR_RETURN(Buffer buffer,
+                               TryAllocate(src_bytes + 2 * dst_bytes,
+                                           "verifying array `" + m.dest.path + "` box " +
+                                               slab.ToString()));
+        uint8_t* src = buffer.data();
         uint8_t* want = src + src_bytes;
         uint8_t* got = want + dst_bytes;
         CAIRN_RETURN_IF_ERROR(source.ReadBox(m.source.path, slab, src));

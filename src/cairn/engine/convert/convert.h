@@ -10,9 +10,10 @@
 // slab is written, so an interrupted conversion leaves nothing that its
 // format treats as a checkpoint.
 //
-// Memory: the slabs in flight never hold more than `memory_budget` bytes
-// (source bytes plus, when casting, destination bytes); the readers'
-// and writers' own buffers (a chunk being decoded or encoded) come on top.
+// Memory: the slabs in flight, the readers' and writers' buffers for them
+// (a chunk being decoded or encoded) and the block cache of freed buffers
+// together stay within `memory_budget` (convert_memory.h says how), so the
+// peak resident set is the budget plus a fixed overhead.
 //
 // Thread safety: Convert may be called from any thread; it runs its own
 // workers.
@@ -57,7 +58,9 @@ struct ConvertStats {
   uint64_t bytes_written = 0;  // destination bytes
   double seconds = 0;
   double verify_seconds = 0;
-  uint64_t peak_slab_bytes = 0;  // the most bytes held by slabs in flight
+  // The most bytes charged by slabs in flight: their buffers and the
+  // codec memory the reader and writer hold for them (convert_memory.h).
+  uint64_t peak_slab_bytes = 0;
 };
 
 using WriterFactory = std::function<Result<std::unique_ptr<layout::CheckpointWriter>>(

@@ -1,0 +1,60 @@
+#include "cairn/engine/convert/convert_memory.h"
+
+#include <algorithm>
+#include <mutex>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+#include "cairn/util/buffer.h"
+#include "cairn/util/buffer_cache.h"
+
+namespace cairn::engine {
+
+uint64_t BlockCacheShare(uint64_t budget) { return budget / 4; }
+
+uint64_t SlabShare(uint64_t budget) { return budget - BlockCacheShare(budget); }
+
+uint64_t SlabBytesPerElement(const ArrayMapping& m) {
+  uint64_t n = DTypeSize(m.source.dtype);
+  if (m.dest.dtype != m.source.dtype) n += DTypeSize(m.dest.dtype);
+  return n;
+}
+
+uint64_t CodecBytes(std::string_view format, const layout::ArrayInfo& a) {
+  if (format == "safetensors") return 0;
+  uint64_t chunk = DTypeSize(a.dtype);
+  for (Index d : a.write_shape) chunk *= static_cast<uint64_t>(std::max<Index>(d, 1));
+  return 2 * chunk + kCodecSlackBytes;
+}
+
+uint64_t SlabCharge(const ArrayMapping& m, uint64_t elements, std::string_view source_format,
+                    std::string_view dest_format) {
+  return elements * SlabBytesPerElement(m) + CodecBytes(source_format, m.source) +
+         CodecBytes(dest_format, m.dest);
+}
+
+uint64_t FitShare(uint64_t budget) { return std::max<uint64_t>(SlabShare(budget) / 2, 4096); }
+
+uint64_t FitBytesPerElement(const ArrayMapping& m) {
+  return SlabBytesPerElement(m) + 2 * DTypeSize(m.dest.dtype);
+}
+
+void ReturnLargeBlocksToTheSystem() {
+#if defined(__GLIBC__)
+  static std::once_flag once;
+  std::call_once(once, [] { mallopt(M_MMAP_THRESHOLD, 1 << 20); });
+#endif
+}
+
+BlockCacheLimit::BlockCacheLimit(uint64_t budget) {
+  ReturnLargeBlocksToTheSystem();
+  const uint64_t share = BlockCacheShare(budget);
+  previous_ = SetBufferBlockCacheLimit(share);
+  if (previous_ < share) SetBufferBlockCacheLimit(previous_);
+}
+
+BlockCacheLimit::~BlockCacheLimit() { SetBufferBlockCacheLimit(previous_); }
+
+}  // namespace cairn::engine

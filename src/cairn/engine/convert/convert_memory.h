@@ -1,0 +1,89 @@
+// What a conversion may hold in memory, and how its budget is shared.
+//
+// The peak resident set of a conversion is bounded by its memory budget
+// plus a fixed overhead (the process, thread stacks, zstd contexts, the
+// OCDBT node cache, allocator slack), whatever the checkpoint's size. The
+// budget pays for three things:
+//
+//   1. The block cache of freed large Buffers (util/buffer.h): capped at
+//      BlockCacheShare(budget) while the conversion runs.
+//   2. Slabs in flight: each slab's own bytes (source bytes, plus the cast
+//      destination bytes).
+//   3. What the reader and the writer hold beside the slab while they
+//      handle it (CodecBytes): formats of zarr arrays decode one chunk at a
+//      time (its stored bytes and its decoded bytes) and encode one chunk
+//      at a time (a copy of it and its encoded bytes); safetensors reads
+//      into and writes from the slab itself.
+//
+// A slab is charged (2) + (3) before its buffer is allocated and released
+// after it is written, so slabs in flight never charge more than
+// budget - BlockCacheShare(budget). Destination chunks are shrunk so that
+// two slabs fit (FitShare). A single slab whose
+// charge exceeds the budget (a source chunk larger than the budget) still
+// runs, alone: the bound is then that one chunk's codec memory.
+//
+// Thread safety: pure functions; BlockCacheLimit changes a process-wide
+// setting for its lifetime.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "cairn/engine/convert/convert_plan.h"
+
+namespace cairn::engine {
+
+// Codec buffers of zarr formats beyond the chunk (zstd's bound for a
+// chunk, headers, a shard index): a small fixed slack per chunk.
+inline constexpr uint64_t kCodecSlackBytes = uint64_t{64} << 10;
+
+// The share of the budget the block cache may keep: a quarter.
+uint64_t BlockCacheShare(uint64_t budget);
+
+// What slabs in flight may charge: the budget less the block cache's share.
+uint64_t SlabShare(uint64_t budget);
+
+// Source bytes plus, when casting, destination bytes, per element.
+uint64_t SlabBytesPerElement(const ArrayMapping& m);
+
+// Bytes a reader (or writer) of `format` holds beside the slab while it
+// reads (or writes) a slab of array `a`: 0 for safetensors, else twice a
+// chunk of `a.write_shape` plus kCodecSlackBytes.
+uint64_t CodecBytes(std::string_view format, const layout::ArrayInfo& a);
+
+// The charge of a slab of `elements` elements of mapping `m`.
+uint64_t SlabCharge(const ArrayMapping& m, uint64_t elements, std::string_view source_format,
+                    std::string_view dest_format);
+
+// The most a destination chunk may charge: SlabShare(budget) / 2 (at
+// least 4096), so that two can be in flight, one written while the next is
+// read. More workers run when the chunks are smaller.
+uint64_t FitShare(uint64_t budget);
+
+// Per element of a destination chunk, what it charges when written by a
+// writer of zarr arrays: the slab plus the writer's copy and encoded bytes
+// (the reader's codec bytes depend on the source chunk, not on the fit).
+uint64_t FitBytesPerElement(const ArrayMapping& m);
+
+// Makes malloc map blocks of 1 MiB and up and unmap them when freed (glibc:
+// a fixed M_MMAP_THRESHOLD; elsewhere nothing). glibc's default raises the
+// threshold to the largest block freed (up to 32 MiB), after which freed
+// chunk buffers stay in its per-thread arenas: a conversion in 32 MiB
+// chunks then peaked at 1.4 GiB with a 512 MiB budget. Process-wide, once;
+// BlockCacheLimit (so every conversion) calls it.
+void ReturnLargeBlocksToTheSystem();
+
+// Caps the block cache at BlockCacheShare(budget) (never raising it) for
+// its lifetime.
+class BlockCacheLimit {
+ public:
+  explicit BlockCacheLimit(uint64_t budget);
+  ~BlockCacheLimit();
+  BlockCacheLimit(const BlockCacheLimit&) = delete;
+  BlockCacheLimit& operator=(const BlockCacheLimit&) = delete;
+
+ private:
+  size_t previous_;
+};
+
+}  // namespace cairn::engine

@@ -1,0 +1,163 @@
+"""`cairn convert` of a 4 GiB array within a 512 MiB budget: peak RSS, measured.
+
+The source is one float32 array of 4 GiB in 64 MiB chunks, written as an
+AXLearn step by cairn's zarr writer one chunk at a time (every row a
+256-byte cycle: zstd keeps the disk use near 40 MiB, creation takes
+seconds; convert_memory_helpers.py). Each conversion runs as a child of
+this process and its peak resident set is read from os.wait4's rusage:
+
+  AXLearn -> Orbax (OCDBT + Zarr v3)   (this is also how the Orbax source is made)
+  Orbax   -> AXLearn
+  Orbax   -> safetensors
+
+Each must stay within the budget plus a fixed overhead: the converter
+charges every slab in flight its own bytes and the chunk buffers its reader
+and writer hold for it, and keeps the block cache of freed buffers within
+a quarter of the budget (src/cairn/engine/convert/convert_memory.h). The
+fixed overhead is what does not grow with the checkpoint or its chunks:
+
+  the process and its libraries                     ~16 MiB (a 16 KiB conversion peaks at 15)
+  zstd contexts, up to 8 MiB for each of 4 workers   32 MiB
+  the OCDBT node cache's cap                         64 MiB
+  allocator slack, thread stacks                     16 MiB
+                                                    -------
+                                                    128 MiB
+
+With 64 MiB chunks the old accounting (slab bytes only, codec buffers and
+the block cache on top) peaked at 940 MiB here; a whole-array copy would
+take 4 GiB. The bound is an upper bound on what the code may allocate, not
+a timing, so it holds on a busy machine. The outputs are compared bit for
+bit with the generator on sample rows read by TensorStore (zarr, zarr3 over
+OCDBT) and the `safetensors` package.
+
+The 16 GiB checkpoint of the issue is measured by bench/convert_memory_bench.py
+(four times this file's run time, too long for CI).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+
+import numpy as np
+import pytest
+import tensorstore as ts
+from safetensors import safe_open
+
+from convert_memory_helpers import COLS, GiB, MiB, expected, sample_rows, write_axlearn_source
+from test_cli import cairn_cli
+
+BUDGET = 512 * MiB
+FIXED_OVERHEAD = 128 * MiB
+CHUNK_ROWS = 2048        # 64 MiB chunks
+SIZE = 4 * GiB
+STEP = 7
+THREADS = 4              # the default on a 2-core machine, pinned for the bound above
+
+
+def run_measured(argv, timeout=900):
+    """Runs `argv` as a child; returns (returncode, stdout, stderr, peak RSS
+    bytes), the peak from the child's own rusage (os.wait4)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = subprocess.Popen(argv, stdout=out, stderr=err)
+        timer = threading.Timer(timeout, p.kill)
+        timer.start()
+        try:
+            _, status, usage = os.wait4(p.pid, 0)
+        finally:
+            timer.cancel()
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return (p.returncode, out.read().decode(), err.read().decode(),
+                usage.ru_maxrss * 1024)  # KiB on Linux
+
+
+def convert(src, dst, to):
+    """`cairn convert` with the test's budget; returns (summary, peak RSS)."""
+    rc, out, err, peak = run_measured([
+        cairn_cli(), "convert", str(src), str(dst), "--to", to, "--json",
+        "--memory-budget", f"{BUDGET >> 20}MiB", "--threads", str(THREADS)])
+    assert rc == 0, err[-3000:]
+    return json.loads(out), peak
+
+
+def assert_within_budget(peak, what):
+    bound = BUDGET + FIXED_OVERHEAD
+    assert peak <= bound, (f"{what}: peak RSS {peak / MiB:.0f} MiB for a {SIZE / GiB:.0f} GiB array, "
+                           f"bound {bound / MiB:.0f} MiB ({BUDGET / MiB:.0f} budget + "
+                           f"{FIXED_OVERHEAD / MiB:.0f} fixed)")
+    # Not vacuous: the conversion did hold chunks (64 MiB each) in memory.
+    assert peak > 2 * CHUNK_ROWS * COLS * 4, f"{what}: peak RSS {peak / MiB:.0f} MiB"
+
+
+def assert_sample_rows(read_rows, what):
+    rows = SIZE // (COLS * 4)
+    for r in sample_rows(rows):
+        got = np.asarray(read_rows(r, r + 1)).view(np.uint32)
+        assert np.array_equal(got, expected(0, r, r + 1)), f"{what}: row {r} differs"
+    # A box across a chunk edge, not starting at column 0.
+    r0 = CHUNK_ROWS - 3
+    got = np.asarray(read_rows(r0, r0 + 6, 100, 300)).view(np.uint32)
+    assert np.array_equal(got, expected(0, r0, r0 + 6, 100, 300)), f"{what}: box across a chunk edge"
+
+
+@pytest.fixture(scope="module")
+def orbax_source(tmp_path_factory):
+    """The AXLearn step written by cairn, and the Orbax checkpoint converted from it."""
+    root = tmp_path_factory.mktemp("convert-memory")
+    write_axlearn_source(root / "axl", STEP, [SIZE], chunk_rows=CHUNK_ROWS)
+    summary, peak = convert(root / "axl", root / "orbax", "orbax")
+    item = root / "orbax" / f"step_{STEP:08d}" / "state"
+    return root, item, summary, peak
+
+
+def test_axlearn_to_orbax_stays_within_the_budget(orbax_source):
+    root, item, summary, peak = orbax_source
+    assert summary["bytes_written"] == SIZE and summary["source_format"] == "axlearn"
+    assert_within_budget(peak, "AXLearn -> Orbax")
+    arr = ts.open({"driver": "zarr3", "kvstore": {"driver": "ocdbt", "base": f"file://{item}/",
+                                                  "path": "a0/"}}).result()
+    assert arr.shape == (SIZE // (COLS * 4), COLS)
+    assert_sample_rows(lambda r0, r1, c0=0, c1=COLS: arr[r0:r1, c0:c1].read().result(),
+                       "Orbax (read by TensorStore)")
+
+
+def test_orbax_to_axlearn_stays_within_the_budget(orbax_source, tmp_path):
+    root, item, _, _ = orbax_source
+    summary, peak = convert(item, tmp_path / "axl", "axlearn")
+    assert summary["bytes_written"] == SIZE and summary["source_format"] == "orbax"
+    assert_within_budget(peak, "Orbax -> AXLearn")
+    arr = ts.open({"driver": "zarr", "kvstore": {
+        "driver": "file", "path": str(tmp_path / "axl" / f"step_{STEP:08d}" / "gda" / "a0")}}).result()
+    assert_sample_rows(lambda r0, r1, c0=0, c1=COLS: arr[r0:r1, c0:c1].read().result(),
+                       "AXLearn (read by TensorStore)")
+
+
+def test_orbax_to_safetensors_stays_within_the_budget(orbax_source, tmp_path):
+    root, item, _, _ = orbax_source
+    summary, peak = convert(item, tmp_path / "st", "safetensors")
+    assert summary["bytes_written"] == SIZE
+    assert_within_budget(peak, "Orbax -> safetensors")
+    path = tmp_path / "st" / "model.safetensors"
+    assert path.stat().st_size > SIZE
+    with safe_open(str(path), "numpy") as f:
+        sl = f.get_slice("a0")
+        assert sl.get_shape() == [SIZE // (COLS * 4), COLS]
+        assert_sample_rows(lambda r0, r1, c0=0, c1=COLS: sl[r0:r1, c0:c1],
+                           "safetensors (read by the safetensors package)")
+    os.unlink(path)  # 4 GiB: give the disk back now
+
+
+def test_the_measurement_sees_memory_a_child_holds():
+    # Control for the bound: a child that touches 768 MiB (more than the
+    # bound) is measured at that or more, so a converter that held more than
+    # the bound could not pass.
+    rc, out, err, peak = run_measured([
+        sys.executable, "-c", "import numpy as np; a = np.ones(768 << 20, np.uint8); print(int(a.sum()))"],
+        timeout=120)
+    assert rc == 0 and out.strip() == str(768 << 20), err
+    assert peak >= 768 * MiB > BUDGET + FIXED_OVERHEAD
