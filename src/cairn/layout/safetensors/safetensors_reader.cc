@@ -1,6 +1,7 @@
 #include "cairn/layout/safetensors/safetensors_reader.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <map>
 
@@ -196,6 +197,22 @@ bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
+// "model-00001-of-00003.safetensors": a file of a sharded set, named as
+// the safetensors writers of Hugging Face (and cairn) name them.
+bool IsShardFileName(std::string_view name) {
+  if (!EndsWith(name, kFileSuffix)) return false;
+  name.remove_suffix(kFileSuffix.size());
+  auto digits_at_end = [&](std::string_view& s) {
+    size_t n = 0;
+    while (n < s.size() && std::isdigit(static_cast<unsigned char>(s[s.size() - 1 - n]))) ++n;
+    s.remove_suffix(n);
+    return n > 0;
+  };
+  if (!digits_at_end(name) || !EndsWith(name, "-of-")) return false;
+  name.remove_suffix(4);
+  return digits_at_end(name) && EndsWith(name, "-");
+}
+
 }  // namespace
 
 Result<std::unique_ptr<layout::CheckpointReader>> OpenReader(std::shared_ptr<KvStore> store,
@@ -217,10 +234,21 @@ Result<std::unique_ptr<layout::CheckpointReader>> OpenReader(std::shared_ptr<KvS
     if (has_index) {
       CAIRN_RETURN_IF_ERROR(AddIndexedFiles(*store, index, location, tensors));
     } else {
+      // A set's files without any index are an incomplete set (its writer
+      // commits the index last), not a checkpoint.
+      const bool any_index = std::any_of(listed->begin(), listed->end(), [](const KeyInfo& k) {
+        return EndsWith(k.key, ".safetensors.index.json");
+      });
       bool any = false;
       for (const KeyInfo& k : *listed) {
         std::string_view rest = std::string_view(k.key).substr(location.size());
         if (rest.find('/') != std::string_view::npos || !EndsWith(rest, kFileSuffix)) continue;
+        if (!any_index && IsShardFileName(rest)) {
+          return Status(StatusCode::kDataLoss,
+                        store->Describe(k.key) + " is a file of a sharded set, but " +
+                            store->Describe(index) +
+                            " is missing: the set is incomplete (an interrupted write?)");
+        }
         any = true;
         CAIRN_RETURN_IF_ERROR(AddFile(*store, k.key, tensors));
       }

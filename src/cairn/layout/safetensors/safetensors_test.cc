@@ -139,6 +139,13 @@ TEST(Safetensors, ShardedSetWithIndexCommittedLast) {
   }
   EXPECT_FALSE(store->Get("hf/model.safetensors.index.json")->has_value());
   EXPECT_FALSE(OpenReader(store, "hf/model.safetensors.index.json").ok());
+  // Nor does the directory read as a checkpoint of the files written so far.
+  auto partial = OpenReader(store, "hf/");
+  EXPECT_EQ(partial.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(partial.status().message().find("model-00001-of-00003.safetensors"), std::string::npos)
+      << partial.status().ToString();
+  EXPECT_NE(partial.status().message().find("is a file of a sharded set"), std::string::npos);
+  EXPECT_NE(partial.status().message().find("incomplete"), std::string::npos);
   for (size_t i = 3; i < 6; ++i) {
     const std::string& name = (*w)->write_order()[i];
     data[name] = Pattern(256, static_cast<uint8_t>(i));
@@ -181,11 +188,17 @@ TEST(Safetensors, HostileSetsAreRefusedWithTheirNames) {
     EXPECT_NE(r.status().message().find(c.message), std::string_view::npos)
         << r.status().ToString();
   }
-  // The same tensor in two files without an index.
+  // A set's files without its index: an incomplete set.
   ASSERT_TRUE(store->Delete("model.safetensors.index.json").ok());
+  auto incomplete = OpenReader(store, "");
+  ASSERT_FALSE(incomplete.ok());
+  EXPECT_NE(incomplete.status().message().find("incomplete"), std::string_view::npos);
+  // The same tensor in two files without an index.
   auto copy = store->Get("model-00001-of-00002.safetensors");
-  ASSERT_TRUE(store->Put("copy.safetensors", ByteView((**copy).data(), (**copy).size())).ok());
-  auto dup = OpenReader(store, "");
+  for (const char* key : {"dup/one.safetensors", "dup/two.safetensors"}) {
+    ASSERT_TRUE(store->Put(key, ByteView((**copy).data(), (**copy).size())).ok());
+  }
+  auto dup = OpenReader(store, "dup/");
   ASSERT_FALSE(dup.ok());
   EXPECT_NE(dup.status().message().find("is in both"), std::string_view::npos);
   // A truncated file: its header runs past the end.
