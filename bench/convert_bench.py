@@ -1,8 +1,11 @@
 """Offline conversion benchmark: `cairn convert --to axlearn` against the naive way.
 
-Writes an Orbax checkpoint (OCDBT + Zarr v3, orbax-checkpoint, ~110 numpy
-arrays of mixed sizes, random float32/bfloat16 data, `--gib` GiB in total),
-then in the same run, each in a subprocess with the page cache dropped first:
+Writes an Orbax checkpoint (OCDBT + Zarr v3, ~110 arrays of mixed sizes as in
+a transformer, normal(0, 0.02) float32/bfloat16 values as trained weights,
+`--gib` GiB in total) with cairn's own save path: a safetensors file
+streamed from generated values, converted with `cairn convert --to orbax`
+(chunks of at most 32 MiB). Then in the same run, each in a subprocess with
+the page cache dropped first:
 
   (a) cairn:  `cairn convert SRC DST --to axlearn`
   (b) naive:  a Python script that restores the whole tree with orbax-checkpoint
@@ -10,22 +13,23 @@ then in the same run, each in a subprocess with the page cache dropped first:
               TensorStore as AXLearn does (zarr v2 driver, zstd level 1, one
               chunk = the whole array, all writes in flight) and the `index`
               file last
-  (c) cairn under `mpirun -n 2`, if `cairn convert` supports it
-  (d) cairn with `--threads 2` (one worker per core) against the default
-      (twice the cores), and the AXLearn result converted back to Orbax
+  (c) cairn under `mpirun -n 2`
+  (d) with --extra: cairn with `--threads 2`, and the AXLearn result
+      converted back to Orbax
+  (e) cairn's peak RSS on checkpoints of --rss-sizes GiB (default 1, 2, 4)
+      and --gib, each its own source, same budget: it should stay flat.
 
 Every run reports its CPU time: a conversion whose CPU is busy on every
-core is bound by zstd (decode + encode), not by the device.
+core is bound by zstd (decode + encode), not by the device. The load
+average is printed: the machine may be shared.
 
 Each runs under a small wrapper that reports wall time and the peak RSS of its
 process tree (getrusage(RUSAGE_CHILDREN).ru_maxrss: the largest single
 process, so for mpirun the largest rank). The device's sequential O_DIRECT
-read/write bandwidth (fio, 4 MiB blocks) is measured in the same run. With
-`--gib` above 1, cairn also converts a 1 GiB checkpoint so its peak RSS at both
-sizes can be compared (the converter streams: memory should stay flat).
+read/write bandwidth (fio, 4 MiB blocks) is measured in the same run.
 
     python3 bench/convert_bench.py [--gib 8] [--dir /path/on/device] [--budget 512MiB]
-        [--no-naive] [--keep]
+        [--no-naive] [--extra] [--rss-sizes 1,2,4] [--keep]
 """
 from __future__ import annotations
 
@@ -38,6 +42,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import GB, device_bandwidth, drop_caches, print_table  # noqa: E402
@@ -57,28 +62,41 @@ print(json.dumps({"seconds": dt, "maxrss_kib": u.ru_maxrss, "cpu_seconds": u.ru_
                   "rc": rc}), file=sys.stderr)
 """
 
-# Writes the Orbax source checkpoint: argv = dir, step, gib.
-MAKE_SOURCE = r"""
-import sys
-import ml_dtypes, numpy as np, orbax.checkpoint as ocp
-sys.path.insert(0, sys.argv[4])
+# Writes the tree of layout(gib) as one safetensors file, array by array,
+# 64 MiB at a time from generated values (normal, std 0.02, as trained
+# weights: zstd barely compresses them): argv = file, gib, bench dir.
+MAKE_SAFETENSORS = r"""
+import json, struct, sys
+import ml_dtypes, numpy as np
+sys.path.insert(0, sys.argv[3])
 from convert_bench import layout
-root, step, gib = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+path, gib = sys.argv[1], float(sys.argv[2])
+names = {"float32": "F32", "bfloat16": "BF16", "int32": "I32"}
+size = {"float32": 4, "bfloat16": 2, "int32": 4}
+header, offset = {}, 0
+for name, shape, dtype in layout(gib):
+    n = int(np.prod(shape, dtype=np.int64)) * size[dtype]
+    header[name.replace("/", ".")] = {"dtype": names[dtype], "shape": list(shape),
+                                      "data_offsets": [offset, offset + n]}
+    offset += n
+blob = json.dumps(header).encode()
+blob += b" " * (-len(blob) % 8)
 rng = np.random.default_rng(0)
-tree = {}
-for path, shape, dtype in layout(gib):
-    node = tree
-    *parents, leaf = path.split("/")
-    for p in parents:
-        node = node.setdefault(p, {})
-    if dtype == "int32":
-        node[leaf] = np.asarray(rng.integers(0, 1000), dtype=np.int32).reshape(shape)
-    else:
-        a = rng.random(shape, dtype=np.float32) * 2 - 1
-        node[leaf] = a if dtype == "float32" else a.astype(ml_dtypes.bfloat16)
-        del a
-ckptr = ocp.Checkpointer(ocp.PyTreeCheckpointHandler(use_ocdbt=True, use_zarr3=True))
-ckptr.save(f"{root}/{step}/default", tree)
+step = 16 << 20  # elements per piece
+with open(path, "wb") as f:
+    f.write(struct.pack("<Q", len(blob)) + blob)
+    for name, shape, dtype in layout(gib):
+        left = int(np.prod(shape, dtype=np.int64))
+        while left:
+            k = min(left, step)
+            if dtype == "int32":
+                piece = np.full(k, 1000, np.int32)
+            else:
+                piece = rng.standard_normal(k, dtype=np.float32) * np.float32(0.02)
+                if dtype == "bfloat16":
+                    piece = piece.astype(ml_dtypes.bfloat16)
+            f.write(piece.tobytes())
+            left -= k
 """
 
 # The naive way: argv = orbax item dir, destination base dir, step.
@@ -155,14 +173,26 @@ def measured(cmd, cache_paths):
     return stats["seconds"], stats["maxrss_kib"] / 1024, r.stdout
 
 
-def make_source(root, gib, step):
+def make_source(exe, root, gib, step):
+    """The Orbax source (OCDBT + Zarr v3) at root/<step>/default, written by
+    cairn's own save path: a safetensors file streamed from generated values,
+    converted with `cairn convert --to orbax` (chunks of at most 32 MiB, as
+    Orbax writes the shards of a model split over a few devices), then the
+    safetensors file is deleted. Returns the seconds taken."""
     here = os.path.dirname(os.path.abspath(__file__))
-    subprocess.run([sys.executable, "-c", MAKE_SOURCE, root, str(step), str(gib), here], check=True)
+    os.makedirs(root, exist_ok=True)
+    st = os.path.join(root, "source.safetensors")
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", MAKE_SAFETENSORS, st, str(gib), here], check=True)
+    subprocess.run([exe, "convert", st, root, "--to", "orbax", "--step", str(step),
+                    "--memory-budget", "256MiB"], check=True, stdout=subprocess.DEVNULL)
+    os.unlink(st)
+    return time.perf_counter() - t0
 
 
 def mpi_supported(exe):
-    help_text = subprocess.run([exe, "convert", "--help"], capture_output=True, text=True).stdout
-    return any(w in help_text.lower() for w in ("mpi", "--coordinator", "--distributed", "--num-processes"))
+    # `cairn convert` splits the work over the ranks of mpirun (cli/commands/convert.cc).
+    return shutil.which("mpirun") is not None
 
 
 def main():
@@ -175,6 +205,10 @@ def main():
     ap.add_argument("--budget", default="512MiB", help="cairn's --memory-budget (default 512MiB)")
     ap.add_argument("--no-naive", action="store_true",
                     help="skip the naive way (it holds the whole checkpoint in memory)")
+    ap.add_argument("--extra", action="store_true",
+                    help="also `--threads 2` and the AXLearn result converted back to Orbax")
+    ap.add_argument("--rss-sizes", default="1,2,4",
+                    help="GiB sizes (besides --gib) whose cairn peak RSS is measured (default 1,2,4)")
     args = ap.parse_args()
     exe = cairn_exe()
     if not exe:
@@ -184,9 +218,12 @@ def main():
     try:
         nbytes = total_bytes(args.gib)
         src = os.path.join(work, "orbax")
+        print(f"load average {os.getloadavg()} on {os.cpu_count()} cores at the start", flush=True)
         print(f"writing the Orbax source: {len(layout(args.gib))} arrays, {nbytes / GIB:.2f} GiB "
               f"(OCDBT + zarr3) in {work}", flush=True)
-        make_source(src, args.gib, args.step)
+        made = make_source(exe, src, args.gib, args.step)
+        print(f"  source written in {made:.1f} s (generated safetensors, then cairn convert --to orbax)",
+              flush=True)
         wbw, rbw, tool = device_bandwidth(work)
         # A conversion reads N bytes and writes ~N bytes (random data barely
         # compresses): the device's bound is N/read_bw + N/write_bw.
@@ -197,9 +234,11 @@ def main():
         runs = {}
         out = os.path.join(work, "out")
         budget = ["--memory-budget", args.budget]
-        jobs = [("cairn convert", [exe, "convert", src, out, "--to", "axlearn", "--json", *budget]),
-                ("cairn convert --threads 2",
-                 [exe, "convert", src, out, "--to", "axlearn", "--json", "--threads", "2", *budget])]
+        jobs = [("cairn convert", [exe, "convert", src, out, "--to", "axlearn", "--json", *budget])]
+        if args.extra:
+            jobs.append(("cairn convert --threads 2",
+                         [exe, "convert", src, out, "--to", "axlearn", "--json", "--threads", "2",
+                          *budget]))
         if not args.no_naive:
             jobs.append(("naive (orbax restore + tensorstore)",
                          [sys.executable, "-c", NAIVE, os.path.join(src, str(args.step), "default"),
@@ -220,18 +259,19 @@ def main():
             cpu[name] = measured.cpu_seconds
             print(f"  {name}: {seconds:.2f} s, peak RSS {rss:.0f} MiB, CPU {cpu[name]:.1f} s "
                   f"({cpu[name] / seconds / os.cpu_count():.0%} of {os.cpu_count()} cores)", flush=True)
-        # The way back: the AXLearn step to Orbax (OCDBT + zarr3).
-        back = os.path.join(work, "back")
-        seconds, rss, _ = measured([exe, "convert", out, back, "--to", "orbax", "--json", *budget], [out])
-        runs["cairn convert AXLearn -> Orbax"] = (seconds, rss)
-        cpu["cairn convert AXLearn -> Orbax"] = measured.cpu_seconds
-        print(f"  AXLearn -> Orbax: {seconds:.2f} s, peak RSS {rss:.0f} MiB, CPU "
-              f"{measured.cpu_seconds:.1f} s", flush=True)
-        shutil.rmtree(back, ignore_errors=True)
+        if args.extra:
+            # The way back: the AXLearn step to Orbax (OCDBT + zarr3).
+            back = os.path.join(work, "back")
+            seconds, rss, _ = measured([exe, "convert", out, back, "--to", "orbax", "--json", *budget],
+                                       [out])
+            runs["cairn convert AXLearn -> Orbax"] = (seconds, rss)
+            cpu["cairn convert AXLearn -> Orbax"] = measured.cpu_seconds
+            print(f"  AXLearn -> Orbax: {seconds:.2f} s, peak RSS {rss:.0f} MiB, CPU "
+                  f"{measured.cpu_seconds:.1f} s", flush=True)
+            shutil.rmtree(back, ignore_errors=True)
         shutil.rmtree(out, ignore_errors=True)
         if not mpi:
-            print("  cairn convert under mpirun -n 2: not supported yet (`cairn convert --help` "
-                  "has no multi-process option)")
+            print("  cairn convert under mpirun -n 2: skipped (no mpirun)")
 
         naive = runs.get("naive (orbax restore + tensorstore)", (float("nan"),))[0]
         rows = []
@@ -245,16 +285,26 @@ def main():
         print_table(["tool", "seconds", "GB/s", "peak RSS MiB", "speed vs naive", "of device r+w bound",
                      "CPU busy"], rows)
 
+        # Peak RSS as the checkpoint grows: each size is its own source
+        # (layout(gib): larger arrays for larger checkpoints), same budget.
         cairn_rss = runs["cairn convert"][1]
-        if args.gib != 1:
-            small = os.path.join(work, "orbax-1gib")
-            make_source(small, 1, args.step)
+        shutil.rmtree(src, ignore_errors=True)
+        sizes = sorted({float(x) for x in args.rss_sizes.split(",") if x} - {args.gib})
+        rss_rows = []
+        for gib in sizes:
+            small = os.path.join(work, f"orbax-{gib:g}gib")
+            make_source(exe, small, gib, args.step)
             shutil.rmtree(out, ignore_errors=True)
-            _, rss1, _ = measured([exe, "convert", small, out, "--to", "axlearn", *budget], [small])
-            print(f"\ncairn peak RSS: 1 GiB -> {rss1:.0f} MiB, {args.gib:g} GiB -> {cairn_rss:.0f} MiB "
-                  f"(ratio {cairn_rss / rss1:.2f} for {nbytes / total_bytes(1):.1f}x the data)")
-        else:
-            print(f"\ncairn peak RSS at 1 GiB: {cairn_rss:.0f} MiB (run with --gib 8 to compare)")
+            seconds, rss, _ = measured([exe, "convert", small, out, "--to", "axlearn", *budget], [small])
+            rss_rows.append([f"{gib:g}", f"{total_bytes(gib) / GIB:.2f}", f"{rss:.0f}", f"{seconds:.1f}"])
+            shutil.rmtree(small, ignore_errors=True)
+            shutil.rmtree(out, ignore_errors=True)
+        rss_rows.append([f"{args.gib:g}", f"{nbytes / GIB:.2f}", f"{cairn_rss:.0f}",
+                         f"{runs['cairn convert'][0]:.1f}"])
+        rss_rows.sort(key=lambda r: float(r[0]))
+        print(f"\ncairn convert --to axlearn, budget {args.budget}: peak RSS by checkpoint size "
+              f"(load {os.getloadavg()[0]:.1f})")
+        print_table(["GiB (nominal)", "GiB", "peak RSS MiB", "seconds"], rss_rows)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
