@@ -49,6 +49,9 @@ Result<GcsOptions> GcsOptions::FromEnvironment(std::string bucket, std::string p
     o.endpoint = emulator.find("://") == std::string::npos ? "http://" + emulator : emulator;
   }
   o.bearer_token = http::EnvString("CAIRN_GCS_BEARER_TOKEN");
+  if (o.bearer_token.empty()) {
+    CAIRN_ASSIGN_OR_RETURN(o.credentials, GcsCredentialsFromEnvironment(!emulator.empty()));
+  }
   CAIRN_ASSIGN_OR_RETURN(o.retry, http::RetryPolicyFromEnvironment());
   CAIRN_ASSIGN_OR_RETURN(o.resumable_threshold,
                          EnvNumber("CAIRN_GCS_RESUMABLE_THRESHOLD", o.resumable_threshold));
@@ -96,6 +99,7 @@ std::string GcsKvStore::ObjectUrl(std::string_view key) const {
 }
 
 Result<HttpResponse> GcsKvStore::Run(HttpCall call) const {
+  CAIRN_RETURN_IF_ERROR(AddGcsAuthorization(options_.credentials.get(), call));
   return options_.http->Execute(std::move(call));
 }
 
@@ -323,6 +327,9 @@ Status GcsKvStore::ApplyBatch(std::vector<KvMutation> mutations) {
     if (m.value && m.value->size() >= options_.resumable_threshold) continue;
     calls.push_back(m.value ? MakeUploadCall(m.key, m.value->view(), std::nullopt)
                             : MakeCall("DELETE", ObjectUrl(m.key), {}, {}, "deleting " + Describe(m.key)));
+  }
+  for (HttpCall& call : calls) {
+    CAIRN_RETURN_IF_ERROR(AddGcsAuthorization(options_.credentials.get(), call));
   }
   std::vector<HttpCall> described = calls;
   std::vector<Result<HttpResponse>> results = options_.http->ExecuteAll(std::move(calls));
