@@ -350,7 +350,11 @@ def main():
     finally:
         for p in procs:
             p.terminate()
-            p.wait(timeout=10)
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
         shutil.rmtree(logdir, ignore_errors=True)
 
 
