@@ -71,7 +71,10 @@ class PendingSaveImpl final : public PendingSave {
   std::string final_dir_;
   std::string name_prefix;
 
-  Status Snapshot();
+  // Snapshots the pieces of mutable shards (immutable == false) or of
+  // immutable ones, chunk by chunk within the budget, and queues their
+  // encoding. StartSave runs the first; the background thread the second.
+  Status Snapshot(bool immutable);
   // The index this process's database and array metadata are named after.
   int StoreIndex() const {
     return request.options.own_process_index >= 0 ? request.options.own_process_index
@@ -91,7 +94,7 @@ class PendingSaveImpl final : public PendingSave {
   std::atomic<bool> done_{false};
 };
 
-Status PendingSaveImpl::Snapshot() {
+Status PendingSaveImpl::Snapshot(bool immutable) {
   for (size_t ai = 0; ai < plan.arrays.size(); ++ai) {
     const ArrayPlan& a = plan.arrays[ai];
     const ArrayMetadata& m = formats[ai].encode;
@@ -105,6 +108,7 @@ Status PendingSaveImpl::Snapshot() {
     const uint64_t encoded_estimate = identity ? 0 : chunk_bytes + chunk_bytes / 64 + 4096;
     const std::string prefix = a.param.empty() ? "" : a.param + "/";
     for (const PlannedPiece& piece : a.pieces) {
+      if (piece.immutable != immutable) continue;
       std::vector<Index> lo, hi;
       internal_zarr::CellRange(piece.box, m.chunk_shape, lo, hi);
       std::vector<Index> cell = lo;
@@ -137,6 +141,8 @@ Status PendingSaveImpl::Snapshot() {
 
 void PendingSaveImpl::Finish() {
   // Step 3 (background part).
+  Status deferred = Snapshot(/*immutable=*/true);
+  if (!deferred.ok()) group->Run([deferred] { return deferred; });
   Status local = group->Wait();
   if (local.ok()) local = writer->Commit();
   if (local.ok()) local = WriteArrayMetadatas(request, plan, paths, StoreIndex());
@@ -256,7 +262,7 @@ Result<std::unique_ptr<PendingSave>> StartSave(const SaveRequest& request, Coord
       save->group->Run([raw, key, i]() { return raw->writer->Add(key, AsBytes(raw->formats[i].stored_text)); });
     }
   }
-  Status snap = save->Snapshot();
+  Status snap = save->Snapshot(/*immutable=*/false);
   if (!snap.ok()) save->group->Run([snap] { return snap; });
   save->Start();
   return std::unique_ptr<PendingSave>(std::move(save));
