@@ -335,7 +335,20 @@ TEST(Save, ImmutableShardsAreReadInTheBackgroundWithinTheBudget) {
   SaveLeaf l = ArrayLeaf("w", {512, 512});
   l.shards = {Shard(w, {512, 512}, Box({0, 0}, {512, 512}))};
   l.shards[0].immutable = true;
-  r.leaves = {l};
+  // A second array held column-major: its chunks are not contiguous in the
+  // buffer, so the background copies them (within the budget) first.
+  std::vector<float> f(64 * 256);  // f[col * 64 + row] = row * 256 + col
+  for (Index row = 0; row < 64; ++row) {
+    for (Index col = 0; col < 256; ++col) f[col * 64 + row] = static_cast<float>(row * 256 + col);
+  }
+  SaveLeaf lf = ArrayLeaf("f", {64, 256});
+  ShardToSave fs;
+  fs.box = Box({0, 0}, {64, 256});
+  fs.data = f.data();
+  fs.byte_strides = FStrides(Shape{64, 256}, sizeof(float));
+  fs.immutable = true;
+  lf.shards = {fs};
+  r.leaves = {l, lf};
   ByteBudget budget(64 << 10);
   budget.Acquire(64 << 10);  // the budget is full until the test releases it
   auto coordinator = NewSingleProcessCoordinator();
@@ -352,9 +365,12 @@ TEST(Save, ImmutableShardsAreReadInTheBackgroundWithinTheBudget) {
   std::vector<float> back(w.size(), -1.0f);
   RestoreRequest q;
   q.directory = dir;
-  q.arrays = {{"params.w", std::nullopt, {{Box({0, 0}, {512, 512}), back.data(), {}}}}};
+  std::vector<float> fback(64 * 256, -1.0f);
+  q.arrays = {{"params.w", std::nullopt, {{Box({0, 0}, {512, 512}), back.data(), {}}}},
+              {"params.f", std::nullopt, {{Box({0, 0}, {64, 256}), fback.data(), {}}}}};
   ASSERT_TRUE(Restore(q).ok());
   EXPECT_EQ(back, w);
+  for (size_t i = 0; i < fback.size(); ++i) ASSERT_EQ(fback[i], static_cast<float>(i)) << i;
 }
 
 // Three threads as three processes: a sharded array (each process its own

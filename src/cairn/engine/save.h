@@ -23,7 +23,8 @@
 //   3. Snapshot (StartSave returns after this) and write in the background:
 //      pieces of immutable shards are not snapshotted here but read by the
 //      background thread, chunk by chunk within the same budget, while the
-//      writes run; every chunk this process owns is encoded and added to its store (its
+//      writes run (a whole chunk lying contiguously in such a buffer is
+//      encoded or written straight from it, without a copy); every chunk this process owns is encoded and added to its store (its
 //      own OCDBT database `ocdbt.process_<i>/`, or per-array directories);
 //      the primary also adds each array's Zarr metadata. Then the store's
 //      batch is committed (data files durable, then the manifest) and
