@@ -78,6 +78,17 @@ def _sharding_json(sharding) -> Optional[str]:
     return None
 
 
+def _aligned_empty(shape, dtype, alignment: int = 64):
+    """np.empty(shape, dtype) whose data starts on an `alignment`-byte
+    boundary: jax.device_put onto a CPU device then adopts the buffer
+    instead of copying it (it needs 64-byte alignment; np.empty gives 16)."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.empty(nbytes + alignment, dtype=np.uint8)
+    start = (-raw.ctypes.data) % alignment
+    return raw[start:start + nbytes].view(dtype).reshape(shape)
+
+
 def _box_of(index, shape):
     origin, extent = [], []
     for sl, n in zip(index, shape):
@@ -479,7 +490,7 @@ def restore(directory, target=None, *, item_name: Optional[str] = None,
                 origin, extent = _box_of(index, shape)
                 key = (tuple(origin), tuple(extent))
                 if key not in buffers:
-                    buffers[key] = np.empty(extent, dtype=np_dtype)
+                    buffers[key] = _aligned_empty(extent, np_dtype)
                     boxes.append((origin, _dtypes.raw_view(buffers[key])))
                 devices.append((device, key))
             placed[param] = (sharding, tuple(shape), devices, buffers)
