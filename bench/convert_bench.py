@@ -11,6 +11,11 @@ then in the same run, each in a subprocess with the page cache dropped first:
               chunk = the whole array, all writes in flight) and the `index`
               file last
   (c) cairn under `mpirun -n 2`, if `cairn convert` supports it
+  (d) cairn with `--threads 2` (one worker per core) against the default
+      (twice the cores), and the AXLearn result converted back to Orbax
+
+Every run reports its CPU time: a conversion whose CPU is busy on every
+core is bound by zstd (decode + encode), not by the device.
 
 Each runs under a small wrapper that reports wall time and the peak RSS of its
 process tree (getrusage(RUSAGE_CHILDREN).ru_maxrss: the largest single
@@ -19,7 +24,8 @@ read/write bandwidth (fio, 4 MiB blocks) is measured in the same run. With
 `--gib` above 1, cairn also converts a 1 GiB checkpoint so its peak RSS at both
 sizes can be compared (the converter streams: memory should stay flat).
 
-    python3 bench/convert_bench.py [--gib 8] [--dir /path/on/device] [--keep]
+    python3 bench/convert_bench.py [--gib 8] [--dir /path/on/device] [--budget 512MiB]
+        [--no-naive] [--keep]
 """
 from __future__ import annotations
 
@@ -39,14 +45,15 @@ from common import GB, device_bandwidth, drop_caches, print_table  # noqa: E402
 GIB = 1 << 30
 N_LAYERS = 12
 
-# Runs argv[1:] as a child, then prints {"seconds", "maxrss_kib", "rc"} as JSON
-# on the last line of stderr.
+# Runs argv[1:] as a child, then prints {"seconds", "maxrss_kib", "cpu_seconds",
+# "rc"} as JSON on the last line of stderr (cpu: user + system of the tree).
 WRAPPER = r"""
 import json, resource, subprocess, sys, time
 t0 = time.perf_counter()
 rc = subprocess.call(sys.argv[1:])
 dt = time.perf_counter() - t0
-print(json.dumps({"seconds": dt, "maxrss_kib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
+u = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"seconds": dt, "maxrss_kib": u.ru_maxrss, "cpu_seconds": u.ru_utime + u.ru_stime,
                   "rc": rc}), file=sys.stderr)
 """
 
@@ -144,6 +151,7 @@ def measured(cmd, cache_paths):
     stats = json.loads(r.stderr.strip().splitlines()[-1])
     if stats["rc"] != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({stats['rc']}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    measured.cpu_seconds = stats["cpu_seconds"]
     return stats["seconds"], stats["maxrss_kib"] / 1024, r.stdout
 
 
@@ -164,6 +172,9 @@ def main():
                     help="a directory on the device under test")
     ap.add_argument("--step", type=int, default=100)
     ap.add_argument("--keep", action="store_true", help="keep the files")
+    ap.add_argument("--budget", default="512MiB", help="cairn's --memory-budget (default 512MiB)")
+    ap.add_argument("--no-naive", action="store_true",
+                    help="skip the naive way (it holds the whole checkpoint in memory)")
     args = ap.parse_args()
     exe = cairn_exe()
     if not exe:
@@ -185,15 +196,20 @@ def main():
 
         runs = {}
         out = os.path.join(work, "out")
-        jobs = [("cairn convert", [exe, "convert", src, out, "--to", "axlearn", "--json"]),
-                ("naive (orbax restore + tensorstore)",
-                 [sys.executable, "-c", NAIVE, os.path.join(src, str(args.step), "default"), out,
-                  str(args.step)])]
+        budget = ["--memory-budget", args.budget]
+        jobs = [("cairn convert", [exe, "convert", src, out, "--to", "axlearn", "--json", *budget]),
+                ("cairn convert --threads 2",
+                 [exe, "convert", src, out, "--to", "axlearn", "--json", "--threads", "2", *budget])]
+        if not args.no_naive:
+            jobs.append(("naive (orbax restore + tensorstore)",
+                         [sys.executable, "-c", NAIVE, os.path.join(src, str(args.step), "default"),
+                          out, str(args.step)]))
         mpi = mpi_supported(exe)
         if mpi:
             jobs.append(("cairn convert, mpirun -n 2",
                          ["mpirun", "--allow-run-as-root", "--oversubscribe", "-n", "2", exe, "convert",
-                          src, out, "--to", "axlearn", "--json"]))
+                          src, out, "--to", "axlearn", "--json", *budget]))
+        cpu = {}
         for name, cmd in jobs:
             shutil.rmtree(out, ignore_errors=True)
             seconds, rss, stdout = measured(cmd, [src])
@@ -201,29 +217,40 @@ def main():
             if not os.path.exists(index):
                 raise SystemExit(f"{name} left no {index}")
             runs[name] = (seconds, rss)
-            print(f"  {name}: {seconds:.2f} s, peak RSS {rss:.0f} MiB", flush=True)
+            cpu[name] = measured.cpu_seconds
+            print(f"  {name}: {seconds:.2f} s, peak RSS {rss:.0f} MiB, CPU {cpu[name]:.1f} s "
+                  f"({cpu[name] / seconds / os.cpu_count():.0%} of {os.cpu_count()} cores)", flush=True)
+        # The way back: the AXLearn step to Orbax (OCDBT + zarr3).
+        back = os.path.join(work, "back")
+        seconds, rss, _ = measured([exe, "convert", out, back, "--to", "orbax", "--json", *budget], [out])
+        runs["cairn convert AXLearn -> Orbax"] = (seconds, rss)
+        cpu["cairn convert AXLearn -> Orbax"] = measured.cpu_seconds
+        print(f"  AXLearn -> Orbax: {seconds:.2f} s, peak RSS {rss:.0f} MiB, CPU "
+              f"{measured.cpu_seconds:.1f} s", flush=True)
+        shutil.rmtree(back, ignore_errors=True)
         shutil.rmtree(out, ignore_errors=True)
         if not mpi:
             print("  cairn convert under mpirun -n 2: not supported yet (`cairn convert --help` "
                   "has no multi-process option)")
 
-        naive = runs["naive (orbax restore + tensorstore)"][0]
+        naive = runs.get("naive (orbax restore + tensorstore)", (float("nan"),))[0]
         rows = []
         for name, (seconds, rss) in runs.items():
             gbs = nbytes / seconds / GB
             rows.append([name, f"{seconds:.2f}", f"{gbs:.2f}", f"{rss:.0f}", f"{naive / seconds:.2f}x",
-                         f"{gbs / bound:.0%}"])
+                         f"{gbs / bound:.0%}", f"{cpu[name] / seconds / os.cpu_count():.0%}"])
         print(f"\n{nbytes / GIB:.2f} GiB, {len(layout(args.gib))} arrays, Orbax OCDBT+zarr3 -> AXLearn "
-              f"(zarr2+zstd1); device read {rbw:.2f} / write {wbw:.2f} GB/s")
-        print_table(["tool", "seconds", "GB/s", "peak RSS MiB", "speed vs naive", "of device r+w bound"],
-                    rows)
+              f"(zarr2+zstd1); device read {rbw:.2f} / write {wbw:.2f} GB/s; budget {args.budget}; "
+              f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        print_table(["tool", "seconds", "GB/s", "peak RSS MiB", "speed vs naive", "of device r+w bound",
+                     "CPU busy"], rows)
 
         cairn_rss = runs["cairn convert"][1]
         if args.gib != 1:
             small = os.path.join(work, "orbax-1gib")
             make_source(small, 1, args.step)
             shutil.rmtree(out, ignore_errors=True)
-            _, rss1, _ = measured([exe, "convert", small, out, "--to", "axlearn"], [small])
+            _, rss1, _ = measured([exe, "convert", small, out, "--to", "axlearn", *budget], [small])
             print(f"\ncairn peak RSS: 1 GiB -> {rss1:.0f} MiB, {args.gib:g} GiB -> {cairn_rss:.0f} MiB "
                   f"(ratio {cairn_rss / rss1:.2f} for {nbytes / total_bytes(1):.1f}x the data)")
         else:

@@ -1,4 +1,4 @@
-// `cairn convert SRC DST --to {safetensors,axlearn}`: converts a checkpoint
+// `cairn convert SRC DST --to {orbax,orbax-zarr2,axlearn,safetensors}`: converts a checkpoint
 // of any format cairn reads (detected, or --from) into another, streaming
 // within --memory-budget, and commits the destination last. The work is one
 // call of engine::ConvertCheckpoint, the same the Python package makes.
@@ -31,7 +31,7 @@ struct ConvertCliOptions {
   std::string memory_budget = "1GiB";
   std::string max_file_size = "0";
   int threads = 0;
-  bool verify = false, overwrite = false, json = false;
+  bool verify = false, overwrite = false, json = false, no_resume = false;
 };
 
 // "1GiB", "512MiB", "64k", "1000" -> bytes.
@@ -79,6 +79,7 @@ Result<engine::ConvertCheckpointRequest> BuildRequest(const ConvertCliOptions& o
   CAIRN_ASSIGN_OR_RETURN(r.options.memory_budget, ParseBytes(o.memory_budget));
   r.options.threads = o.threads;
   r.options.verify = o.verify;
+  r.options.resume = !o.no_resume;
   r.options.plan.include = o.include;
   r.options.plan.exclude = o.exclude;
   for (const std::string& rule : o.renames) {
@@ -128,6 +129,7 @@ int RunConvert(const ConvertCliOptions& o) {
               {"dest", result->dest_location},
               {"to", o.to},
               {"arrays", s.arrays},
+              {"arrays_resumed", s.arrays_resumed},
               {"bytes_read", s.bytes_read},
               {"bytes_written", s.bytes_written},
               {"seconds", s.seconds},
@@ -156,7 +158,7 @@ Command RegisterConvert(CLI::App& app) {
   sub->add_option("dest", opts->dest, "where to write: a directory path or URL")->required();
   sub->add_option("--to", opts->to, "destination format")
       ->required()
-      ->check(CLI::IsMember({"safetensors", "axlearn"}));
+      ->check(CLI::IsMember({"orbax", "orbax-zarr2", "axlearn", "safetensors"}));
   sub->add_option("--from", opts->from, "source format (default: detected)")
       ->check(CLI::IsMember({"safetensors", "axlearn", "orbax"}));
   sub->add_option("--step", opts->step, "step of the source (default: the latest committed)");
@@ -170,6 +172,9 @@ Command RegisterConvert(CLI::App& app) {
   sub->add_option("--threads", opts->threads, "worker threads (default: the cores)");
   sub->add_flag("--verify", opts->verify, "re-read the output and compare it with the source");
   sub->add_flag("--overwrite", opts->overwrite, "replace a committed destination");
+  sub->add_flag("--no-resume", opts->no_resume,
+                "write every array again instead of keeping the arrays an interrupted run of "
+                "the same conversion completed");
   sub->add_flag("--json", opts->json, "print one JSON summary line");
   return Command{sub, [opts] { return RunConvert(*opts); }};
 }

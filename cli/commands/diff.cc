@@ -1,5 +1,6 @@
-// `cairn diff A B [--json]`: compares two checkpoints or arrays (any Orbax
-// variant, or zarr array URLs; inspect/diff.h): paths only in A / only in
+// `cairn diff A B [--json] [--atol X] [--rtol Y]`: compares two checkpoints
+// or arrays of any formats (Orbax variants, AXLearn, safetensors, zarr
+// array URLs; inspect/diff.h): paths only in A / only in
 // B, dtype and shape differences, and per array the number of differing
 // values and the max abs / max rel difference, streaming chunk by chunk.
 // Exit status: 0 identical, 1 different, 2 error. A progress bar on a
@@ -21,6 +22,7 @@ namespace {
 struct DiffCliOptions {
   std::string a, b;
   bool json = false;
+  double atol = 0, rtol = 0;
 };
 
 std::string Name(const std::string& path) { return path.empty() ? "(array)" : path; }
@@ -29,6 +31,8 @@ int RunDiff(const DiffCliOptions& opts) {
   Result<inspect::DiffReport> report = [&] {
     ProgressBar bar("diff");
     inspect::DiffOptions options;
+    options.atol = opts.atol;
+    options.rtol = opts.rtol;
     options.progress = [&bar](uint64_t done, uint64_t total) { bar.Update(done, total); };
     // Local paths become file:// URLs: array URLs need a scheme (as in
     // TensorStore), and checkpoint directories are found from either form.
@@ -71,12 +75,18 @@ int RunDiff(const DiffCliOptions& opts) {
 Command RegisterDiff(CLI::App& app) {
   auto opts = std::make_shared<DiffCliOptions>();
   CLI::App* sub = app.add_subcommand(
-      "diff", "Compare two checkpoints or arrays (any Orbax variant, zarr array URLs): "
+      "diff", "Compare two checkpoints or arrays (Orbax, AXLearn, safetensors, zarr array URLs; "
+              "any two formats): "
               "structure, dtypes, shapes and values (max abs/rel difference per array). "
               "Exit status 0 identical, 1 different, 2 error.");
   sub->add_option("a", opts->a, "checkpoint directory or array URL")->required();
   sub->add_option("b", opts->b, "checkpoint directory or array URL")->required();
   sub->add_flag("--json", opts->json, "Print the comparison as one JSON object");
+  sub->add_option("--atol", opts->atol,
+                  "values within atol + rtol * |b| count as equal (and dtypes may then differ)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--rtol", opts->rtol, "relative tolerance (see --atol)")
+      ->check(CLI::NonNegativeNumber);
   return Command{sub, [opts] { return RunDiff(*opts); }};
 }
 

@@ -1,4 +1,6 @@
-// `cairn info CKPT [--json]`: what an Orbax checkpoint holds.
+// `cairn info CKPT [--json]`: what a checkpoint holds. AXLearn steps and
+// safetensors files or sets (through the checkpoint-format interface):
+// format, step, number of arrays and bytes, iterator state. Orbax:
 //
 // CKPT is a checkpoint root, step or item directory (path or file:// URL).
 // Prints the format variant (ocdbt+zarr3, ocdbt+zarr2, dir+zarr3,
@@ -16,6 +18,7 @@
 #include "cairn/layout/inspect/checkpoint.h"
 #include "cli_util.h"
 #include "commands/commands.h"
+#include "commands/other_formats.h"
 
 namespace cairn::cli {
 namespace {
@@ -37,7 +40,37 @@ std::string FormatOf(const inspect::CheckpointInfo& info) {
   return format;
 }
 
+// AXLearn and safetensors, through the checkpoint-format interface.
+int RunInfoOtherFormat(const InfoOptions& opts, const layout::OpenedCheckpoint& opened) {
+  uint64_t bytes = 0, stored = 0;
+  for (const layout::ArrayInfo& a : opened.reader->arrays()) {
+    bytes += NumElements(a.shape) * DTypeSize(a.dtype);
+    stored += a.stored_bytes;
+  }
+  Json j = {{"path", opened.location},
+            {"format", opened.format},
+            {"arrays", opened.reader->arrays().size()},
+            {"bytes", bytes},
+            {"iterator_files", opened.iterator_files.size()}};
+  if (opened.step) j["step"] = *opened.step;
+  if (stored > 0) j["stored_bytes"] = stored;
+  if (opts.json) {
+    std::printf("%s\n", DumpLine(j).c_str());
+    return 0;
+  }
+  std::printf("path: %s\n", opened.location.c_str());
+  std::printf("format: %s\n", opened.format.c_str());
+  if (opened.step) std::printf("step: %lld\n", static_cast<long long>(*opened.step));
+  std::printf("arrays: %zu, %" PRIu64 " bytes%s\n", opened.reader->arrays().size(), bytes,
+              stored > 0 ? (", " + std::to_string(stored) + " bytes stored").c_str() : "");
+  if (!opened.iterator_files.empty()) {
+    std::printf("iterator state: %zu files\n", opened.iterator_files.size());
+  }
+  return 0;
+}
+
 int RunInfo(const InfoOptions& opts) {
+  if (auto other = OpenOtherFormat(opts.path)) return RunInfoOtherFormat(opts, *other);
   auto loc = orbax::OpenLocation(opts.path);
   if (!loc.ok()) return PrintError("info", "`" + opts.path + "`", loc.status(), 1);
   auto info = inspect::DescribeCheckpoint(*loc);
@@ -98,7 +131,8 @@ int RunInfo(const InfoOptions& opts) {
 Command RegisterInfo(CLI::App& app) {
   auto opts = std::make_shared<InfoOptions>();
   CLI::App* sub = app.add_subcommand(
-      "info", "Describe an Orbax checkpoint (root, step or item directory): format variant, "
+      "info", "Describe a checkpoint (AXLearn, safetensors, or Orbax root, step or item "
+              "directory): format variant, "
               "steps (finalized and uncommitted), items and handlers, custom metadata, number "
               "of arrays and stored bytes.");
   sub->add_option("checkpoint", opts->path, "checkpoint directory (path or file:// URL)")

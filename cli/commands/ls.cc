@@ -32,6 +32,7 @@
 #include "cairn/util/json.h"
 #include "cairn/zarr/array_url.h"
 #include "commands/commands.h"
+#include "commands/other_formats.h"
 
 namespace cairn::cli {
 namespace {
@@ -133,11 +134,8 @@ int RunLsCheckpoint(const orbax::Location& loc, bool json) {
 // An AXLearn or safetensors checkpoint at `url`, listed through the
 // checkpoint-format interface; nullopt when there is none.
 std::optional<int> RunLsOtherFormat(const std::string& url, bool json) {
-  if (url.find('|') != std::string::npos) return std::nullopt;
-  auto where = engine::OpenUserLocation(url);
-  if (!where.ok()) return std::nullopt;
-  auto opened = layout::OpenCheckpoint(where->store, where->prefix);
-  if (!opened.ok() || opened->format == "orbax") return std::nullopt;
+  std::optional<layout::OpenedCheckpoint> opened = OpenOtherFormat(url);
+  if (!opened) return std::nullopt;
   Json rows = Json::array();
   for (const layout::ArrayInfo& a : opened->reader->arrays()) {
     if (json) {

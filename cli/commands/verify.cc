@@ -1,4 +1,8 @@
-// `cairn verify CKPT [--json]`: reads every chunk of every array of an Orbax
+// `cairn verify CKPT [--json]`: reads every chunk of every array of a
+// checkpoint of any format. AXLearn and safetensors go through the
+// checkpoint-format interface (CheckpointReader::VerifyStored: each zarr
+// chunk through the zarr layer's check, naming its key and URL; safetensors
+// read through in full). An Orbax
 // checkpoint (root: every finalized step; step; item), checking every
 // checksum (zstd frames, crc32c codecs, shard indexes, OCDBT manifest and
 // nodes), that every expected chunk exists, that OCDBT data files are long
@@ -12,11 +16,13 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cairn/layout/inspect/checkpoint.h"
 #include "cairn/layout/inspect/verify.h"
 #include "cli_util.h"
 #include "commands/commands.h"
+#include "commands/other_formats.h"
 #include "progress.h"
 
 namespace cairn::cli {
@@ -27,7 +33,46 @@ struct VerifyCliOptions {
   bool json = false;
 };
 
+// AXLearn and safetensors: every stored piece through the reader
+// (CheckpointReader::VerifyStored: the zarr layer's chunk check).
+int RunVerifyOtherFormat(const VerifyCliOptions& opts, layout::OpenedCheckpoint& opened) {
+  std::vector<layout::StoredProblem> problems;
+  auto stats = [&] {
+    ProgressBar bar("verify");
+    return opened.reader->VerifyStored(
+        [&](layout::StoredProblem p) { problems.push_back(std::move(p)); },
+        [&bar](uint64_t done, uint64_t total) { bar.Update(done, total); });
+  }();
+  if (!stats.ok()) return PrintError("verify", "`" + opts.path + "`", stats.status(), 2);
+  if (opts.json) {
+    Json list = Json::array();
+    for (const layout::StoredProblem& p : problems) {
+      list.push_back({{"kind", p.kind}, {"array", p.array}, {"key", p.key}, {"file", p.url},
+                      {"message", p.message}});
+    }
+    std::printf("%s\n", DumpLine({{"path", opened.location}, {"format", opened.format},
+                                  {"ok", problems.empty()}, {"arrays", stats->arrays},
+                                  {"chunks", stats->pieces}, {"bytes_checked", stats->bytes},
+                                  {"problems", list}})
+                            .c_str());
+  } else {
+    for (const layout::StoredProblem& p : problems) {
+      std::printf("%s: array %s, key %s, %s: %s\n", p.kind.c_str(), p.array.c_str(),
+                  p.key.empty() ? "-" : p.key.c_str(), p.url.empty() ? opened.location.c_str() : p.url.c_str(),
+                  p.message.c_str());
+    }
+    if (problems.empty()) {
+      std::printf("OK: %s, %zu arrays, %" PRIu64 " chunks, %" PRIu64 " bytes verified\n",
+                  opened.format.c_str(), stats->arrays, stats->pieces, stats->bytes);
+    } else {
+      std::printf("%zu problems in %s\n", problems.size(), opened.location.c_str());
+    }
+  }
+  return problems.empty() ? 0 : 1;
+}
+
 int RunVerify(const VerifyCliOptions& opts) {
+  if (auto other = OpenOtherFormat(opts.path)) return RunVerifyOtherFormat(opts, *other);
   auto loc = orbax::OpenLocation(opts.path);
   if (!loc.ok()) return PrintError("verify", "`" + opts.path + "`", loc.status(), 2);
   Result<inspect::VerifyReport> report = [&] {
@@ -58,7 +103,8 @@ int RunVerify(const VerifyCliOptions& opts) {
 Command RegisterVerify(CLI::App& app) {
   auto opts = std::make_shared<VerifyCliOptions>();
   CLI::App* sub = app.add_subcommand(
-      "verify", "Read every chunk of an Orbax checkpoint and check every checksum, that every "
+      "verify", "Read every chunk of a checkpoint (Orbax, AXLearn, safetensors) and check every "
+                "checksum, that every "
                 "chunk exists, OCDBT data files, _METADATA and uncommitted tmp directories. "
                 "Exit status 1 and a list of problems when anything is broken.");
   sub->add_option("checkpoint", opts->path, "checkpoint directory (path or file:// URL)")

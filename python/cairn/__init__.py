@@ -22,7 +22,8 @@ from cairn import kvstore
 from cairn.array import Array, create, open
 from cairn.orbax import restore, save, save_async  # Orbax checkpoints (orbax.py)
 from cairn.convert import convert  # offline conversion (convert.py)
+from cairn.manager import CheckpointManager  # numbered steps, as Orbax (manager.py)
 from cairn import emergency  # cairn.emergency.CheckpointManager (emergency.py)
 
-__all__ = ["Array", "CorruptDataError", "convert", "create", "kvstore", "open"]
+__all__ = ["Array", "CheckpointManager", "CorruptDataError", "convert", "create", "kvstore", "open"]
 __version__ = "0.1.0"

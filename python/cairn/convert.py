@@ -30,12 +30,16 @@ def convert(
     overwrite: bool = False,
     max_file_size: int = 0,
     progress: Optional[Callable[[int, int, int, int], None]] = None,
+    resume: bool = True,
 ) -> dict:
     """Converts the checkpoint at ``source`` into format ``to`` at ``dest``.
 
     Args:
       source, dest: paths or kvstore URLs (``file:///...``, ``memory://...``).
-      to: ``"safetensors"`` or ``"axlearn"``.
+      to: ``"orbax"`` (OCDBT + Zarr v3, Orbax's default), ``"orbax-zarr2"``
+        (OCDBT + Zarr v2), ``"axlearn"`` or ``"safetensors"``. Orbax goes to
+        ``dest/<step>/default`` (AXLearn sources: AXLearn's Orbax step
+        ``dest/step_XXXXXXXX/state`` with ``index/index`` and iterator state).
       from_format: ``""`` to detect, or ``"orbax"``, ``"axlearn"``, ``"safetensors"``.
       step: the source step (default: the latest committed); also names the
         AXLearn destination step.
@@ -47,10 +51,13 @@ def convert(
       verify: re-read the destination and compare it with the source.
       overwrite: replace a destination that holds a committed checkpoint.
       max_file_size: safetensors only: shard into files of at most this many bytes.
+      resume: keep the arrays that an interrupted run of the same conversion
+        into ``dest`` completed (partial ones are written again); False
+        writes everything again.
       progress: called as ``progress(bytes_done, bytes_total, arrays_done, arrays_total)``.
 
     Returns:
-      A summary dict: source, source_format, dest, arrays, bytes_read,
+      A summary dict: source, source_format, dest, arrays, arrays_resumed, bytes_read,
       bytes_written, seconds, verify_seconds, peak_slab_bytes.
     """
     renames = list(rename.items()) if isinstance(rename, Mapping) else list(rename)
@@ -58,4 +65,4 @@ def convert(
     return _core._convert(
         str(source), str(dest), to, from_format, step, list(include), list(exclude), renames,
         casts, int(memory_budget), int(threads), bool(verify), bool(overwrite),
-        int(max_file_size), progress)
+        int(max_file_size), progress, bool(resume))

@@ -24,7 +24,7 @@ void RegisterConvert(nb::module_& m) {
          std::vector<std::string> exclude,
          std::vector<std::pair<std::string, std::string>> renames,
          std::vector<std::pair<std::string, std::string>> casts, uint64_t memory_budget,
-         int threads, bool verify, bool overwrite, uint64_t max_file_bytes, nb::object progress) {
+         int threads, bool verify, bool overwrite, uint64_t max_file_bytes, nb::object progress, bool resume) {
         engine::ConvertCheckpointRequest r;
         r.source = source;
         r.dest = dest;
@@ -44,6 +44,7 @@ void RegisterConvert(nb::module_& m) {
         r.options.memory_budget = memory_budget;
         r.options.threads = threads;
         r.options.verify = verify;
+        r.options.resume = resume;
         if (!progress.is_none()) {
           r.options.progress = [progress](const engine::ConvertProgress& p) {
             nb::gil_scoped_acquire gil;
@@ -64,6 +65,7 @@ void RegisterConvert(nb::module_& m) {
         d["source_format"] = out.source_format;
         d["dest"] = out.dest_location;
         d["arrays"] = out.stats.arrays;
+        d["arrays_resumed"] = out.stats.arrays_resumed;
         d["bytes_read"] = out.stats.bytes_read;
         d["bytes_written"] = out.stats.bytes_written;
         d["seconds"] = out.stats.seconds;
@@ -74,7 +76,7 @@ void RegisterConvert(nb::module_& m) {
       nb::arg("source"), nb::arg("dest"), nb::arg("to"), nb::arg("from_format"), nb::arg("step"),
       nb::arg("include"), nb::arg("exclude"), nb::arg("renames"), nb::arg("casts"),
       nb::arg("memory_budget"), nb::arg("threads"), nb::arg("verify"), nb::arg("overwrite"),
-      nb::arg("max_file_bytes"), nb::arg("progress").none());
+      nb::arg("max_file_bytes"), nb::arg("progress").none(), nb::arg("resume") = true);
 }
 
 }  // namespace cairn::python

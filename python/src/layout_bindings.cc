@@ -1,11 +1,7 @@
-// cairn._core Orbax layout functions: the native half of cairn.save /
-// cairn.restore (python/cairn/orbax.py).
-//
-// A whole tree crosses the boundary in one call each way: the Python layer
-// flattens the tree into leaf tuples (key path, value type, raw array
-// shards) and the C++ layer writes every array with the GIL released; on
-// restore it returns the tree structure rebuilt from `_METADATA`'s
-// key_metadata and fills every destination buffer in one call.
+// cairn._core Orbax layout functions: opening an item (its tree rebuilt
+// from `_METADATA`'s key_metadata, array info, whole-array reads), the
+// commit protocol and step listing, for python/cairn/orbax.py. Saving and
+// restoring arrays go through the engine (engine_bindings.cc).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -23,7 +19,6 @@
 #include "bindings.h"
 #include "cairn/dtype/dtype.h"
 #include "cairn/layout/orbax/item_store.h"
-#include "cairn/layout/orbax/item_writer.h"
 #include "cairn/layout/orbax/metadata_files.h"
 #include "cairn/layout/orbax/step.h"
 #include "status_translation.h"
@@ -34,63 +29,6 @@ namespace cairn::python {
 namespace {
 
 using orbax::KeyType;
-using RawArray = nb::ndarray<nb::ro, nb::device::cpu, nb::c_contig>;
-
-// One leaf as Python hands it over:
-// (path [(key, key_type)], value_type, dtype name or "", shape, write_shape
-//  or None, shards [(origin, raw C-contiguous array)], random_key_impl or
-//  None, sharding json or None, string value or None).
-using PyLeaf = std::tuple<std::vector<std::pair<std::string, int>>, std::string, std::string,
-                          std::vector<int64_t>, std::optional<std::vector<int64_t>>,
-                          std::vector<std::pair<std::vector<int64_t>, RawArray>>,
-                          std::optional<std::string>, std::optional<std::string>,
-                          std::optional<std::string>>;
-
-std::vector<orbax::LeafToWrite> ConvertLeaves(const std::vector<PyLeaf>& py) {
-  std::vector<orbax::LeafToWrite> out;
-  out.reserve(py.size());
-  for (const PyLeaf& l : py) {
-    orbax::LeafToWrite leaf;
-    for (const auto& [key, type] : std::get<0>(l)) {
-      if (type != 1 && type != 2) ThrowStatus(InvalidArgumentError("key_type must be 1 or 2"));
-      leaf.path.push_back({key, static_cast<KeyType>(type)});
-    }
-    leaf.value_type = std::get<1>(l);
-    if (!std::get<2>(l).empty()) leaf.dtype = ValueOrThrow(ParseDTypeName(std::get<2>(l)));
-    leaf.shape = std::get<3>(l);
-    if (std::get<4>(l)) leaf.write_shape = *std::get<4>(l);
-    size_t item = DTypeSize(leaf.dtype);
-    for (const auto& [origin, arr] : std::get<5>(l)) {
-      Shape shape(arr.ndim());
-      for (size_t d = 0; d < arr.ndim(); ++d) shape[d] = static_cast<Index>(arr.shape(d));
-      if (arr.itemsize() != item) {
-        ThrowStatus(InvalidArgumentError("leaf " + orbax::KeyString(leaf.path) + ": shard item size " +
-                                         std::to_string(arr.itemsize()) + " differs from dtype size"));
-      }
-      leaf.shards.push_back({Box(origin, shape), arr.data()});
-    }
-    leaf.random_key_impl = std::get<6>(l);
-    leaf.sharding_json = std::get<7>(l);
-    if (std::get<8>(l)) leaf.string_value = *std::get<8>(l);
-    out.push_back(std::move(leaf));
-  }
-  return out;
-}
-
-orbax::ItemWriteOptions ConvertOptions(bool use_ocdbt, bool use_zarr3, int process_index,
-                                       int process_count, uint64_t target_data_file_size,
-                                       uint64_t chunk_byte_size, const std::string& custom_json) {
-  orbax::ItemWriteOptions o;
-  o.use_ocdbt = use_ocdbt;
-  o.use_zarr3 = use_zarr3;
-  o.process_index = process_index;
-  o.process_count = process_count;
-  o.target_data_file_size = target_data_file_size;
-  o.chunk_byte_size = chunk_byte_size;
-  o.custom_metadata = ValueOrThrow(ParseJson(custom_json, "custom_metadata"));
-  return o;
-}
-
 // Leaf description handed to Python: ("array", param, value_type, dtype, shape)
 // / ("string", value) / ("none",) / ("unknown", value_type).
 nb::object LeafToPython(const orbax::OrbaxItem& item, const orbax::TreeEntry& e) {
@@ -226,32 +164,6 @@ void RegisterLayout(nb::module_& m) {
     return PyOrbaxItem{std::make_shared<orbax::OrbaxItem>(ValueOrThrow(std::move(item)))};
   }, nb::arg("path"), nb::arg("item_name") = "");
 
-  m.def("_orbax_write_shards",
-        [](const std::string& item_dir, const std::vector<PyLeaf>& leaves, bool use_ocdbt, bool use_zarr3,
-           int process_index, int process_count, uint64_t target, uint64_t chunk_bytes, const std::string& custom) {
-          auto native = ConvertLeaves(leaves);
-          auto options = ConvertOptions(use_ocdbt, use_zarr3, process_index, process_count, target, chunk_bytes, custom);
-          Status s;
-          {
-            nb::gil_scoped_release release;
-            auto loc = orbax::OpenLocation(item_dir);
-            s = loc.ok() ? orbax::WriteItemShards(*loc, native, options) : loc.status();
-          }
-          ThrowIfError(s);
-        });
-  m.def("_orbax_finalize_item",
-        [](const std::string& item_dir, const std::vector<PyLeaf>& leaves, bool use_ocdbt, bool use_zarr3,
-           int process_count, const std::string& custom) {
-          auto native = ConvertLeaves(leaves);
-          auto options = ConvertOptions(use_ocdbt, use_zarr3, 0, process_count, 0, 0, custom);
-          Status s;
-          {
-            nb::gil_scoped_release release;
-            auto loc = orbax::OpenLocation(item_dir);
-            s = loc.ok() ? orbax::FinalizeItem(*loc, native, options) : loc.status();
-          }
-          ThrowIfError(s);
-        });
   // Commit protocol (step.h). begin: (pending path, save id); a new save id
   // unless one is given. pending_path / find_pending: for the processes that
   // do not begin the commit.

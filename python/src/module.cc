@@ -19,6 +19,7 @@ NB_MODULE(_core, m) {
   cairn::python::RegisterConvert(m);  // cairn.convert
   cairn::python::BindDist(m);  // Coordinator (dist_bindings.cc)
   cairn::python::RegisterEngine(m);  // cairn.save / restore / save_async (engine_bindings.cc)
+  cairn::python::RegisterManager(m);  // cairn.CheckpointManager (manager_bindings.cc)
   cairn::python::RegisterEmergency(m);  // cairn.emergency (emergency_bindings.cc)
   m.def("normalize_url", [](const std::string& url) { return cairn::NormalizeUrl(url); },
         nb::arg("url"),

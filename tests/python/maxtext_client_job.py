@@ -4,6 +4,7 @@ on checkpoints is MaxText's own code, `maxtext.common.checkpointing`.
 
     python maxtext_client_job.py save ROOT STEP EXPECTED_DIR PARAMS_DIR
     python maxtext_client_job.py load SPEC_DIR STEP ROOT OUT_DIR [ROOT OUT_DIR ...]
+    python maxtext_client_job.py save ... + load ...   (both in one process)
 
 `save`: a Flax TrainState (MaxText's Linen training state: step, params
 {"params": {"decoder": ..., "token_embedder": ...}}, Adam's opt_state with
@@ -17,6 +18,7 @@ EXPECTED_DIR as `<n>.npy` (bfloat16 viewed as uint16) + manifest.json
 hold (written by cairn). The job builds the abstract params from it
 (shardings on the 2x2 mesh) and, for each ROOT, restores with
   * load_params_from_path(ROOT/STEP/items)      -> OUT_DIR/params_items
+  * the same into an NNX params state            -> OUT_DIR/params_nnx
   * load_state_if_possible(load_parameters_from_path=ROOT/STEP)
                                                  -> OUT_DIR/params_step_root
   * create_orbax_checkpoint_manager(ROOT) + load_state_if_possible
@@ -36,6 +38,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import optax  # noqa: E402
+from flax import nnx  # noqa: E402
 from flax.training import train_state  # noqa: E402
 from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
 from maxtext.common import checkpointing  # noqa: E402
@@ -167,6 +170,14 @@ def load(root, step, spec_dir, out_dir):
     dump(params, os.path.join(out_dir, "params_items"))
     result["params_items_shardings"] = shardings(params)
 
+    # An NNX model's params (bare weights as nnx.Param): MaxText reads the Linen
+    # layout on disk and fills the NNX state.
+    nnx_params = nnx.State(jax.tree.map(nnx.Param, abstract_params["params"]))
+    restored = checkpointing.load_params_from_path(os.path.join(root, str(step), "items"), nnx_params,
+                                                   CONCURRENT_GB)
+    assert isinstance(restored, nnx.State), type(restored)
+    dump(restored.to_pure_dict(), os.path.join(out_dir, "params_nnx"))
+
     none_state, params = checkpointing.load_state_if_possible(
         None, None, os.path.join(root, str(step)), "", CONCURRENT_GB,
         train_state.TrainState(step=0, apply_fn=None, params=abstract_params, tx=None, opt_state=None))
@@ -206,12 +217,25 @@ def load(root, step, spec_dir, out_dir):
         json.dump(result, f)
 
 
+def main(argv):
+    # Commands separated by "+" run in this one process (MaxText's import takes seconds).
+    commands, current = [], []
+    for a in argv:
+        if a == "+":
+            commands.append(current)
+            current = []
+        else:
+            current.append(a)
+    commands.append(current)
+    for cmd, *args in commands:
+        if cmd == "save":
+            save(args[0], int(args[1]), args[2], args[3])
+        elif cmd == "load":
+            for root, out_dir in zip(args[2::2], args[3::2]):
+                load(root, int(args[1]), args[0], out_dir)
+        else:
+            sys.exit(f"unknown command {cmd}")
+
+
 if __name__ == "__main__":
-    cmd, args = sys.argv[1], sys.argv[2:]
-    if cmd == "save":
-        save(args[0], int(args[1]), args[2], args[3])
-    elif cmd == "load":
-        for root, out_dir in zip(args[2::2], args[3::2]):
-            load(root, int(args[1]), args[0], out_dir)
-    else:
-        sys.exit(f"unknown command {cmd}")
+    main(sys.argv[1:])

@@ -15,10 +15,11 @@ maxtext_client_job.py runs inside that venv:
 * cairn -> MaxText: cairn.save writes MaxText's on-disk training state (the
   Linen TrainState's fields: step, params {"params": {"decoder": ...,
   "token_embedder": ...}}, Adam's opt_state) to <root>/<step>/items, in all
-  four storage variants (OCDBT or not, zarr3 or zarr v2); MaxText's
-  load_params_from_path, load_state_if_possible (params-only and the resume
-  of a run through create_orbax_checkpoint_manager) restore it on a 2x2 CPU
-  mesh, and every value is the one cairn wrote.
+  four storage variants (OCDBT or not, zarr3 or zarr v2) and with arrays
+  split into several chunks; MaxText's load_params_from_path (into Linen
+  params and into an NNX state), load_state_if_possible (params-only, and
+  the resume of a run through create_orbax_checkpoint_manager) restore it
+  on a 2x2 CPU mesh, and every value is the one cairn wrote.
 * MaxText -> cairn: MaxText's create_orbax_checkpoint_manager +
   save_checkpoint (async) and save_params_to_path write a sharded state;
   cairn.restore and `cairn verify` / `cairn ls` read exactly it.
@@ -60,8 +61,15 @@ REQUIREMENTS = [
     "jaxtyping", "qwix", "aqtp",
 ]
 STEP = 5
-VARIANTS = {"ocdbt-zarr3": (True, True), "ocdbt-zarr2": (True, False),
-            "zarr3": (False, True), "zarr2": (False, False)}
+# cairn.save keyword arguments: the four storage variants, and MaxText's default
+# one with arrays split into several chunks (chunk_byte_size, as Orbax's option).
+VARIANTS = {
+    "ocdbt-zarr3": dict(use_ocdbt=True, use_zarr3=True),
+    "ocdbt-zarr2": dict(use_ocdbt=True, use_zarr3=False),
+    "zarr3": dict(use_ocdbt=False, use_zarr3=True),
+    "zarr2": dict(use_ocdbt=False, use_zarr3=False),
+    "ocdbt-zarr3-small-chunks": dict(use_ocdbt=True, use_zarr3=True, chunk_byte_size=256),
+}
 
 
 # ---------------------------------------------------------------- the venv
@@ -232,20 +240,26 @@ def maxtext_state():
 
 
 @pytest.fixture(scope="module")
-def cairn_written(maxtext_python, tmp_path_factory):
-    """cairn writes the state in every variant; one MaxText job loads them all."""
-    root = tmp_path_factory.mktemp("cairn_written")
+def maxtext_job(maxtext_python, tmp_path_factory):
+    """cairn writes the state in every variant; ONE MaxText process loads them
+    all and saves its own checkpoint (for the MaxText -> cairn tests)."""
+    root = tmp_path_factory.mktemp("maxtext")
     state = maxtext_state()
     expected = flatten(state)
     write_dump(expected, root / "spec")
-    job_args = []
-    for name, (use_ocdbt, use_zarr3) in VARIANTS.items():
-        item = cairn.save(root / name, state, step=STEP, item_name="items", use_ocdbt=use_ocdbt,
-                          use_zarr3=use_zarr3)
-        assert item == str(root / name / str(STEP) / "items")
-        job_args += [root / name, root / "out" / name]
-    run_job(maxtext_python, "load", root / "spec", STEP, *job_args)
+    load_args = []
+    for name, kwargs in VARIANTS.items():
+        item = cairn.save(root / "cairn" / name, state, step=STEP, item_name="items", **kwargs)
+        assert item == str(root / "cairn" / name / str(STEP) / "items")
+        load_args += [root / "cairn" / name, root / "out" / name]
+    run_job(maxtext_python, "load", root / "spec", STEP, *load_args,
+            "+", "save", root / "ckpt", STEP, root / "expected", root / "params_only")
     return root, expected
+
+
+@pytest.fixture(scope="module")
+def cairn_written(maxtext_job):
+    return maxtext_job
 
 
 def params_of(expected):
@@ -260,9 +274,22 @@ def test_maxtext_load_params_from_path_reads_cairns_checkpoint(cairn_written, va
                        f"cairn ({variant}) -> MaxText load_params_from_path(<step>/items)")
     assert_same_arrays(load_dump(out / "params_step_root"), params_of(expected),
                        f"cairn ({variant}) -> MaxText load_state_if_possible(load_parameters_from_path=<step>)")
+    assert_same_arrays(load_dump(out / "params_nnx"), {k[len("params/"):]: v for k, v in params_of(expected).items()},
+                       f"cairn ({variant}) -> MaxText load_params_from_path(<step>/items) into an NNX state")
     # Restored onto the model's shardings, not as one replicated copy.
     specs = json.loads((out / "result.json").read_text())["params_items_shardings"]
     assert "data" in specs["params/token_embedder/embedding"], specs
+
+
+def test_cairn_wrote_several_chunks_per_array_in_the_small_chunks_variant(cairn_written):
+    root, _ = cairn_written
+    r = subprocess.run([cairn_cli(), "ls", str(root / "cairn" / "ocdbt-zarr3-small-chunks" / str(STEP) / "items")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    # path dtype [shape] [chunks] bytes
+    rows = {line.split()[0]: line.split() for line in r.stdout.splitlines() if line.strip()}
+    row = rows["params.params.token_embedder.embedding"]
+    assert row[2] == "[64,16]" and row[3] != "[64,16]", row  # MaxText read it from several chunks
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -289,9 +316,8 @@ def test_maxtext_names_the_weight_whose_shape_differs_from_cairns_checkpoint(cai
 # ---------------------------------------------------------------- MaxText -> cairn
 
 @pytest.fixture(scope="module")
-def maxtext_saved(maxtext_python, tmp_path_factory):
-    root = tmp_path_factory.mktemp("maxtext_saved")
-    run_job(maxtext_python, "save", root / "ckpt", STEP, root / "expected", root / "params_only")
+def maxtext_saved(maxtext_job):
+    root, _ = maxtext_job
     return root, load_dump(root / "expected")
 
 

@@ -21,6 +21,13 @@ bool ByteBudget::TryAcquire(uint64_t n) {
   return true;
 }
 
+void ByteBudget::Overdraw(uint64_t n) {
+  if (n == 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  in_use_ += n;
+  peak_ = std::max(peak_, in_use_);
+}
+
 void ByteBudget::Release(uint64_t n) {
   if (n == 0) return;
   {

@@ -2,7 +2,8 @@
 //
 // Every snapshot buffer and every encoded chunk the engine holds is counted
 // against one budget: Acquire(n) blocks until n bytes are free, Release(n)
-// gives them back. A request larger than the whole budget is granted alone
+// gives them back. Encoders in flight overdraw it (Overdraw): at most one
+// chunk's working memory per pool thread past the capacity. A request larger than the whole budget is granted alone
 // (when nothing else is held), so a single chunk bigger than the budget
 // still goes through, one at a time. `peak()` reports the most ever held,
 // for tests and benchmarks.
@@ -28,6 +29,11 @@ class ByteBudget {
   void Acquire(uint64_t n);
   // Holds `n` bytes if they are free now; returns whether it did.
   bool TryAcquire(uint64_t n);
+  // Holds `n` bytes now, even past the capacity (for short-lived working
+  // memory of a job already running, which must not wait for the jobs
+  // queued behind it: the save's encoders). Later Acquire calls wait until
+  // the budget is back under its capacity.
+  void Overdraw(uint64_t n);
   // Gives back `n` bytes acquired earlier.
   void Release(uint64_t n);
 

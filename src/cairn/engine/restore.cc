@@ -1,48 +1,248 @@
+// Implements Restore (restore.h) in three steps:
+//   1. Open the item; an OCDBT item's database is pinned to its latest
+//      generation (the manifest is read once for the whole restore, B+tree
+//      nodes are decoded once) and every array's metadata is read.
+//   2. Plan (restore_plan.h): the chunks every box touches, each once.
+//   3. Read with KvStore::GetMany, all arrays' chunks in one batch split
+//      into a few slices that run in parallel: whole chunks (and shards
+//      wholly needed) first, with the index of each shard needed only in
+//      part; then those shards' inner chunks. Each value is decoded as it
+//      arrives, on the thread that read it, and its parts copied into the
+//      destinations; where no codec changes the bytes they are copied
+//      straight from the read buffer. Missing chunks fill with the fill
+//      value without being built.
 #include "cairn/engine/restore.h"
 
 #include <memory>
 
+#include "cairn/engine/restore_plan.h"
+#include "cairn/kvstore/ocdbt/io/ocdbt_kvstore.h"
 #include "cairn/layout/orbax/item_store.h"
 #include "cairn/layout/orbax/location.h"
 #include "cairn/util/thread_pool.h"
+#include "cairn/zarr/shard_io.h"
 
 namespace cairn::engine {
+namespace {
+
+using internal_zarr::FillStrided;
+using internal_zarr::Offset;
+
+using ValueFn = std::function<Status(size_t index, std::optional<ByteView> value)>;
+
+size_t Linear(const std::vector<Index>& cell, const Shape& grid) {
+  size_t n = 0;
+  for (size_t d = 0; d < cell.size(); ++d) n = n * static_cast<size_t>(grid[d]) + static_cast<size_t>(cell[d]);
+  return n;
+}
+
+// Copies each part from `src` (a C-order block covering `src_box`), or
+// fills it with the fill value when `src` is null.
+void FillParts(const ArrayRestorePlan& p, const std::vector<PartToFill>& parts, const uint8_t* src,
+               const Box& src_box) {
+  const size_t elem = DTypeSize(p.spec.dtype);
+  const std::vector<Index> src_strides = CStrides(src_box.shape, elem);
+  for (const PartToFill& part : parts) {
+    const Destination& d = p.dests[part.dest];
+    uint8_t* out = Offset(d.data, part.inter.origin, d.box.origin, d.byte_strides);
+    if (src == nullptr) {
+      FillStrided(out, d.byte_strides, part.inter.shape, p.spec.fill_value);
+      continue;
+    }
+    const uint8_t* in = Offset(const_cast<uint8_t*>(src), part.inter.origin, src_box.origin, src_strides);
+    StridedCopy(in, src_strides, out, d.byte_strides, part.inter.shape, elem);
+  }
+}
+
+// The decoded bytes of a (inner) chunk of `spec`: the stored bytes
+// themselves when the chain is the identity, else decoded into `owned`.
+Result<ByteView> Decoded(const CodecChain& chain, const ChunkSpec& spec, ByteView stored, Buffer& owned) {
+  const size_t n = spec.num_bytes();
+  if (chain.IsIdentity(spec)) {
+    if (stored.size() != n) {
+      return DataLossError("chunk has " + std::to_string(stored.size()) + " bytes, expected " +
+                           std::to_string(n));
+    }
+    return stored;
+  }
+  CAIRN_ASSIGN_OR_RETURN(owned, chain.Decode(spec, stored));
+  if (owned.size() != n) {
+    return DataLossError("chunk decoded to " + std::to_string(owned.size()) + " bytes, expected " +
+                         std::to_string(n));
+  }
+  return owned.view();
+}
+
+Status DeliverInner(const ArrayRestorePlan& p, const InnerChunkToRead& ic, std::optional<ByteView> bytes) {
+  if (!bytes) {
+    FillParts(p, ic.parts, nullptr, ic.box);
+    return Status::OK();
+  }
+  Buffer owned;
+  auto decoded = Decoded(p.sharding->inner_codecs(), p.sharding->InnerSpec(p.spec), *bytes, owned);
+  if (!decoded.ok()) return decoded.status().Annotate("inner chunk " + ic.box.ToString());
+  FillParts(p, ic.parts, decoded->data(), ic.box);
+  return Status::OK();
+}
+
+Status DeliverChunk(const ArrayRestorePlan& p, const ChunkToRead& c, std::optional<ByteView> value) {
+  if (!value) {
+    FillParts(p, c.parts, nullptr, c.box);
+    return Status::OK();
+  }
+  if (p.sharding == nullptr) {
+    Buffer owned;
+    CAIRN_ASSIGN_OR_RETURN(ByteView decoded, Decoded(p.array->metadata().codecs, p.spec, *value, owned));
+    FillParts(p, c.parts, decoded.data(), c.box);
+    return Status::OK();
+  }
+  CAIRN_ASSIGN_OR_RETURN(ByteView index_bytes, p.sharding->IndexBytes(p.spec, *value));
+  CAIRN_ASSIGN_OR_RETURN(auto entries, p.sharding->DecodeIndex(p.spec, index_bytes));
+  CAIRN_RETURN_IF_ERROR(ValidateShardIndex(entries, value->size()));
+  const Shape grid = p.sharding->GridShape(p.spec);
+  for (const InnerChunkToRead& ic : c.inner) {
+    const ShardIndexEntry& e = entries[Linear(ic.cell, grid)];
+    std::optional<ByteView> bytes;
+    if (!e.missing()) bytes = value->subspan(e.offset, e.nbytes);
+    CAIRN_RETURN_IF_ERROR(DeliverInner(p, ic, bytes));
+  }
+  return Status::OK();
+}
+
+// GetMany over a few contiguous slices of `reads` at once (parallelism for
+// drivers whose GetMany reads one value at a time).
+Status ReadSliced(KvStore& store, const std::vector<KeyRead>& reads, const ValueFn& fn) {
+  ThreadPool& pool = ThreadPool::Default();
+  const size_t slices = std::min(reads.size(), pool.size());
+  if (slices <= 1) return store.GetMany(reads, fn);
+  TaskGroup group(pool);
+  const size_t per = (reads.size() + slices - 1) / slices;
+  for (size_t b = 0; b < reads.size(); b += per) {
+    group.Run([&, b]() -> Status {
+      const size_t e = std::min(reads.size(), b + per);
+      std::vector<KeyRead> slice(reads.begin() + static_cast<std::ptrdiff_t>(b),
+                                 reads.begin() + static_cast<std::ptrdiff_t>(e));
+      return store.GetMany(slice, [&](size_t i, std::optional<ByteView> v) { return fn(b + i, v); });
+    });
+  }
+  return group.Wait();
+}
+
+// A ranged read that does not fit its value means the shard's bytes are
+// inconsistent with its index.
+Status AsDataLoss(Status s, const std::string& what) {
+  if (s.code() != StatusCode::kInvalidArgument) return s;
+  return DataLossError(what + ": " + std::string(s.message()));
+}
+
+}  // namespace
 
 Status Restore(const RestoreRequest& request) {
+  // Step 1.
   CAIRN_ASSIGN_OR_RETURN(orbax::Location where, orbax::OpenLocation(request.directory));
   CAIRN_ASSIGN_OR_RETURN(orbax::Location item_location,
                          orbax::ResolveItemLocation(where, request.item_name));
   CAIRN_ASSIGN_OR_RETURN(orbax::OrbaxItem item, orbax::OpenItem(item_location));
+  if (auto* db = dynamic_cast<ocdbt::OcdbtKvStore*>(item.store.get())) {
+    CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<ocdbt::OcdbtKvStore> pinned, db->PinLatest());
+    item.store = std::move(pinned);
+  }
   const std::string dir = item_location.Path();
-  // Open every array (metadata reads) in parallel, then read every box.
-  std::vector<std::shared_ptr<ZarrArray>> arrays(request.arrays.size());
+  std::vector<ArrayRestorePlan> plans(request.arrays.size());
   {
     TaskGroup group;
     for (size_t i = 0; i < request.arrays.size(); ++i) {
       group.Run([&, i]() -> Status {
         const ArrayToRestore& a = request.arrays[i];
-        CAIRN_ASSIGN_OR_RETURN(arrays[i], orbax::OpenItemArray(item, a.param));
-        if (a.dtype && *a.dtype != arrays[i]->dtype()) {
+        CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<ZarrArray> array, orbax::OpenItemArray(item, a.param));
+        if (a.dtype && *a.dtype != array->dtype()) {
           return InvalidArgumentError("restoring `" + a.param + "` of " + dir + ": stored dtype " +
-                                      std::string(DTypeName(arrays[i]->dtype())) + ", requested " +
+                                      std::string(DTypeName(array->dtype())) + ", requested " +
                                       std::string(DTypeName(*a.dtype)));
         }
+        // Step 2.
+        CAIRN_ASSIGN_OR_RETURN(plans[i], PlanArrayRestore(a, std::move(array), dir));
         return Status::OK();
       });
     }
     CAIRN_RETURN_IF_ERROR(group.Wait());
   }
-  TaskGroup group;
-  for (size_t i = 0; i < request.arrays.size(); ++i) {
-    for (const BoxToRestore& b : request.arrays[i].boxes) {
-      group.Run([&, i]() -> Status {
-        StridedLayout layout{b.byte_strides};
-        return arrays[i]->Read(b.box, b.data, layout)
-            .Annotate("restoring `" + request.arrays[i].param + "` of " + dir);
-      });
+  KvStore& store = *item.store;
+  auto where_of = [&](size_t a, const std::string& key) {
+    return "restoring `" + request.arrays[a].param + "` of " + dir + ": reading " + store.Describe(key);
+  };
+
+  // Step 3: whole chunks, and the indexes of shards needed in part.
+  struct Target {
+    size_t array;
+    size_t chunk;
+  };
+  std::vector<KeyRead> reads;
+  std::vector<Target> targets;
+  for (size_t a = 0; a < plans.size(); ++a) {
+    const ArrayRestorePlan& p = plans[a];
+    for (size_t c = 0; c < p.chunks.size(); ++c) {
+      const ChunkToRead& chunk = p.chunks[c];
+      ByteRange range;
+      if (p.sharding != nullptr && !chunk.whole_shard) {
+        const uint64_t n = p.sharding->EncodedIndexSize(p.spec);
+        range = p.sharding->index_location() == ShardIndexLocation::kEnd ? ByteRange::Suffix(n)
+                                                                         : ByteRange::Range(0, n);
+      }
+      reads.push_back({chunk.key, range});
+      targets.push_back({a, c});
     }
   }
-  return group.Wait();
+  // Per partly needed shard, its index (empty until read; missing shard: none).
+  std::vector<std::optional<std::vector<ShardIndexEntry>>> indexes(reads.size());
+  Status first = ReadSliced(store, reads, [&](size_t i, std::optional<ByteView> value) -> Status {
+    const ArrayRestorePlan& p = plans[targets[i].array];
+    const ChunkToRead& c = p.chunks[targets[i].chunk];
+    if (p.sharding == nullptr || c.whole_shard) {
+      return DeliverChunk(p, c, value).Annotate(where_of(targets[i].array, c.key));
+    }
+    if (!value) {
+      FillParts(p, c.parts, nullptr, c.box);
+      return Status::OK();
+    }
+    auto entries = p.sharding->DecodeIndex(p.spec, *value);
+    if (!entries.ok()) return entries.status().Annotate(where_of(targets[i].array, c.key));
+    indexes[i] = std::move(*entries);
+    return Status::OK();
+  });
+  CAIRN_RETURN_IF_ERROR(AsDataLoss(first, "restoring from " + dir + ": a shard is shorter than its index"));
+
+  // Then the inner chunks those indexes name.
+  struct InnerTarget {
+    size_t array;
+    size_t chunk;
+    size_t inner;
+  };
+  std::vector<KeyRead> inner_reads;
+  std::vector<InnerTarget> inner_targets;
+  for (size_t i = 0; i < reads.size(); ++i) {
+    if (!indexes[i]) continue;
+    const ArrayRestorePlan& p = plans[targets[i].array];
+    const ChunkToRead& c = p.chunks[targets[i].chunk];
+    const Shape grid = p.sharding->GridShape(p.spec);
+    for (size_t k = 0; k < c.inner.size(); ++k) {
+      const ShardIndexEntry& e = (*indexes[i])[Linear(c.inner[k].cell, grid)];
+      if (e.missing()) {
+        FillParts(p, c.inner[k].parts, nullptr, c.inner[k].box);
+        continue;
+      }
+      inner_reads.push_back({c.key, ByteRange::Range(e.offset, e.nbytes)});
+      inner_targets.push_back({targets[i].array, targets[i].chunk, k});
+    }
+  }
+  Status second = ReadSliced(store, inner_reads, [&](size_t i, std::optional<ByteView> value) -> Status {
+    const InnerTarget& t = inner_targets[i];
+    const ArrayRestorePlan& p = plans[t.array];
+    const ChunkToRead& c = p.chunks[t.chunk];
+    if (!value) return DataLossError(where_of(t.array, c.key) + ": the shard vanished while reading it");
+    return DeliverInner(p, c.inner[t.inner], value).Annotate(where_of(t.array, c.key));
+  });
+  return AsDataLoss(second, "restoring from " + dir + ": a shard index entry points past the shard's end");
 }
 
 }  // namespace cairn::engine

@@ -113,12 +113,16 @@ Status PendingSaveImpl::Snapshot() {
         const Box valid = ChunkValidBox(m, cell);
         const uint64_t bytes = static_cast<uint64_t>(valid.num_elements()) * elem;
         const bool whole = valid.shape == m.chunk_shape;
-        const uint64_t held = bytes + (whole ? encoded_estimate : chunk_bytes + encoded_estimate);
-        budget->Acquire(held);
-        auto hold = std::make_shared<BudgetHold>(budget, held);
+        // The snapshot waits for room in the budget; the encoder's working
+        // memory (encoded bytes, the padded chunk) overdraws it while it runs.
+        budget->Acquire(bytes);
+        auto hold = std::make_shared<BudgetHold>(budget, bytes);
+        const uint64_t working = whole ? encoded_estimate : chunk_bytes + encoded_estimate;
         auto snapshot = std::make_shared<Buffer>(bytes);
         CopyOut(piece, valid, elem, snapshot->data());
-        group->Run([this, &m, cell, snapshot, hold, prefix]() -> Status {
+        group->Run([this, &m, cell, snapshot, hold, prefix, working]() -> Status {
+          budget->Overdraw(working);
+          BudgetHold encoding(budget, working);
           auto encoded = EncodeChunk(m, cell, snapshot->view(), /*store_fill=*/true);
           if (!encoded.ok()) return encoded.status().Annotate("encoding a chunk of `" + prefix + "`");
           if (encoded->omit) return Status::OK();

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "cairn/kvstore/file/file_kvstore.h"
+#include "cairn/kvstore/gcs/gcs_kvstore.h"
 #include "cairn/kvstore/memory/memory_kvstore.h"
 #include "cairn/kvstore/ocdbt/io/ocdbt_kvstore.h"
 #include "cairn/kvstore/prefix/prefix_kvstore.h"
@@ -96,16 +97,32 @@ Result<std::shared_ptr<KvStore>> OpenS3(std::string_view rest, std::string_view 
   return std::shared_ptr<KvStore>(std::move(store));
 }
 
+// `gs://bucket/path/`: objects of a GCS bucket below path; endpoint
+// (STORAGE_EMULATOR_HOST) from the environment (gcs/gcs_kvstore.h).
+Result<std::shared_ptr<KvStore>> OpenGcs(std::string_view rest, std::string_view url) {
+  size_t slash = rest.find('/');
+  std::string_view bucket = rest.substr(0, slash);
+  Status valid = gcs::ValidateGcsBucketName(bucket);
+  if (!valid.ok()) return BadUrl(url, valid.message());
+  std::string_view path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+  CAIRN_ASSIGN_OR_RETURN(std::string prefix, UrlPathToKeyPrefix(path, url));
+  CAIRN_ASSIGN_OR_RETURN(gcs::GcsOptions options,
+                         gcs::GcsOptions::FromEnvironment(std::string(bucket), std::move(prefix)));
+  CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<gcs::GcsKvStore> store, gcs::GcsKvStore::Open(std::move(options)));
+  return std::shared_ptr<KvStore>(std::move(store));
+}
+
 struct Driver {
   std::string_view scheme;
   Result<std::shared_ptr<KvStore>> (*open)(std::string_view rest, std::string_view url);
 };
 
-// Every driver scheme cairn opens. (gs:// will be added here.)
+// Every driver scheme cairn opens.
 constexpr Driver kDrivers[] = {
     {"memory", OpenMemory},
     {"file", OpenFile},
     {"s3", OpenS3},
+    {"gs", OpenGcs},
 };
 
 // ---- Adapters: later parts of a pipeline, "<scheme>:<path>". ---------------

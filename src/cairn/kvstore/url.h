@@ -2,6 +2,8 @@
 //
 //   memory://[path]              the process-wide in-memory store, under path
 //   file:///abs/dir/             files under /abs/dir/ (created on first write)
+//   s3://bucket/path/            S3 objects (s3/s3_kvstore.h)
+//   gs://bucket/path/            GCS objects (gcs/gcs_kvstore.h)
 //   <base>|ocdbt:[path]          an OCDBT database stored in <base>
 //   <base>|ocdbt:@v5/[path]      its generation 5, read-only (TensorStore's
 //                                syntax; `@<commit time>/` is Unimplemented,

@@ -15,6 +15,7 @@
 // once; a writer is used by one thread at a time.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,6 +47,21 @@ std::vector<std::string> SplitTreePath(std::string_view path, char separator);
 // Joins tree keys with `separator`.
 std::string JoinTreePath(const std::vector<std::string>& keys, char separator);
 
+// Damage `cairn verify` found in a stored checkpoint.
+struct StoredProblem {
+  std::string kind;     // "corrupt_chunk", "missing_chunk", "unreadable", ...
+  std::string array;    // the array's path
+  std::string key;      // the key in the store, when known
+  std::string url;      // where: the key's URL, or the checkpoint's
+  std::string message;
+};
+
+struct VerifyStoredStats {
+  size_t arrays = 0;
+  uint64_t pieces = 0;  // chunks (or boxes, for formats without chunks) checked
+  uint64_t bytes = 0;   // decoded bytes checked
+};
+
 class CheckpointReader {
  public:
   virtual ~CheckpointReader() = default;
@@ -57,6 +73,16 @@ class CheckpointReader {
   // NotFound for an unknown path, InvalidArgument for a box outside the
   // array, DataLoss for corrupt stored bytes; errors name the array and URL.
   virtual Status ReadBox(std::string_view path, const Box& box, void* dest) = 0;
+  // Reads and checks every stored piece of every array, calling `problem`
+  // for each damage found (the error return is for failures to list or
+  // open, not for damage). Formats of zarr arrays check each chunk with the
+  // zarr layer's check (zarr/chunk_check.h), naming its key and URL; the
+  // default reads every array through ReadBox, in boxes of at most 64 MiB
+  // (safetensors: every byte is in the file, the header is sound).
+  // `progress(done, total)` in decoded bytes.
+  virtual Result<VerifyStoredStats> VerifyStored(
+      const std::function<void(StoredProblem)>& problem,
+      const std::function<void(uint64_t, uint64_t)>& progress);
 };
 
 class CheckpointWriter {
@@ -74,6 +100,18 @@ class CheckpointWriter {
   // The array paths in the order their bytes must be written, each array
   // front to back in row-major slabs; nullptr when any order will do.
   virtual const std::vector<std::string>* required_order() const { return nullptr; }
+  // True when an earlier, interrupted run of the same conversion into this
+  // (uncommitted) destination already wrote every chunk of array `path`
+  // durably, with the metadata declared now: a resumed conversion skips it.
+  // Writers that cannot tell say false (the array is written again).
+  virtual Result<bool> ArrayComplete(std::string_view path) {
+    (void)path;
+    return false;
+  }
+  // Makes this process's writes durable. In a distributed write every
+  // process calls it after its last WriteBox, before one process commits;
+  // Commit does it itself when it was not called.
+  virtual Status Flush() { return Status::OK(); }
   // Makes the checkpoint visible, durably, as the format does. Until Commit
   // returns OK nothing looks like a valid checkpoint.
   virtual Status Commit() = 0;

@@ -80,19 +80,31 @@ Result<OpenedCheckpoint> OpenOrbax(KvStore& store, const std::string& prefix,
   if (step) path = WithSlash(path) + std::to_string(*step);
   OpenedCheckpoint out;
   out.format = "orbax";
-  // AXLearn's Orbax steps keep the tensors in the `state` item.
-  const std::string step_dir = WithSlash(prefix) + (step ? std::to_string(*step) + "/" : "");
-  auto index = axlearn::ReadIndex(store, step_dir + "index/");
-  if (index.ok()) {
-    out.axlearn_index = std::move(*index);
-    CAIRN_RETURN_IF_ERROR(CollectIteratorFiles(store, step_dir + "tfds/", "tf_",
-                                               step_dir + "tfds/", out.iterator_files));
-    CAIRN_RETURN_IF_ERROR(CollectIteratorFiles(store, step_dir + "python/", "python_",
-                                               step_dir + "python/", out.iterator_files));
-  }
   CAIRN_ASSIGN_OR_RETURN(orbax::Location location, orbax::OpenLocation(path));
-  CAIRN_ASSIGN_OR_RETURN(orbax::Location item_location,
-                         orbax::ResolveItemLocation(location, out.axlearn_index ? "state" : ""));
+  // AXLearn's Orbax steps keep the tensors in the `state` item, beside
+  // `index/index` and the iterator state; a step with several items is
+  // taken as one of them.
+  auto resolved = orbax::ResolveItemLocation(location, "");
+  if (!resolved.ok() && resolved.status().code() == StatusCode::kInvalidArgument) {
+    resolved = orbax::ResolveItemLocation(location, "state");
+  }
+  CAIRN_RETURN_IF_ERROR(resolved.status());
+  const orbax::Location item_location = std::move(*resolved);
+  // The step directory as a key prefix of `store` (the item's parent, when
+  // it lies inside the store).
+  const std::string store_root = url.substr(7);
+  const std::string step_path = item_location.Parent().Path() + "/";
+  if (step_path.size() > store_root.size() && step_path.rfind(store_root, 0) == 0) {
+    const std::string step_dir = step_path.substr(store_root.size());
+    auto index = axlearn::ReadIndex(store, step_dir + "index/");
+    if (index.ok()) {
+      out.axlearn_index = std::move(*index);
+      CAIRN_RETURN_IF_ERROR(CollectIteratorFiles(store, step_dir + "tfds/", "tf_",
+                                                 step_dir + "tfds/", out.iterator_files));
+      CAIRN_RETURN_IF_ERROR(CollectIteratorFiles(store, step_dir + "python/", "python_",
+                                                 step_dir + "python/", out.iterator_files));
+    }
+  }
   const std::string item_dir = item_location.Path();
   CAIRN_ASSIGN_OR_RETURN(orbax::OrbaxItem item, orbax::OpenItem(item_location));
   CAIRN_ASSIGN_OR_RETURN(out.reader, orbax::NewOrbaxReader(std::move(item)));

@@ -10,7 +10,9 @@
 #include <new>
 #include <optional>
 #include <thread>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 
 #include "cairn/dtype/cast.h"
 
@@ -102,10 +104,16 @@ class Copier {
   // Copies the tasks whose index is `rank` modulo `ranks`.
   Copier(layout::CheckpointReader& source, layout::CheckpointWriter& writer,
          const std::vector<ArrayMapping>& plan, const ConvertOptions& options, int threads,
-         int rank = 0, int ranks = 1)
+         const std::vector<bool>& skip, int rank = 0, int ranks = 1)
       : source_(source), writer_(writer), plan_(plan), options_(options), threads_(threads),
         ordered_(writer.required_order() != nullptr),
-        budget_(options.memory_budget, ordered_), rank_(rank), ranks_(ranks) {}
+        budget_(options.memory_budget, ordered_), skip_(skip), rank_(rank), ranks_(ranks) {
+    // Test hook: die (SIGKILL, as an OOM kill or a preemption would) once
+    // this many arrays are copied, to test resuming.
+    if (const char* kill = std::getenv("CAIRN_CONVERT_TEST_KILL_AFTER_ARRAYS")) {
+      kill_after_ = std::strtoull(kill, nullptr, 10);
+    }
+  }
 
   Status Run(ConvertStats& stats) {
     start_ = Clock::now();
@@ -141,6 +149,10 @@ class Copier {
     remaining_slabs_.assign(plan_.size(), 0);
     for (size_t i : order) {
       const ArrayMapping& m = plan_[i];
+      if (i < skip_.size() && skip_[i]) {
+        ++arrays_done_;
+        continue;
+      }
       total_bytes_ += NumElements(m.dest.shape) * DTypeSize(m.dest.dtype);
       // Ordered writers take whole arrays front to back; the others whole
       // destination chunks.
@@ -221,7 +233,10 @@ class Copier {
 
   void Report(size_t i) {
     std::lock_guard lock(progress_mu_);
-    if (--remaining_slabs_[i] == 0) ++arrays_done_;
+    if (--remaining_slabs_[i] == 0) {
+      ++arrays_done_;
+      if (kill_after_ != 0 && ++arrays_copied_ >= kill_after_) std::raise(SIGKILL);
+    }
     if (!options_.progress) return;
     ConvertProgress p;
     p.bytes_done = bytes_written_.load();
@@ -250,7 +265,10 @@ class Copier {
   const int threads_;
   const bool ordered_;
   SlabBudget budget_;
+  const std::vector<bool>& skip_;
   const int rank_, ranks_;
+  uint64_t kill_after_ = 0;
+  uint64_t arrays_copied_ = 0;  // guarded by progress_mu_
   uint64_t chunk_counter_ = 0;
   Clock::time_point start_;
   std::vector<Task> tasks_;
@@ -272,8 +290,11 @@ class Copier {
 namespace {
 
 int ThreadsFor(const ConvertOptions& options) {
-  return options.threads > 0 ? options.threads
-                             : std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
+  // Twice the cores by default: a worker waiting on a read or on a chunk's
+  // fsync leaves its core to one that decodes or encodes.
+  return options.threads > 0
+             ? options.threads
+             : std::max(4, 2 * static_cast<int>(std::thread::hardware_concurrency()));
 }
 
 // Plans, and fits destination chunks to a slab: chunks that fit are copied
@@ -293,6 +314,19 @@ Result<std::vector<ArrayMapping>> PlanAndFit(layout::CheckpointReader& source,
                                        MaxSlabBytes(options.memory_budget, threads));
   }
   return plan;
+}
+
+// Which arrays of `plan` an interrupted run already wrote completely.
+Result<std::vector<bool>> CompleteArrays(layout::CheckpointWriter& writer,
+                                         const std::vector<ArrayMapping>& plan,
+                                         const ConvertOptions& options) {
+  std::vector<bool> skip(plan.size(), false);
+  if (!options.resume) return skip;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    CAIRN_ASSIGN_OR_RETURN(bool complete, writer.ArrayComplete(plan[i].dest.path));
+    skip[i] = complete;
+  }
+  return skip;
 }
 
 std::vector<layout::ArrayInfo> DestArrays(const std::vector<ArrayMapping>& plan) {
@@ -323,8 +357,10 @@ Result<ConvertStats> Convert(layout::CheckpointReader& source, const WriterFacto
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<layout::CheckpointWriter> writer,
                          make_writer(DestArrays(plan)));
   ConvertStats stats;
-  Copier copier(source, *writer, plan, options, threads);
+  CAIRN_ASSIGN_OR_RETURN(std::vector<bool> skip, CompleteArrays(*writer, plan, options));
+  Copier copier(source, *writer, plan, options, threads, skip);
   CAIRN_RETURN_IF_ERROR(copier.Run(stats));
+  stats.arrays_resumed = std::count(skip.begin(), skip.end(), true);
   stats.seconds = SecondsSince(start);
   CAIRN_RETURN_IF_ERROR(CommitAndVerify(source, *writer, open_dest, plan, options, stats));
   stats.seconds = SecondsSince(start) - stats.verify_seconds;
@@ -352,13 +388,28 @@ Result<ConvertStats> ConvertDistributed(layout::CheckpointReader& source,
   if (rank != 0) writer = attach_writer(DestArrays(*plan));
   CAIRN_RETURN_IF_ERROR(AgreeOnStatus(coordinator, "cairn/convert/attach", writer.status(), timeout));
   // Step 3.
+  std::string skipped(plan->size(), '0');
+  Status checked = Status::OK();
+  if (rank == 0) {
+    auto complete = CompleteArrays(**writer, *plan, options);
+    if (complete.ok()) {
+      for (size_t i = 0; i < complete->size(); ++i) skipped[i] = (*complete)[i] ? '1' : '0';
+    }
+    checked = complete.status();
+  }
+  CAIRN_RETURN_IF_ERROR(AgreeOnStatus(coordinator, "cairn/convert/resume", checked, timeout));
+  CAIRN_ASSIGN_OR_RETURN(skipped, coordinator.Broadcast("cairn/convert/skip", 0, skipped, timeout));
+  std::vector<bool> skip(plan->size(), false);
+  for (size_t i = 0; i < skip.size() && i < skipped.size(); ++i) skip[i] = skipped[i] == '1';
   ConvertStats stats;
   Status copied = Status::OK();
   if (rank == 0 || (*writer)->required_order() == nullptr) {
-    Copier copier(source, **writer, *plan, options, threads, rank,
+    Copier copier(source, **writer, *plan, options, threads, skip, rank,
                   (*writer)->required_order() == nullptr ? ranks : 1);
     copied = copier.Run(stats);
   }
+  if (copied.ok()) copied = (*writer)->Flush();
+  stats.arrays_resumed = std::count(skip.begin(), skip.end(), true);
   // Step 4.
   CAIRN_RETURN_IF_ERROR(AgreeOnStatus(coordinator, "cairn/convert/copied", copied, timeout));
   auto totals = coordinator.AllGather(

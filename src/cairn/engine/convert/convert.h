@@ -38,8 +38,12 @@ struct ConvertProgress {
 struct ConvertOptions {
   ConvertPlanOptions plan;
   uint64_t memory_budget = uint64_t{1} << 30;
-  int threads = 0;  // 0: the hardware's concurrency (at least 2)
+  int threads = 0;  // 0: twice the hardware's concurrency (at least 4)
   bool verify = false;  // re-read the destination (through `open_dest`) and compare
+  // Skip arrays that an interrupted run of the same conversion already
+  // wrote completely (CheckpointWriter::ArrayComplete); partial ones are
+  // written again.
+  bool resume = true;
   // Called from worker threads (one at a time) after each slab.
   std::function<void(const ConvertProgress&)> progress;
   // Collectives of a distributed conversion time out after this.
@@ -48,6 +52,7 @@ struct ConvertOptions {
 
 struct ConvertStats {
   size_t arrays = 0;
+  size_t arrays_resumed = 0;   // found complete from an interrupted run, not copied again
   uint64_t bytes_read = 0;     // source bytes
   uint64_t bytes_written = 0;  // destination bytes
   double seconds = 0;
@@ -71,9 +76,12 @@ Result<ConvertStats> Convert(layout::CheckpointReader& source, const WriterFacto
 //   2. The primary creates the destination (`make_writer`); everyone agrees
 //      on its status; the others then attach to it (`attach_writer`: open
 //      the arrays without creating them).
-//   3. Each process copies every n-th destination chunk, within its own
-//      budget; a destination that needs its bytes in order (safetensors) is
-//      copied by the primary alone.
+//   3. The primary asks its writer which arrays an interrupted run already
+//      completed (options.resume) and broadcasts the list; every process
+//      skips them. Each process copies every n-th remaining destination
+//      chunk, within its own budget, and flushes its writer; a destination
+//      that needs its bytes in order (safetensors) is copied by the primary
+//      alone.
 //   4. Everyone agrees that all copies succeeded; only then the primary
 //      commits (and verifies, with options.verify); everyone agrees on that.
 // A failure anywhere fails the conversion on every process, uncommitted.

@@ -183,6 +183,18 @@ struct HttpClient::Impl {
     return len;
   }
 
+  // curl rewinds the body when it must resend it (a reused connection that
+  // turned out closed, an authentication round).
+  static int OnSeek(void* user, curl_off_t offset, int origin) {
+    auto* t = static_cast<Transfer*>(user);
+    if (origin != SEEK_SET || offset < 0 ||
+        static_cast<uint64_t>(offset) > t->attempt_request.body.size()) {
+      return CURL_SEEKFUNC_FAIL;
+    }
+    t->read_pos = static_cast<size_t>(offset);
+    return CURL_SEEKFUNC_OK;
+  }
+
   // Sets up and adds the next attempt of `t`; false when it completed instead.
   bool Start(Transfer* t) {
     ++t->attempt;
@@ -226,6 +238,8 @@ struct HttpClient::Impl {
       curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
       curl_easy_setopt(e, CURLOPT_READFUNCTION, &Impl::OnRead);
       curl_easy_setopt(e, CURLOPT_READDATA, t);
+      curl_easy_setopt(e, CURLOPT_SEEKFUNCTION, &Impl::OnSeek);
+      curl_easy_setopt(e, CURLOPT_SEEKDATA, t);
       curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(r.body.size()));
       if (r.method == "POST") curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "POST");
     } else if (r.method != "GET") {

@@ -69,6 +69,8 @@ struct HttpCall {
   RetryPolicy retry;
   // For error messages: what the driver was doing ("writing key `a` of s3://b/").
   std::string operation;
+  // Keeps storage the request's body points into alive with the call.
+  std::shared_ptr<const void> keep_alive;
   // A response body larger than this fails the call (ResourceExhausted).
   uint64_t max_response_bytes = uint64_t{1} << 40;
 };

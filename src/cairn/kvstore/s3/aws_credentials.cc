@@ -4,6 +4,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "cairn/kvstore/http/environment.h"
+
 namespace cairn::s3 {
 namespace {
 
@@ -11,11 +13,6 @@ std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
   return s;
-}
-
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? std::string() : std::string(v);
 }
 
 }  // namespace
@@ -72,23 +69,23 @@ Result<AwsCredentials> ParseAwsCredentialsFile(std::string_view text, std::strin
 }
 
 Result<AwsCredentials> LoadAwsCredentials() {
-  std::string id = Env("AWS_ACCESS_KEY_ID");
-  std::string secret = Env("AWS_SECRET_ACCESS_KEY");
+  std::string id = http::EnvString("AWS_ACCESS_KEY_ID");
+  std::string secret = http::EnvString("AWS_SECRET_ACCESS_KEY");
   if (!id.empty() || !secret.empty()) {
     if (id.empty() || secret.empty()) {
       return InvalidArgumentError(
           "AWS credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must both be set (only " +
           std::string(id.empty() ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID") + " is)");
     }
-    return AwsCredentials{id, secret, Env("AWS_SESSION_TOKEN"), "environment"};
+    return AwsCredentials{id, secret, http::EnvString("AWS_SESSION_TOKEN"), "environment"};
   }
-  std::string path = Env("AWS_SHARED_CREDENTIALS_FILE");
+  std::string path = http::EnvString("AWS_SHARED_CREDENTIALS_FILE");
   if (path.empty()) {
-    std::string home = Env("HOME");
+    std::string home = http::EnvString("HOME");
     if (home.empty()) return AwsCredentials{};
     path = home + "/.aws/credentials";
   }
-  std::string profile = Env("AWS_PROFILE");
+  std::string profile = http::EnvString("AWS_PROFILE");
   bool required = !profile.empty();
   if (profile.empty()) profile = "default";
   std::ifstream in(path, std::ios::binary);

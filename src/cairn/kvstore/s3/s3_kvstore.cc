@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <set>
 
+#include "cairn/kvstore/http/environment.h"
+
 #include "cairn/kvstore/s3/aws_credentials.h"
 #include "cairn/kvstore/s3/s3_xml.h"
 
@@ -11,25 +13,10 @@ namespace cairn::s3 {
 
 using http::HttpCall;
 using http::HttpResponse;
+using http::EnvNumber;
 using http::UriEncode;
 
 namespace {
-
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? std::string() : std::string(v);
-}
-
-Result<uint64_t> EnvNumber(const char* name, uint64_t fallback) {
-  std::string v = Env(name);
-  if (v.empty()) return fallback;
-  char* end = nullptr;
-  unsigned long long n = std::strtoull(v.c_str(), &end, 10);
-  if (end == nullptr || *end != '\0' || v[0] == '-') {
-    return InvalidArgumentError(std::string(name) + "=`" + v + "` is not a number");
-  }
-  return static_cast<uint64_t>(n);
-}
 
 // Parses "bytes <first>-<last>/<total>".
 bool ParseContentRange(std::string_view s, uint64_t* first, uint64_t* last, uint64_t* total) {
@@ -69,19 +56,18 @@ Result<S3Options> S3Options::FromEnvironment(std::string bucket, std::string pre
   S3Options o;
   o.bucket = std::move(bucket);
   o.prefix = std::move(prefix);
-  o.endpoint = Env("AWS_ENDPOINT_URL_S3");
-  if (o.endpoint.empty()) o.endpoint = Env("AWS_ENDPOINT_URL");
-  std::string region = Env("AWS_REGION");
-  if (region.empty()) region = Env("AWS_DEFAULT_REGION");
+  o.endpoint = http::EnvString("AWS_ENDPOINT_URL_S3");
+  if (o.endpoint.empty()) o.endpoint = http::EnvString("AWS_ENDPOINT_URL");
+  std::string region = http::EnvString("AWS_REGION");
+  if (region.empty()) region = http::EnvString("AWS_DEFAULT_REGION");
   if (!region.empty()) o.region = region;
   CAIRN_ASSIGN_OR_RETURN(o.credentials, LoadAwsCredentials());
-  CAIRN_ASSIGN_OR_RETURN(uint64_t attempts, EnvNumber("CAIRN_HTTP_MAX_ATTEMPTS", 6));
-  CAIRN_ASSIGN_OR_RETURN(uint64_t backoff, EnvNumber("CAIRN_HTTP_INITIAL_BACKOFF_MS", 100));
-  o.retry.max_attempts = static_cast<int>(std::clamp<uint64_t>(attempts, 1, 100));
-  o.retry.initial_backoff = std::chrono::milliseconds(std::min<uint64_t>(backoff, 60000));
+  CAIRN_ASSIGN_OR_RETURN(o.retry, http::RetryPolicyFromEnvironment());
   CAIRN_ASSIGN_OR_RETURN(o.multipart_threshold,
                          EnvNumber("CAIRN_S3_MULTIPART_THRESHOLD", o.multipart_threshold));
   CAIRN_ASSIGN_OR_RETURN(o.part_size, EnvNumber("CAIRN_S3_PART_SIZE", o.part_size));
+  CAIRN_ASSIGN_OR_RETURN(uint64_t page, EnvNumber("CAIRN_S3_LIST_PAGE_SIZE", 1000));
+  o.list_page_size = static_cast<int>(std::clamp<uint64_t>(page, 1, 1000));
   return o;
 }
 
@@ -188,23 +174,25 @@ Result<std::optional<uint64_t>> S3KvStore::Head(std::string_view key) const {
   return std::optional<uint64_t>(n);
 }
 
-Result<std::optional<Buffer>> S3KvStore::Get(std::string_view key, const ByteRange& range) {
-  CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate(url_));
+Result<std::optional<Buffer>> S3KvStore::GetFromSize(std::string_view key, const ByteRange& range) {
   // Empty ranges have no HTTP form: resolve them against the size.
-  auto from_size = [&]() -> Result<std::optional<Buffer>> {
-    CAIRN_ASSIGN_OR_RETURN(std::optional<uint64_t> size, Head(key));
-    if (!size) return std::optional<Buffer>();
-    CAIRN_RETURN_IF_ERROR(ResolveByteRange(range, *size).status().Annotate("reading " + Describe(key)));
-    return std::optional<Buffer>(Buffer());
-  };
+  CAIRN_ASSIGN_OR_RETURN(std::optional<uint64_t> size, Head(key));
+  if (!size) return std::optional<Buffer>();
+  CAIRN_RETURN_IF_ERROR(ResolveByteRange(range, *size).status().Annotate("reading " + Describe(key)));
+  return std::optional<Buffer>(Buffer());
+}
+
+Result<std::optional<HttpCall>> S3KvStore::MakeGetCall(std::string_view key,
+                                                       const ByteRange& range) const {
+  CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate(url_));
   std::vector<std::pair<std::string, std::string>> headers;
   if (!range.IsAll()) {
     uint64_t len = range.length.value_or(0);
     if (range.suffix) {
-      if (len == 0) return from_size();
+      if (len == 0) return std::optional<HttpCall>();
       headers.emplace_back("range", "bytes=-" + std::to_string(len));
     } else if (range.length) {
-      if (len == 0) return from_size();
+      if (len == 0) return std::optional<HttpCall>();
       if (len > UINT64_MAX - range.offset) {
         return InvalidArgumentError("reading " + Describe(key) + ": byte range " +
                                     range.ToString() + " overflows");
@@ -215,22 +203,68 @@ Result<std::optional<Buffer>> S3KvStore::Get(std::string_view key, const ByteRan
       headers.emplace_back("range", "bytes=" + std::to_string(range.offset) + "-");
     }
   }
-  std::string op = "reading " + Describe(key);
-  HttpCall call = MakeCall("GET", options_.prefix + std::string(key), {}, headers, {}, op);
-  CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(call));
+  return std::optional<HttpCall>(MakeCall("GET", options_.prefix + std::string(key), {}, headers,
+                                          {}, "reading " + Describe(key)));
+}
+
+Result<std::optional<Buffer>> S3KvStore::Get(std::string_view key, const ByteRange& range) {
+  CAIRN_ASSIGN_OR_RETURN(std::optional<HttpCall> call, MakeGetCall(key, range));
+  if (!call) return GetFromSize(key, range);
+  Result<HttpResponse> r = Run(*call);
+  return GetResult(key, range, *call, std::move(r));
+}
+
+Status S3KvStore::GetMany(const std::vector<KeyRead>& reads, const KeyReadFn& fn) {
+  // Windows of reads in flight together; each window's answers are handed
+  // to `fn` before the next starts, which bounds the memory held.
+  constexpr size_t kWindow = 64;
+  for (size_t start = 0; start < reads.size(); start += kWindow) {
+    size_t end = std::min(reads.size(), start + kWindow);
+    std::vector<HttpCall> calls;
+    std::vector<size_t> index;  // reads[index[j]] is calls[j]
+    for (size_t i = start; i < end; ++i) {
+      CAIRN_ASSIGN_OR_RETURN(std::optional<HttpCall> call, MakeGetCall(reads[i].key, reads[i].range));
+      if (call) {
+        calls.push_back(std::move(*call));
+        index.push_back(i);
+      }
+    }
+    std::vector<HttpCall> described = calls;
+    std::vector<Result<HttpResponse>> responses = options_.http->ExecuteAll(std::move(calls));
+    size_t j = 0;
+    for (size_t i = start; i < end; ++i) {
+      Result<std::optional<Buffer>> value =
+          j < index.size() && index[j] == i
+              ? GetResult(reads[i].key, reads[i].range, described[j], std::move(responses[j]))
+              : GetFromSize(reads[i].key, reads[i].range);
+      if (j < index.size() && index[j] == i) ++j;
+      if (!value.ok()) return value.status();
+      CAIRN_RETURN_IF_ERROR(*value ? fn(i, (*value)->view()) : fn(i, std::nullopt));
+    }
+  }
+  return Status::OK();
+}
+
+Result<std::optional<Buffer>> S3KvStore::GetResult(std::string_view key, const ByteRange& range,
+                                                   const HttpCall& call,
+                                                   Result<HttpResponse> response) {
+  if (!response.ok()) return response.status();
+  HttpResponse& r = *response;
+  const std::string& op = call.operation;
   if (r.status == 404) {
     if (r.body.as_string_view().find("NoSuchBucket") != std::string_view::npos) {
       return NotFoundError(op + ": the bucket `" + options_.bucket + "` does not exist");
     }
     return std::optional<Buffer>();
   }
-  if (r.status == 416) return from_size();
+  if (r.status == 416) return GetFromSize(key, range);
   if (r.status == 200) {
     if (range.IsAll()) return std::optional<Buffer>(std::move(r.body));
     // A server that ignored the Range header: cut the range out.
-    CAIRN_ASSIGN_OR_RETURN(auto span, ResolveByteRange(range, r.body.size()));
+    Result<std::pair<uint64_t, uint64_t>> span = ResolveByteRange(range, r.body.size());
+    if (!span.ok()) return span.status().Annotate(op);
     return std::optional<Buffer>(
-        Buffer::CopyOf(r.body.view().subspan(span.first, span.second - span.first)));
+        Buffer::CopyOf(r.body.view().subspan(span->first, span->second - span->first)));
   }
   if (r.status != 206) return Explain(http::HttpStatusError(call, r));
   uint64_t first = 0, last = 0, total = 0;
@@ -322,6 +356,9 @@ Result<std::vector<KeyInfo>> S3KvStore::List(std::string_view prefix) {
     std::vector<std::pair<std::string, std::string>> query = {{"list-type", "2"},
                                                               {"prefix", full_prefix}};
     if (!token.empty()) query.emplace_back("continuation-token", token);
+    if (options_.list_page_size != 1000) {
+      query.emplace_back("max-keys", std::to_string(std::clamp(options_.list_page_size, 1, 1000)));
+    }
     HttpCall call = MakeCall("GET", "", std::move(query), {}, {}, op);
     call.max_response_bytes = uint64_t{64} << 20;
     CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(call));

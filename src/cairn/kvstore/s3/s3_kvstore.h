@@ -9,6 +9,7 @@
 //
 // Operations:
 //   Get            GET, with a Range header for byte ranges; 404 -> missing
+//   GetMany        the GETs of up to 64 reads in flight at once
 //   Put            one PUT, or a multipart upload for values of at least
 //                  `multipart_threshold` bytes (parts uploaded concurrently;
 //                  an upload that fails is aborted, so nothing is visible)
@@ -48,6 +49,7 @@ struct S3Options {
   AwsCredentials credentials;  // anonymous: requests are not signed
   uint64_t multipart_threshold = uint64_t{64} << 20;
   uint64_t part_size = uint64_t{16} << 20;  // >= 5 MiB (S3's minimum)
+  int list_page_size = 1000;  // max-keys of ListObjectsV2 (1 to 1000)
   http::RetryPolicy retry;
   std::shared_ptr<http::HttpClient> http;  // null: HttpClient::Default()
 
@@ -55,7 +57,8 @@ struct S3Options {
   // AWS_ENDPOINT_URL, region from AWS_REGION or AWS_DEFAULT_REGION,
   // credentials as aws_credentials.h says, retry budget from
   // CAIRN_HTTP_MAX_ATTEMPTS and CAIRN_HTTP_INITIAL_BACKOFF_MS, upload sizes
-  // from CAIRN_S3_MULTIPART_THRESHOLD and CAIRN_S3_PART_SIZE (bytes).
+  // from CAIRN_S3_MULTIPART_THRESHOLD and CAIRN_S3_PART_SIZE (bytes), the
+  // listing page size from CAIRN_S3_LIST_PAGE_SIZE.
   static Result<S3Options> FromEnvironment(std::string bucket, std::string prefix);
 };
 
@@ -67,6 +70,8 @@ class S3KvStore : public KvStore {
   static Result<std::shared_ptr<S3KvStore>> Open(S3Options options);
 
   Result<std::optional<Buffer>> Get(std::string_view key, const ByteRange& range = {}) override;
+  // Every read in flight at once (in windows of 64).
+  Status GetMany(const std::vector<KeyRead>& reads, const KeyReadFn& fn) override;
   Status Put(std::string_view key, ByteView value) override;
   Result<bool> PutIfAbsent(std::string_view key, ByteView value) override;
   Result<bool> CompareAndPut(std::string_view key, std::optional<ByteView> expected,
@@ -93,6 +98,13 @@ class S3KvStore : public KvStore {
                           std::string operation) const;
   http::HttpCall MakePutCall(std::string_view key, ByteView value) const;
   Result<http::HttpResponse> Run(http::HttpCall call) const;
+  // The GET of a read; nullopt for an empty range (answered by GetFromSize).
+  Result<std::optional<http::HttpCall>> MakeGetCall(std::string_view key,
+                                                    const ByteRange& range) const;
+  Result<std::optional<Buffer>> GetResult(std::string_view key, const ByteRange& range,
+                                          const http::HttpCall& call,
+                                          Result<http::HttpResponse> response);
+  Result<std::optional<Buffer>> GetFromSize(std::string_view key, const ByteRange& range);
   // Size of `key`'s object (HEAD), or nullopt when missing.
   Result<std::optional<uint64_t>> Head(std::string_view key) const;
   Status PutMultipart(std::string_view key, ByteView value);  // s3_multipart.cc

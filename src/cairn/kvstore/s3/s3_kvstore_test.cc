@@ -1,6 +1,6 @@
 // The S3 driver: SigV4 against AWS's published example, the credentials
 // file, and the KvStore conformance suite against moto's S3 server (started
-// once for this test binary on a free port, testing/moto_server.h).
+// once for this test binary on a free port, testing/emulator_server.h).
 #include "cairn/kvstore/s3/s3_kvstore.h"
 
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 #include "cairn/kvstore/s3/aws_credentials.h"
 #include "cairn/kvstore/s3/s3_xml.h"
 #include "cairn/kvstore/testing/conformance.h"
-#include "cairn/kvstore/testing/moto_server.h"
+#include "cairn/kvstore/testing/emulator_server.h"
 #include "cairn/kvstore/url.h"
 
 namespace cairn::s3 {

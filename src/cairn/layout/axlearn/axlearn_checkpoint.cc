@@ -4,6 +4,7 @@
 #include <map>
 
 #include "cairn/zarr/array.h"
+#include "cairn/zarr/chunk_check.h"
 
 namespace cairn::axlearn {
 namespace {
@@ -46,6 +47,50 @@ class AxlearnReader final : public layout::CheckpointReader {
     return it->second->Read(box, dest).Annotate("tensor `" + std::string(path) + "`");
   }
 
+  // Every chunk of every tensor through the zarr layer's check; JAX stores
+  // every chunk, so a missing one is damage.
+  Result<layout::VerifyStoredStats> VerifyStored(
+      const std::function<void(layout::StoredProblem)>& problem,
+      const std::function<void(uint64_t, uint64_t)>& progress) override {
+    layout::VerifyStoredStats stats;
+    uint64_t total = 0;
+    for (const layout::ArrayInfo& a : arrays_) total += NumElements(a.shape) * DTypeSize(a.dtype);
+    for (const layout::ArrayInfo& a : arrays_) {
+      ++stats.arrays;
+      const ZarrArray& array = *zarr_.at(a.path);
+      const ArrayMetadata& md = array.metadata();
+      if (NumElements(md.shape) == 0 && !md.shape.empty()) continue;
+      const std::string prefix = ArrayPrefix(step_prefix_, a.path);
+      std::vector<Index> cell(md.shape.size(), 0), grid(md.shape.size());
+      for (size_t d = 0; d < md.shape.size(); ++d) {
+        const Index c = std::max<Index>(md.chunk_shape[d], 1);
+        grid[d] = (md.shape[d] + c - 1) / c;
+      }
+      for (;;) {
+        const std::string key = prefix + array.ChunkKey(cell);
+        auto stored = store_->Get(key);
+        ++stats.pieces;
+        stats.bytes += md.chunk_spec().num_bytes();
+        if (!stored.ok()) {
+          problem({"unreadable", a.path, key, store_->url() + key, stored.status().ToString()});
+        } else {
+          const ChunkCheck check = CheckStoredChunk(md, *stored, /*require_all=*/true);
+          if (!check.ok()) {
+            problem({ChunkCheckKindName(check.kind), a.path, key, store_->url() + key,
+                     check.message});
+          }
+        }
+        if (progress) progress(std::min(stats.bytes, total), total);
+        size_t d = cell.size();
+        while (d > 0 && ++cell[d - 1] == grid[d - 1]) cell[--d] = 0;
+        if (d == 0) break;
+      }
+    }
+    return stats;
+  }
+
+  std::shared_ptr<KvStore> store_;
+  std::string step_prefix_;
   std::string url_;
   std::vector<layout::ArrayInfo> arrays_;
   std::map<std::string, std::shared_ptr<ZarrArray>> zarr_;
@@ -64,16 +109,62 @@ class AxlearnWriter final : public layout::CheckpointWriter {
     return it->second->Write(box, src).Annotate("tensor `" + std::string(path) + "`");
   }
 
+  Result<bool> ArrayComplete(std::string_view path) override {
+    auto it = complete_.find(std::string(path));
+    return it != complete_.end() && it->second;
+  }
+
   Status Commit() override {
     const std::string key = step_prefix_ + std::string(kIndexFile);
-    return store_->Put(key, AsBytes(FormatIndex(index_))).Annotate("writing " + store_->Describe(key));
+    CAIRN_RETURN_IF_ERROR(
+        store_->Put(key, AsBytes(FormatIndex(index_))).Annotate("writing " + store_->Describe(key)));
+    // The token only matters while the step is uncommitted.
+    if (has_token_) store_->Delete(step_prefix_ + std::string(kResumeTokenFile)).IgnoreError();
+    return Status::OK();
   }
 
   std::shared_ptr<KvStore> store_;
+  bool has_token_ = false;
+  std::map<std::string, bool> complete_;  // arrays an interrupted run completed
   std::string step_prefix_;
   StepIndex index_;
   std::map<std::string, std::shared_ptr<ZarrArray>> zarr_;
 };
+
+// True when the step holds `token` (an interrupted run of the same
+// conversion); then (re)writes it.
+Result<bool> TakeResumeToken(KvStore& store, const std::string& step_prefix, const std::string& token) {
+  const std::string key = step_prefix + std::string(kResumeTokenFile);
+  auto got = store.Get(key);
+  if (!got.ok()) return got.status().Annotate("reading " + store.Describe(key));
+  const bool same = *got && std::string_view(reinterpret_cast<const char*>((*got)->data()),
+                                             (*got)->size()) == token;
+  if (!same) CAIRN_RETURN_IF_ERROR(store.Put(key, AsBytes(token)).Annotate("writing " + store.Describe(key)));
+  return same;
+}
+
+// True when every chunk of the zarr v2 array at `prefix` with metadata
+// `text` is stored, under that very metadata.
+Result<bool> StoredWhole(KvStore& store, const std::string& prefix, const std::string& text,
+                         const Shape& shape, const Json& chunks) {
+  auto md = store.Get(prefix + ".zarray");
+  if (!md.ok()) return md.status();
+  if (!*md || std::string_view(reinterpret_cast<const char*>((*md)->data()), (*md)->size()) != text) {
+    return false;
+  }
+  uint64_t want = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const Index c = std::max<Index>(1, chunks[d].get<Index>());
+    want *= static_cast<uint64_t>((shape[d] + c - 1) / c);
+  }
+  auto keys = store.List(prefix);
+  if (!keys.ok()) return keys.status();
+  uint64_t stored = 0;
+  for (const KeyInfo& k : *keys) {
+    if (k.key.find('/', prefix.size()) == std::string::npos && k.key != prefix + ".zarray") ++stored;
+  }
+  return stored == want;
+}
 
 }  // namespace
 
@@ -108,6 +199,8 @@ Result<std::unique_ptr<layout::CheckpointReader>> OpenReader(std::shared_ptr<KvS
   CAIRN_ASSIGN_OR_RETURN(StepIndex index, ReadIndex(*store, step_prefix));
   auto reader = std::make_unique<AxlearnReader>();
   reader->url_ = store->Describe(step_prefix);
+  reader->store_ = store;
+  reader->step_prefix_ = step_prefix;
   for (const IndexEntry& e : index.entries) {
     if (!e.is_tensor) continue;
     CAIRN_RETURN_IF_ERROR(CheckTensorPath(e.path, reader->url_));
@@ -143,6 +236,11 @@ Result<std::unique_ptr<layout::CheckpointWriter>> NewWriter(
                   store->Describe(index_key) + " exists: the step is already committed");
   }
   auto writer = std::make_unique<AxlearnWriter>();
+  bool resuming = false;
+  if (create && !options.resume_token.empty()) {
+    CAIRN_ASSIGN_OR_RETURN(resuming, TakeResumeToken(*store, step_prefix, options.resume_token));
+    writer->has_token_ = true;
+  }
   writer->store_ = store;
   writer->step_prefix_ = step_prefix;
   writer->index_.step = options.step;
@@ -164,6 +262,14 @@ Result<std::unique_ptr<layout::CheckpointWriter>> NewWriter(
     create_options.overwrite = true;  // a re-run resumes an uncommitted step
     // JAX writes with a null fill value: every chunk is stored.
     create_options.store_data_equal_to_fill_value = true;
+    if (resuming) {
+      auto md = MetadataFromPartial(ZarrFormat::kV2, meta);
+      if (md.ok()) {
+        auto whole = StoredWhole(*store, ArrayPrefix(step_prefix, a.path), md->ToJsonString(),
+                                 a.shape, chunks);
+        writer->complete_[a.path] = whole.ok() && *whole;
+      }
+    }
     OpenOptions open_options;
     open_options.format = ZarrFormat::kV2;
     open_options.store_data_equal_to_fill_value = true;

@@ -27,6 +27,9 @@
 
 namespace cairn::axlearn {
 
+// Written into an uncommitted step by a conversion that can be resumed.
+inline constexpr std::string_view kResumeTokenFile = "cairn_convert_resume";
+
 // `step_prefix` is the step directory ("ckpt/step_00000100/" or ""): it must
 // hold `index`. Arrays are the index's tensors; their zarr metadata must
 // agree with the index (DataLoss otherwise).
@@ -43,6 +46,12 @@ struct WriterOptions {
   std::vector<IndexEntry> other_entries;
   // zstd level of the chunks (AXLearn/TensorStore default: 1).
   int zstd_level = 1;
+  // Resuming (CreateWriter only): names the conversion being written. When
+  // the step holds the same token (`cairn_convert_resume`, written before
+  // any array and removed after the commit), an interrupted run of this
+  // very conversion left it, and its complete arrays are kept
+  // (ArrayComplete). Empty: no resume.
+  std::string resume_token;
 };
 
 // Creates the arrays (their `.zarray`, chunks = each array's write_shape,

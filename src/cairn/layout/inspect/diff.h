@@ -3,8 +3,11 @@
 //
 // A side is an Orbax checkpoint on a local path (item, step or root; a root
 // means its latest finalized step), whose arrays are named by param name
-// (prefixed with `<item>/` when the step has several PyTree items), or a
-// zarr array URL (`...|zarr3:`, `...|zarr2:`, or a directory holding
+// (prefixed with `<item>/` when the step has several PyTree items), an
+// AXLearn or safetensors checkpoint (layout/open_checkpoint.h: read through
+// the checkpoint-format interface, arrays named by their tree keys joined
+// with '.', so `params/w` of AXLearn meets `params.w` of Orbax), or a zarr
+// array URL (`...|zarr3:`, `...|zarr2:`, or a directory holding
 // zarr.json/.zarray), which is one array with the empty path. Different
 // formats compare by content: an ocdbt+zarr3 item against a dir+zarr2 one.
 //
@@ -39,8 +42,11 @@ struct ArrayDiff {
   uint64_t nan_mismatches = 0;
   double max_abs = 0;
   double max_rel = 0;
+  // A tolerance was given: values decide, not dtypes (a bf16 cast of f32).
+  bool dtypes_may_differ = false;
   bool same() const {
-    return dtype_a == dtype_b && shape_a == shape_b && values_compared && num_different == 0;
+    return (dtype_a == dtype_b || dtypes_may_differ) && shape_a == shape_b && values_compared &&
+           num_different == 0;
   }
 };
 
@@ -56,6 +62,12 @@ Json ToJson(const DiffReport& report);
 
 struct DiffOptions {
   std::function<void(uint64_t done, uint64_t total)> progress;
+  // Values a (of A) and b (of B) count as equal when |a - b| <= atol +
+  // rtol * |b| (numpy.isclose). With either set, arrays of different dtypes
+  // whose values agree count as the same. Differences below the tolerance
+  // still show in max_abs / max_rel.
+  double atol = 0;
+  double rtol = 0;
 };
 
 // Compares `a` and `b`. Errors (either side cannot be opened, or a read

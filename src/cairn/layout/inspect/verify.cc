@@ -5,7 +5,6 @@
 #include <mutex>
 #include <optional>
 
-#include "cairn/codec/sharding_codec.h"
 #include "cairn/kvstore/ocdbt/io/ocdbt_kvstore.h"
 #include "cairn/kvstore/ocdbt/io/reader.h"
 #include "cairn/layout/inspect/checkpoint.h"
@@ -14,6 +13,7 @@
 #include "cairn/layout/orbax/metadata_files.h"
 #include "cairn/layout/orbax/step.h"
 #include "cairn/util/thread_pool.h"
+#include "cairn/zarr/chunk_check.h"
 #include "cairn/zarr/shard_io.h"
 
 namespace cairn::inspect {
@@ -208,54 +208,15 @@ void Verifier::VerifyOcdbtDatabase(const Location& db_loc, std::map<std::string,
 std::optional<Problem> Verifier::CheckChunk(const orbax::OrbaxItem& item, const ZarrArray& array,
                                             const std::string& param, const std::string& key,
                                             bool require_all, uint64_t* stored_bytes) const {
-  const ArrayMetadata& md = array.metadata();
   auto stored = item.store->Get(key);
   if (!stored.ok()) {
     return Problem{"corrupt_chunk", param, key, FileOf(item, key), stored.status().ToString()};
   }
-  if (!stored->has_value()) {
-    if (!require_all) return std::nullopt;
-    return Problem{"missing_chunk", param, key, FileOf(item, key),
-                   "chunk is missing; Orbax stores every chunk (store_data_equal_to_fill_value)"};
-  }
-  const Buffer& bytes = **stored;
-  *stored_bytes = bytes.size();
-  const ChunkSpec spec = md.chunk_spec();
-  if (md.codecs.IsIdentity(spec)) {
-    if (bytes.size() == spec.num_bytes()) return std::nullopt;
-    return Problem{"corrupt_chunk", param, key, FileOf(item, key),
-                   "chunk has " + std::to_string(bytes.size()) + " bytes, expected " +
-                       std::to_string(spec.num_bytes())};
-  }
-  auto decoded = md.codecs.Decode(spec, bytes);
-  if (!decoded.ok()) {
-    return Problem{"corrupt_chunk", param, key, FileOf(item, key), decoded.status().ToString()};
-  }
-  if (decoded->size() != spec.num_bytes()) {
-    return Problem{"corrupt_chunk", param, key, FileOf(item, key),
-                   "chunk decoded to " + std::to_string(decoded->size()) + " bytes, expected " +
-                       std::to_string(spec.num_bytes())};
-  }
-  const ShardingCodec* sharding = internal_zarr::TopLevelSharding(md.codecs);
-  if (sharding != nullptr && require_all) {
-    auto index_bytes = sharding->IndexBytes(spec, bytes);
-    if (!index_bytes.ok()) {
-      return Problem{"corrupt_chunk", param, key, FileOf(item, key),
-                     index_bytes.status().ToString()};
-    }
-    auto index = sharding->DecodeIndex(spec, *index_bytes);
-    if (!index.ok()) {
-      return Problem{"corrupt_chunk", param, key, FileOf(item, key), index.status().ToString()};
-    }
-    size_t missing = 0;
-    for (const ShardIndexEntry& e : *index) missing += e.missing() ? 1 : 0;
-    if (missing > 0) {
-      return Problem{"missing_inner_chunk", param, key, FileOf(item, key),
-                     std::to_string(missing) + " of " + std::to_string(index->size()) +
-                         " inner chunks of the shard are missing"};
-    }
-  }
-  return std::nullopt;
+  if (*stored) *stored_bytes = (*stored)->size();
+  // The zarr layer's check (zarr/chunk_check.h), the same for every format.
+  const ChunkCheck check = CheckStoredChunk(array.metadata(), *stored, require_all);
+  if (check.ok()) return std::nullopt;
+  return Problem{ChunkCheckKindName(check.kind), param, key, FileOf(item, key), check.message};
 }
 
 void Verifier::VerifyArray(const orbax::OrbaxItem& item, const std::string& param) {

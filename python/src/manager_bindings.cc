@@ -1,0 +1,123 @@
+// cairn._core._CheckpointManager: the native half of cairn.CheckpointManager
+// (python/cairn/manager.py) over engine::CheckpointManager. Python flattens
+// the tree (cairn.orbax._flatten) and passes the leaves; everything else —
+// step discovery, the save decision, retention, deletion — runs here. The
+// GIL is released while the manager works (its collectives may call back
+// into Python through a callback coordinator).
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+#include "cairn/coordinator.h"
+#include "cairn/engine/checkpoint_manager.h"
+#include "status_translation.h"
+
+namespace nb = nanobind;
+
+namespace cairn::python {
+namespace {
+
+struct PyManager {
+  std::unique_ptr<engine::CheckpointManager> m;
+
+  PyManager(std::unique_ptr<engine::CheckpointManager> manager) : m(std::move(manager)) {}
+  PyManager(PyManager&&) = default;
+  // The manager's background work may call a Python coordinator: wait for
+  // it without the GIL.
+  ~PyManager() {
+    if (m == nullptr) return;
+    nb::gil_scoped_release release;
+    m.reset();
+  }
+
+  template <typename F>
+  auto Unlocked(F f) {
+    nb::gil_scoped_release release;
+    return f();
+  }
+};
+
+}  // namespace
+
+void RegisterManager(nb::module_& m) {
+  nb::class_<PyManager>(m, "_CheckpointManager")
+      .def("should_save", [](PyManager& p, int64_t step) { return p.m->ShouldSave(step); })
+      .def(
+          "save",
+          [](PyManager& p, int64_t step, nb::handle leaves, bool force) {
+            ConvertedLeaves converted = ConvertSaveLeaves(leaves);
+            auto saved = p.Unlocked([&] { return p.m->Save(step, std::move(converted.leaves), force); });
+            return ValueOrThrow(std::move(saved));
+          },
+          nb::arg("step"), nb::arg("leaves"), nb::arg("force") = false)
+      .def("wait_until_finished",
+           [](PyManager& p) { ThrowIfError(p.Unlocked([&] { return p.m->WaitUntilFinished(); })); })
+      .def("all_steps", [](PyManager& p) { return p.m->AllSteps(); })
+      .def("latest_step", [](PyManager& p) { return p.m->LatestStep(); })
+      .def("pending_step", [](PyManager& p) { return p.m->PendingStep(); })
+      .def("step_path", [](PyManager& p, int64_t step) { return ValueOrThrow(p.m->StepLocation(step)).Path(); })
+      .def("delete", [](PyManager& p, int64_t step) { ThrowIfError(p.Unlocked([&] { return p.m->Delete(step); })); })
+      .def("reload", [](PyManager& p) { ThrowIfError(p.Unlocked([&] { return p.m->Reload(); })); })
+      .def("close", [](PyManager& p) { ThrowIfError(p.Unlocked([&] { return p.m->Close(); })); })
+      .def_prop_ro("directory", [](PyManager& p) { return p.m->root().Path(); });
+
+  m.def(
+      "_manager_open",
+      [](const std::string& directory, Coordinator& coordinator, int64_t save_interval_steps,
+         std::optional<int64_t> max_to_keep, std::optional<int64_t> keep_period, bool enable_async,
+         const std::string& step_prefix, std::optional<int> step_format_fixed_length, const std::string& item_name,
+         bool use_ocdbt, bool use_zarr3, bool replica_parallel, const std::string& compression,
+         uint64_t memory_budget, uint64_t target_data_file_size, uint64_t chunk_byte_size, double timeout_s,
+         std::optional<std::string> crash_at) {
+        engine::ManagerOptions o;
+        o.save_interval_steps = save_interval_steps;
+        o.retention = {max_to_keep, keep_period};
+        o.enable_async = enable_async;
+        o.step_format = {step_prefix, step_format_fixed_length};
+        o.item_name = item_name;
+        o.save.use_ocdbt = use_ocdbt;
+        o.save.use_zarr3 = use_zarr3;
+        o.save.replica_parallel = replica_parallel;
+        o.save.compression = ConvertCompression(compression);
+        o.save.memory_budget_bytes = memory_budget;
+        o.save.target_data_file_size = target_data_file_size;
+        o.save.chunk_byte_size = chunk_byte_size;
+        o.save.timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(timeout_s));
+        engine::ManagerHooks hooks;
+        if (crash_at) {
+          // Crash tests: die at the named point as a killed process would.
+          hooks.at_point = [name = *crash_at](std::string_view point) {
+            if (point == name) ::kill(::getpid(), SIGKILL);
+          };
+        }
+        orbax::Location root = ValueOrThrow(orbax::OpenLocation(directory));
+        Result<std::unique_ptr<engine::CheckpointManager>> opened = InternalError("not opened");
+        {
+          nb::gil_scoped_release release;
+          opened = engine::CheckpointManager::Open(root, o, coordinator, std::move(hooks));
+        }
+        return PyManager{ValueOrThrow(std::move(opened))};
+      },
+      nb::arg("directory"), nb::arg("coordinator"), nb::arg("save_interval_steps") = 1,
+      nb::arg("max_to_keep") = nb::none(), nb::arg("keep_period") = nb::none(), nb::arg("enable_async") = true,
+      nb::arg("step_prefix") = "", nb::arg("step_format_fixed_length") = nb::none(),
+      nb::arg("item_name") = "default", nb::arg("use_ocdbt") = true, nb::arg("use_zarr3") = true,
+      nb::arg("replica_parallel") = true, nb::arg("compression") = "default", nb::arg("memory_budget") = 0,
+      nb::arg("target_data_file_size") = uint64_t{1} << 31, nb::arg("chunk_byte_size") = 0,
+      nb::arg("timeout_s") = 600.0, nb::arg("crash_at") = nb::none(),
+      // The manager's background work uses the coordinator until it is closed.
+      nb::keep_alive<0, 2>());
+}
+
+}  // namespace cairn::python

@@ -1,0 +1,361 @@
+#include "cairn/kvstore/gcs/gcs_kvstore.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+
+#include "cairn/kvstore/http/environment.h"
+
+namespace cairn::gcs {
+
+using http::HttpCall;
+using http::HttpResponse;
+using http::EnvNumber;
+using http::UriEncode;
+
+namespace {
+
+bool ParseU64(std::string_view s, uint64_t* out) {
+  if (s.empty() || s.size() > 19) return false;
+  uint64_t n = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    n = n * 10 + static_cast<uint64_t>(c - '0');
+  }
+  *out = n;
+  return true;
+}
+
+}  // namespace
+
+Status ValidateGcsBucketName(std::string_view bucket) {
+  bool ok = bucket.size() >= 3 && bucket.size() <= 222;
+  for (char c : bucket) {
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_');
+  }
+  if (ok) return Status::OK();
+  return InvalidArgumentError("invalid GCS bucket name `" + std::string(bucket.substr(0, 100)) +
+                              "`: 3 to 222 characters of a-z, 0-9, '.', '-' and '_'");
+}
+
+Result<GcsOptions> GcsOptions::FromEnvironment(std::string bucket, std::string prefix) {
+  GcsOptions o;
+  o.bucket = std::move(bucket);
+  o.prefix = std::move(prefix);
+  std::string emulator = http::EnvString("STORAGE_EMULATOR_HOST");
+  if (!emulator.empty()) {
+    o.endpoint = emulator.find("://") == std::string::npos ? "http://" + emulator : emulator;
+  }
+  o.bearer_token = http::EnvString("CAIRN_GCS_BEARER_TOKEN");
+  CAIRN_ASSIGN_OR_RETURN(o.retry, http::RetryPolicyFromEnvironment());
+  CAIRN_ASSIGN_OR_RETURN(o.resumable_threshold,
+                         EnvNumber("CAIRN_GCS_RESUMABLE_THRESHOLD", o.resumable_threshold));
+  CAIRN_ASSIGN_OR_RETURN(o.upload_chunk_size, EnvNumber("CAIRN_GCS_CHUNK_SIZE", o.upload_chunk_size));
+  return o;
+}
+
+Result<std::shared_ptr<GcsKvStore>> GcsKvStore::Open(GcsOptions o) {
+  CAIRN_RETURN_IF_ERROR(ValidateGcsBucketName(o.bucket));
+  if (!o.prefix.empty() && o.prefix.back() != '/') o.prefix += '/';
+  while (!o.endpoint.empty() && o.endpoint.back() == '/') o.endpoint.pop_back();
+  size_t scheme = o.endpoint.find("://");
+  if (scheme == std::string::npos || o.endpoint.size() == scheme + 3 ||
+      o.endpoint.find_first_of("/?#", scheme + 3) != std::string::npos) {
+    return InvalidArgumentError("GCS endpoint `" + o.endpoint +
+                                "` (STORAGE_EMULATOR_HOST): expected http(s)://host[:port]");
+  }
+  constexpr uint64_t kQuantum = 256 << 10;
+  o.upload_chunk_size = std::max(kQuantum, o.upload_chunk_size / kQuantum * kQuantum);
+  o.resumable_threshold = std::max<uint64_t>(o.resumable_threshold, 1);
+  if (!o.http) o.http = http::HttpClient::Default();
+  std::shared_ptr<GcsKvStore> store(new GcsKvStore(std::move(o)));
+  store->url_ = "gs://" + store->options_.bucket + "/" + store->options_.prefix;
+  return store;
+}
+
+HttpCall GcsKvStore::MakeCall(std::string method, std::string url, ByteView body,
+                              std::vector<std::string> headers, std::string operation) const {
+  HttpCall call;
+  call.request.method = std::move(method);
+  call.request.url = std::move(url);
+  call.request.body = body;
+  call.request.headers = std::move(headers);
+  if (!options_.bearer_token.empty()) {
+    call.request.headers.push_back("authorization: Bearer " + options_.bearer_token);
+  }
+  call.operation = std::move(operation);
+  call.retry = options_.retry;
+  return call;
+}
+
+std::string GcsKvStore::ObjectUrl(std::string_view key) const {
+  return options_.endpoint + "/storage/v1/b/" + options_.bucket + "/o/" +
+         UriEncode(options_.prefix + std::string(key), /*keep_slash=*/false);
+}
+
+Result<HttpResponse> GcsKvStore::Run(HttpCall call) const {
+  return options_.http->Execute(std::move(call));
+}
+
+Result<std::optional<uint64_t>> GcsKvStore::Size(std::string_view key) const {
+  HttpCall call = MakeCall("GET", ObjectUrl(key) + "?fields=size", {}, {},
+                           "reading the size of " + Describe(key));
+  CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(call));
+  if (r.status == 404) return std::optional<uint64_t>();
+  if (r.status != 200) return http::HttpStatusError(call, r);
+  auto j = nlohmann::json::parse(r.body.as_string_view(), nullptr, /*allow_exceptions=*/false);
+  uint64_t size = 0;
+  if (!j.is_object() || !j.contains("size") || !j["size"].is_string() ||
+      !ParseU64(j["size"].get<std::string>(), &size)) {
+    return DataLossError(call.operation + ": malformed object metadata");
+  }
+  return std::optional<uint64_t>(size);
+}
+
+Result<std::optional<Buffer>> GcsKvStore::Get(std::string_view key, const ByteRange& range) {
+  CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate(url_));
+  std::string op = "reading " + Describe(key);
+  auto from_size = [&]() -> Result<std::optional<Buffer>> {
+    CAIRN_ASSIGN_OR_RETURN(std::optional<uint64_t> size, Size(key));
+    if (!size) return std::optional<Buffer>();
+    CAIRN_RETURN_IF_ERROR(ResolveByteRange(range, *size).status().Annotate(op));
+    return std::optional<Buffer>(Buffer());
+  };
+  std::vector<std::string> headers;
+  if (!range.IsAll()) {
+    uint64_t len = range.length.value_or(0);
+    if (range.suffix) {
+      if (len == 0) return from_size();
+      headers.push_back("range: bytes=-" + std::to_string(len));
+    } else if (range.length) {
+      if (len == 0) return from_size();
+      if (len > UINT64_MAX - range.offset) {
+        return InvalidArgumentError(op + ": byte range " + range.ToString() + " overflows");
+      }
+      headers.push_back("range: bytes=" + std::to_string(range.offset) + "-" +
+                        std::to_string(range.offset + len - 1));
+    } else {
+      headers.push_back("range: bytes=" + std::to_string(range.offset) + "-");
+    }
+  }
+  HttpCall call = MakeCall("GET", ObjectUrl(key) + "?alt=media", {}, headers, op);
+  CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(call));
+  if (r.status == 404) {
+    // An object that is missing, or a bucket that is: tell them apart.
+    HttpCall bucket = MakeCall("GET", options_.endpoint + "/storage/v1/b/" + options_.bucket, {}, {},
+                               op + ": checking the bucket");
+    CAIRN_ASSIGN_OR_RETURN(HttpResponse b, Run(bucket));
+    if (b.status == 404) {
+      return NotFoundError(op + ": the bucket `" + options_.bucket + "` does not exist");
+    }
+    return std::optional<Buffer>();
+  }
+  if (r.status == 416) return from_size();
+  if (r.status != 200 && r.status != 206) return http::HttpStatusError(call, r);
+  if (range.IsAll()) return std::optional<Buffer>(std::move(r.body));
+  // The total size: from Content-Range, else (a 200 with the whole value) the body.
+  uint64_t total = r.body.size();
+  uint64_t first = 0;
+  if (r.status == 206) {
+    std::string cr = r.Header("content-range").value_or("");
+    size_t dash = cr.find('-');
+    size_t slash = cr.find('/');
+    if (cr.rfind("bytes ", 0) != 0 || dash == std::string::npos || slash == std::string::npos ||
+        !ParseU64(std::string_view(cr).substr(6, dash - 6), &first) ||
+        !ParseU64(std::string_view(cr).substr(slash + 1), &total)) {
+      return DataLossError(op + ": malformed Content-Range `" + cr + "`");
+    }
+  }
+  Result<std::pair<uint64_t, uint64_t>> span = ResolveByteRange(range, total);
+  if (!span.ok()) return span.status().Annotate(op);
+  if (r.status == 200) {
+    return std::optional<Buffer>(
+        Buffer::CopyOf(r.body.view().subspan(span->first, span->second - span->first)));
+  }
+  if (first != span->first || r.body.size() != span->second - span->first) {
+    return DataLossError(op + ": the server returned other bytes than " + range.ToString());
+  }
+  return std::optional<Buffer>(std::move(r.body));
+}
+
+HttpCall GcsKvStore::MakeUploadCall(std::string_view key, ByteView value,
+                                    std::optional<std::string> if_generation) const {
+  const std::string object = UriEncode(options_.prefix + std::string(key), false);
+  std::string base = options_.endpoint + "/upload/storage/v1/b/" + options_.bucket + "/o";
+  if (!if_generation) {
+    HttpCall call = MakeCall("POST", base + "?uploadType=media&name=" + object, value,
+                             {"content-type: application/octet-stream"}, "writing " + Describe(key));
+    return call;
+  }
+  // Conditional: a multipart upload (metadata and value in one request),
+  // because emulators honour ifGenerationMatch only there.
+  std::string boundary = "cairn_boundary_";
+  for (uint32_t n = 0; std::search(value.begin(), value.end(), boundary.begin(), boundary.end()) !=
+                       value.end(); ++n) {
+    boundary = "cairn_boundary_" + std::to_string(n) + "_";
+  }
+  auto body = std::make_shared<std::string>();
+  nlohmann::json meta = {{"name", options_.prefix + std::string(key)}};
+  *body = "--" + boundary + "\r\ncontent-type: application/json; charset=UTF-8\r\n\r\n" +
+          meta.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\r\n--" + boundary +
+          "\r\ncontent-type: application/octet-stream\r\n\r\n";
+  body->append(reinterpret_cast<const char*>(value.data()), value.size());
+  *body += "\r\n--" + boundary + "--\r\n";
+  HttpCall call = MakeCall("POST", base + "?uploadType=multipart&ifGenerationMatch=" + *if_generation,
+                           AsBytes(*body), {"content-type: multipart/related; boundary=" + boundary},
+                           "conditionally writing " + Describe(key) + " (ifGenerationMatch=" +
+                               *if_generation + ")");
+  call.keep_alive = body;
+  call.idempotent = false;
+  return call;
+}
+
+Result<bool> GcsKvStore::Upload(std::string_view key, ByteView value,
+                                std::optional<std::string> if_generation) {
+  if (!if_generation && value.size() >= options_.resumable_threshold) {
+    return UploadResumable(key, value);
+  }
+  HttpCall call = MakeUploadCall(key, value, if_generation);
+  CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(call));
+  if (r.status == 200) return true;
+  if (if_generation && r.status == 412) return false;
+  if (r.status == 404) {
+    return NotFoundError(call.operation + ": the bucket `" + options_.bucket + "` does not exist (" +
+                         call.request.method + " " + call.request.url + ": HTTP 404)");
+  }
+  return http::HttpStatusError(call, r);
+}
+
+Status GcsKvStore::Put(std::string_view key, ByteView value) {
+  CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate(url_));
+  return Upload(key, value, std::nullopt).status();
+}
+
+Result<bool> GcsKvStore::PutIfAbsent(std::string_view key, ByteView value) {
+  return CompareAndPut(key, std::nullopt, value);
+}
+
+Result<bool> GcsKvStore::CompareAndPut(std::string_view key, std::optional<ByteView> expected,
+                                       ByteView value) {
+  CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate(url_));
+  if (!expected) return Upload(key, value, "0");
+  std::string op = "reading " + Describe(key) + " for a compare-and-put";
+  HttpCall get = MakeCall("GET", ObjectUrl(key) + "?alt=media", {}, {}, op);
+  CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(get));
+  if (r.status == 404) return false;
+  if (r.status != 200) return http::HttpStatusError(get, r);
+  if (!(r.body.size() == expected->size() &&
+        std::equal(expected->begin(), expected->end(), r.body.view().begin()))) {
+    return false;
+  }
+  std::optional<std::string> generation = r.Header("x-goog-generation");
+  uint64_t g = 0;
+  if (!generation || !ParseU64(*generation, &g)) {
+    return DataLossError(op + ": response without a valid x-goog-generation header");
+  }
+  return Upload(key, value, *generation);
+}
+
+Status GcsKvStore::Delete(std::string_view key) {
+  CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate(url_));
+  HttpCall call = MakeCall("DELETE", ObjectUrl(key), {}, {}, "deleting " + Describe(key));
+  CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(call));
+  if (r.status == 200 || r.status == 204 || r.status == 404) return Status::OK();
+  return http::HttpStatusError(call, r);
+}
+
+Result<std::vector<KeyInfo>> GcsKvStore::List(std::string_view prefix) {
+  std::vector<KeyInfo> out;
+  const std::string full = options_.prefix + std::string(prefix);
+  const std::string op = "listing `" + std::string(prefix) + "` of " + url_;
+  std::string token;
+  for (int page = 1;; ++page) {
+    std::string url = options_.endpoint + "/storage/v1/b/" + options_.bucket +
+                      "/o?fields=" + UriEncode("items(name,size),nextPageToken", false) +
+                      "&prefix=" + UriEncode(full, false);
+    if (!token.empty()) url += "&pageToken=" + UriEncode(token, false);
+    HttpCall call = MakeCall("GET", std::move(url), {}, {}, op);
+    call.max_response_bytes = uint64_t{64} << 20;
+    CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(call));
+    if (r.status == 404) {
+      return NotFoundError(op + ": the bucket `" + options_.bucket + "` does not exist");
+    }
+    if (r.status != 200) return http::HttpStatusError(call, r);
+    auto j = nlohmann::json::parse(r.body.as_string_view(), nullptr, false);
+    if (!j.is_object()) return DataLossError(op + ": page " + std::to_string(page) + " is not JSON");
+    if (j.contains("items")) {
+      if (!j["items"].is_array()) return DataLossError(op + ": `items` is not an array");
+      for (const auto& item : j["items"]) {
+        uint64_t size = 0;
+        if (!item.is_object() || !item.contains("name") || !item["name"].is_string() ||
+            !item.contains("size") || !item["size"].is_string() ||
+            !ParseU64(item["size"].get<std::string>(), &size)) {
+          return DataLossError(op + ": malformed entry on page " + std::to_string(page));
+        }
+        std::string name = item["name"].get<std::string>();
+        if (name.compare(0, full.size(), full) != 0) continue;
+        out.push_back({name.substr(options_.prefix.size()), size});
+      }
+    }
+    if (!j.contains("nextPageToken")) break;
+    if (!j["nextPageToken"].is_string() || j["nextPageToken"].get<std::string>().empty() ||
+        j["nextPageToken"].get<std::string>() == token) {
+      return DataLossError(op + ": a listing page without a new page token");
+    }
+    token = j["nextPageToken"].get<std::string>();
+  }
+  std::sort(out.begin(), out.end(), [](const KeyInfo& a, const KeyInfo& b) { return a.key < b.key; });
+  return out;
+}
+
+Status GcsKvStore::ApplyBatch(std::vector<KvMutation> mutations) {
+  std::set<std::string_view> seen;
+  bool repeats = false;
+  for (const KvMutation& m : mutations) {
+    CAIRN_RETURN_IF_ERROR(ValidateKey(m.key).Annotate(url_));
+    repeats = repeats || !seen.insert(m.key).second;
+  }
+  if (repeats) return KvStore::ApplyBatch(std::move(mutations));
+  std::vector<HttpCall> calls;
+  for (const KvMutation& m : mutations) {
+    if (m.value && m.value->size() >= options_.resumable_threshold) continue;
+    calls.push_back(m.value ? MakeUploadCall(m.key, m.value->view(), std::nullopt)
+                            : MakeCall("DELETE", ObjectUrl(m.key), {}, {}, "deleting " + Describe(m.key)));
+  }
+  std::vector<HttpCall> described = calls;
+  std::vector<Result<HttpResponse>> results = options_.http->ExecuteAll(std::move(calls));
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].ok()) return results[i].status();
+    long s = results[i]->status;
+    bool is_delete = described[i].request.method == "DELETE";
+    if (!(s == 200 || (is_delete && (s == 204 || s == 404)))) {
+      return http::HttpStatusError(described[i], *results[i]);
+    }
+  }
+  for (const KvMutation& m : mutations) {
+    if (m.value && m.value->size() >= options_.resumable_threshold) {
+      CAIRN_RETURN_IF_ERROR(UploadResumable(m.key, m.value->view()).status());
+    }
+  }
+  return Status::OK();
+}
+
+Status GcsKvStore::DeletePrefix(std::string_view prefix) {
+  CAIRN_ASSIGN_OR_RETURN(std::vector<KeyInfo> keys, List(prefix));
+  std::vector<KvMutation> deletes;
+  for (KeyInfo& k : keys) deletes.push_back({std::move(k.key), std::nullopt});
+  return ApplyBatch(std::move(deletes));
+}
+
+Status GcsKvStore::CreateBucket() {
+  std::string body = nlohmann::json{{"name", options_.bucket}}.dump();
+  HttpCall call = MakeCall("POST", options_.endpoint + "/storage/v1/b", AsBytes(body),
+                           {"content-type: application/json"}, "creating the bucket of " + url_);
+  CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(call));
+  if (r.status == 200 || r.status == 409) return Status::OK();
+  return http::HttpStatusError(call, r);
+}
+
+}  // namespace cairn::gcs

@@ -1,0 +1,97 @@
+// GcsKvStore: keys as objects of a Google Cloud Storage bucket below a key
+// prefix, over the JSON API. URL: `gs://bucket/path/`, as TensorStore spells
+// it; `|ocdbt:` and `|zarr3:` pipelines work on it.
+//
+// Requests go through the shared HttpClient (http/http_client.h): many in
+// flight, retried with backoff on 429, 5xx and transport errors when
+// idempotent. Credentials: anonymous only (no Authorization header), which
+// public buckets and emulators accept; an access token can be given in
+// `GcsOptions::bearer_token` (CAIRN_GCS_BEARER_TOKEN). Service-account JWTs
+// and the metadata server are not implemented.
+//
+// Operations:
+//   Get            GET .../o/<object>?alt=media, a Range header for ranges
+//   Put            uploadType=media in one POST, or a resumable upload in
+//                  chunks of `upload_chunk_size` for values of at least
+//                  `resumable_threshold` bytes (gcs_upload.cc)
+//   CompareAndPut  absent: ifGenerationMatch=0; a value: read it with its
+//                  generation (x-goog-generation), compare, upload with
+//                  ifGenerationMatch=<generation>. 412 -> false. Sent as
+//                  one uploadType=multipart request whatever the size
+//                  (fake-gcs-server honours preconditions only there); not
+//                  retried after a transport error.
+//   List           objects.list pages (pageToken), names and sizes only
+//   DeletePrefix, ApplyBatch: every request concurrently
+//   prefix commit  the in-place default of kvstore.h (marker written last)
+//
+// Thread safety: all methods may be called concurrently.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "cairn/kvstore/http/http_client.h"
+#include "cairn/kvstore/kvstore.h"
+
+namespace cairn::gcs {
+
+struct GcsOptions {
+  std::string bucket;
+  std::string prefix;  // "" or ending in '/'
+  // "http(s)://host[:port]"; default https://storage.googleapis.com.
+  std::string endpoint = "https://storage.googleapis.com";
+  std::string bearer_token;  // empty: anonymous
+  uint64_t resumable_threshold = uint64_t{32} << 20;
+  uint64_t upload_chunk_size = uint64_t{16} << 20;  // a multiple of 256 KiB
+  http::RetryPolicy retry;
+  std::shared_ptr<http::HttpClient> http;  // null: HttpClient::Default()
+
+  // For `gs://bucket/prefix`: endpoint from STORAGE_EMULATOR_HOST ("host:port"
+  // or a URL), token from CAIRN_GCS_BEARER_TOKEN, retry budget from
+  // CAIRN_HTTP_MAX_ATTEMPTS / CAIRN_HTTP_INITIAL_BACKOFF_MS, upload sizes
+  // from CAIRN_GCS_RESUMABLE_THRESHOLD / CAIRN_GCS_CHUNK_SIZE.
+  static Result<GcsOptions> FromEnvironment(std::string bucket, std::string prefix);
+};
+
+// 3 to 222 characters of a-z 0-9 . - _ (InvalidArgument otherwise).
+Status ValidateGcsBucketName(std::string_view bucket);
+
+class GcsKvStore : public KvStore {
+ public:
+  static Result<std::shared_ptr<GcsKvStore>> Open(GcsOptions options);
+
+  Result<std::optional<Buffer>> Get(std::string_view key, const ByteRange& range = {}) override;
+  Status Put(std::string_view key, ByteView value) override;
+  Result<bool> PutIfAbsent(std::string_view key, ByteView value) override;
+  Result<bool> CompareAndPut(std::string_view key, std::optional<ByteView> expected,
+                             ByteView value) override;
+  Status Delete(std::string_view key) override;
+  Result<std::vector<KeyInfo>> List(std::string_view prefix = "") override;
+  Status ApplyBatch(std::vector<KvMutation> mutations) override;
+  Status DeletePrefix(std::string_view prefix) override;
+  std::string url() const override { return url_; }
+
+  // Creates the bucket (for tests and emulators).
+  Status CreateBucket();
+  const GcsOptions& options() const { return options_; }
+
+ private:
+  explicit GcsKvStore(GcsOptions options) : options_(std::move(options)) {}
+
+  http::HttpCall MakeCall(std::string method, std::string url, ByteView body,
+                          std::vector<std::string> headers, std::string operation) const;
+  std::string ObjectUrl(std::string_view key) const;  // .../o/<encoded object>
+  http::HttpCall MakeUploadCall(std::string_view key, ByteView value,
+                                std::optional<std::string> if_generation) const;
+  // Uploads `value`; false on 412 when `if_generation` is set.
+  Result<bool> Upload(std::string_view key, ByteView value, std::optional<std::string> if_generation);
+  Result<bool> UploadResumable(std::string_view key, ByteView value);  // gcs_upload.cc
+  Result<std::optional<uint64_t>> Size(std::string_view key) const;
+  Result<http::HttpResponse> Run(http::HttpCall call) const;
+
+  GcsOptions options_;
+  std::string url_;
+};
+
+}  // namespace cairn::gcs

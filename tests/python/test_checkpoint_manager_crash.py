@@ -1,0 +1,148 @@
+"""Crash consistency of cairn.CheckpointManager: a child process saving step
+3 (max_to_keep=2, so the save ends by deleting step 1) kills itself with
+SIGKILL at each named point of the save and of the retention (the
+manager's `_crash_at` test hook, checkpoint_manager.h). Afterwards:
+
+* cairn's and Orbax's managers list the same steps: the new step only if the
+  crash came after its commit, step 1 only if the crash came before its
+  rename; no partly deleted step is ever listed;
+* every listed step restores bit-exactly (cairn and Orbax);
+* a new manager resumes: its next save succeeds and retention goes on,
+  removing what the crash left behind.
+A control child that is not killed commits step 3 and removes step 1.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+
+import cairn
+
+CHILD = textwrap.dedent("""
+    import sys
+    import numpy as np
+    import cairn
+
+    root, step, crash_at, enable_async = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4] == "1"
+    rng = np.random.default_rng(step)
+    tree = {"w": rng.standard_normal((64, 32)).astype(np.float32),
+            "b": {"c": np.arange(7, dtype=np.int64) * step}}
+    mngr = cairn.CheckpointManager(root, max_to_keep=2, enable_async=enable_async,
+                                   _crash_at=crash_at or None)
+    assert mngr.save(step, tree)
+    mngr.wait_until_finished()
+    mngr.close()
+    print("finished", step)
+""")
+
+
+def step_tree(step):
+    rng = np.random.default_rng(step)
+    return {"w": rng.standard_normal((64, 32)).astype(np.float32),
+            "b": {"c": np.arange(7, dtype=np.int64) * step}}
+
+
+def run_child(root, step, crash_at="", enable_async=True):
+    env = dict(os.environ)
+    env.setdefault("JAX_PLATFORMS", "cpu")
+    return subprocess.run([sys.executable, "-c", CHILD, str(root), str(step), crash_at,
+                           "1" if enable_async else "0"],
+                          capture_output=True, text=True, timeout=120, env=env)
+
+
+def assert_bit_equal(expected, actual):
+    assert sorted(expected) == sorted(actual)
+    for k, v in expected.items():
+        if isinstance(v, dict):
+            assert_bit_equal(v, actual[k])
+        else:
+            a = np.asarray(actual[k])
+            assert a.dtype == v.dtype and a.shape == v.shape and a.tobytes() == v.tobytes(), k
+
+
+def orbax_steps_and_restore(root):
+    with ocp.CheckpointManager(root) as o:
+        steps = list(o.all_steps())
+        for step in steps:
+            restored = o.restore(step)
+            assert_bit_equal(step_tree(step), restored["default"] if "default" in restored else restored)
+    return steps
+
+
+# point -> (steps listed after the crash). Step 3 is committed from
+# step_committed on; step 1 is gone once renamed (delete_renamed).
+POINTS = {
+    "save_started": [1, 2],
+    "data_written": [1, 2],
+    "before_item_commit": [1, 2],
+    "before_step_commit": [1, 2],
+    "step_committed": [1, 2, 3],
+    "before_delete_rename": [1, 2, 3],
+    "delete_renamed": [2, 3],
+}
+
+
+@pytest.fixture(scope="module")
+def committed_root(tmp_path_factory):
+    """Steps 1 and 2, committed by a child that was not killed."""
+    root = tmp_path_factory.mktemp("crash_base") / "run"
+    for step in (1, 2):
+        done = run_child(root, step)
+        assert done.returncode == 0, done.stderr
+        assert f"finished {step}" in done.stdout
+    return root
+
+
+def copy_tree(src, dst):
+    import shutil
+    shutil.copytree(src, dst)
+    return dst
+
+
+# Every point with async saves (the commit and retention run on the
+# manager's background thread); two with sync saves (on the caller's).
+CASES = [(p, True) for p in POINTS] + [("before_step_commit", False), ("delete_renamed", False)]
+
+
+@pytest.mark.parametrize("point,enable_async", CASES,
+                         ids=[f"{p}-{'async' if a else 'sync'}" for p, a in CASES])
+def test_sigkill_at_point_keeps_committed_steps_whole(tmp_path, committed_root, point, enable_async):
+    root = copy_tree(committed_root, tmp_path / "run")
+    crashed = run_child(root, 3, point, enable_async)
+    assert crashed.returncode == -signal.SIGKILL, (crashed.returncode, crashed.stderr)
+    assert "finished" not in crashed.stdout
+    expected = POINTS[point]
+    # cairn lists only whole steps, all restorable bit-exactly.
+    assert cairn.orbax.all_steps(root) == expected
+    mngr = cairn.CheckpointManager(root, max_to_keep=2)
+    assert mngr.all_steps() == expected
+    assert mngr.latest_step() == expected[-1]
+    for step in expected:
+        assert_bit_equal(step_tree(step), mngr.restore(step))
+    # So does Orbax.
+    assert orbax_steps_and_restore(root) == expected
+    # Resume: the next save succeeds and retention goes on.
+    assert mngr.save(4, step_tree(4))
+    mngr.wait_until_finished()
+    assert mngr.all_steps() == expected[-1:] + [4]
+    mngr.close()
+    names = sorted(os.listdir(root))
+    assert not [n for n in names if ".cairn-deleting-" in n], names
+    assert [n for n in names if n.isdigit()] == [str(s) for s in expected[-1:] + [4]]
+    assert orbax_steps_and_restore(root) == expected[-1:] + [4]
+
+
+def test_child_without_crash_commits_and_prunes(tmp_path, committed_root):
+    """Control: the same child, not killed, commits step 3 and removes 1."""
+    root = copy_tree(committed_root, tmp_path / "run")
+    done = run_child(root, 3)
+    assert done.returncode == 0, done.stderr
+    assert cairn.orbax.all_steps(root) == [2, 3]
+    assert sorted(os.listdir(root)) == ["2", "3"]
+    assert orbax_steps_and_restore(root) == [2, 3]
