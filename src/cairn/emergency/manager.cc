@@ -10,6 +10,7 @@
 #include <set>
 
 #include "cairn/emergency/dir_transfer.h"
+#include "cairn/emergency/tier_info.h"
 #include "cairn/engine/checkpoint_manager_points.h"
 #include "cairn/layout/orbax/step.h"
 #include "cairn/layout/orbax/tree_metadata.h"
@@ -124,6 +125,11 @@ Result<std::unique_ptr<EmergencyCheckpointManager>> EmergencyCheckpointManager::
   m->layout_ = layout;
   CAIRN_ASSIGN_OR_RETURN(m->local_, orbax::OpenLocation(m->options_.local_directory));
   CAIRN_ASSIGN_OR_RETURN(m->persistent_, orbax::OpenLocation(m->options_.persistent_directory));
+  // Where the run's tiers are, for `cairn info` (tier_info.h).
+  CAIRN_RETURN_IF_ERROR(WriteRunRecords(m->local_, m->options_.local_directory, m->persistent_,
+                                        m->options_.persistent_directory, coordinator.process_index(), n,
+                                        m->options_.num_replicas)
+                            .Annotate("emergency checkpointing: recording the run's directories"));
   const uint64_t budget = m->options_.save.memory_budget_bytes;
   m->budget_ = std::make_unique<engine::ByteBudget>(budget != 0 ? budget : engine::ByteBudget::kDefaultBytes);
   return m;
