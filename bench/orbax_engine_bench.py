@@ -8,8 +8,9 @@ compression (cairn's default chain and compression="auto"; orbax always its
 default), every operation runs in fresh processes, alternating who goes first:
 
 - save: the stall (until the async save returns: cairn.save_async,
-  orbax's AsyncCheckpointer.save) and the time to the durable commit (wait,
-  then os.sync, for both);
+  orbax's AsyncCheckpointer.save) against a plain copy of the process's
+  shards made just before, and the time to the durable commit (wait, then
+  os.sync, for both);
 - restore onto the same sharding and onto another one (columns over the 8
   devices), page cache dropped first;
 - peak RSS of a process (ru_maxrss; it includes the state itself).
@@ -89,6 +90,11 @@ out = {}
 if op == "save":
     tree = state()
     jax.block_until_ready(tree)
+    # The stall target's yardstick: a plain copy of this process's shards.
+    t0 = time.perf_counter()
+    copies = [np.array(sh.data, copy=True) for v in tree.values() for sh in v.addressable_shards]
+    out["memcpy"] = time.perf_counter() - t0
+    del copies
     barrier("start")
     t0 = time.perf_counter()
     if who == "cairn":
@@ -186,7 +192,8 @@ def main():
         write_bw, read_bw, tool = device_bandwidth(base, size_bytes=args.bytes, repeat=args.repeat)
         for nproc in [int(x) for x in args.processes.split(",")]:
             for compression in args.compression.split(","):
-                times = {w: {k: [] for k in ("stall", "durable", "restore_same", "restore_other", "maxrss")}
+                times = {w: {k: [] for k in ("stall", "durable", "restore_same", "restore_other", "maxrss",
+                                             "memcpy")}
                          for w in ("cairn", "orbax")}
                 for r in range(args.repeat):
                     order = ["cairn", "orbax"] if r % 2 == 0 else ["orbax", "cairn"]
@@ -195,6 +202,7 @@ def main():
                         s = run_job(worker, "save", who, path, args, compression, nproc)
                         times[who]["stall"].append(s["stall"])
                         times[who]["durable"].append(s["durable"])
+                        times[who]["memcpy"].append(s["memcpy"])
                         rss = s["maxrss"]
                         for op in ("restore_same", "restore_other"):
                             drop_caches([path])
@@ -213,6 +221,9 @@ def main():
                     rows.append([label, op, f"{c:.2f}", f"{o:.2f}", f"{cb:.2f}", f"{args.bytes / o / GB:.2f}",
                                  f"{o / c:.2f}x", f"{dev:.2f}" if dev else "-",
                                  f"{cb / dev:.0%}" if dev else "-"])
+                memcpy = statistics.median(times["cairn"]["memcpy"] + times["orbax"]["memcpy"])
+                rows.append([label, "stall / memcpy", f"{med['cairn']['stall'] / memcpy:.2f}x",
+                             f"{med['orbax']['stall'] / memcpy:.2f}x", "", "", "", "", f"memcpy {memcpy:.2f} s"])
                 rows.append([label, "peak RSS MiB", f"{med['cairn']['maxrss'] / 2**20:.0f}",
                              f"{med['orbax']['maxrss'] / 2**20:.0f}", "", "", "", "", ""])
     finally:

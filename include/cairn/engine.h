@@ -41,6 +41,10 @@ struct CheckpointShard {
   std::vector<int64_t> shape;
   const void* data = nullptr;   // C-contiguous, native endian
   int replica_id = 0;
+  // The buffer stays valid and unchanged until the save is finished (as a
+  // jax.Array's): it is read in the background instead of being copied
+  // before StartSave returns.
+  bool immutable = false;
 };
 
 struct CheckpointArray {

@@ -78,6 +78,17 @@ def _sharding_json(sharding) -> Optional[str]:
     return None
 
 
+def _aligned_empty(shape, dtype, alignment: int = 64):
+    """np.empty(shape, dtype) whose data starts on an `alignment`-byte
+    boundary: jax.device_put onto a CPU device then adopts the buffer
+    instead of copying it (it needs 64-byte alignment; np.empty gives 16)."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.empty(nbytes + alignment, dtype=np.uint8)
+    start = (-raw.ctypes.data) % alignment
+    return raw[start:start + nbytes].view(dtype).reshape(shape)
+
+
 def _box_of(index, shape):
     origin, extent = [], []
     for sl, n in zip(index, shape):
@@ -111,7 +122,12 @@ def _num_replicas(value) -> int:
 def _leaf(path, value, process_index, process_count):
     """The native leaf tuple for `value` at `path` (see engine_bindings.cc):
     (path, value_type, dtype, shape, write_shape, num_replicas,
-    [(origin, raw array, replica_id)], random_key_impl, sharding, string)."""
+    [(origin, raw array, replica_id, immutable)], random_key_impl, sharding,
+    string). A jax.Array's shards are immutable (jax never changes an
+    array's buffer; the binding keeps them alive until the save is
+    finished), so the engine reads them in the background instead of copying
+    them before save_async returns, as Orbax does on the host; numpy arrays
+    may change once save_async returns and are copied first."""
     jax = _jax()
     empty = {type(None): "None", dict: "Dict", list: "List", tuple: "Tuple"}
     if value is None or (isinstance(value, (dict, list, tuple)) and not value):
@@ -133,7 +149,7 @@ def _leaf(path, value, process_index, process_count):
         for shard in value.addressable_shards:
             if process_count == 1 or shard.device.process_index == process_index:
                 origin, _ = _box_of(shard.index, value.shape)
-                shards.append((origin, _raw(np.asarray(shard.data)), int(shard.replica_id)))
+                shards.append((origin, _raw(np.asarray(shard.data)), int(shard.replica_id), True))
         return (path, "jax.Array", np.dtype(value.dtype).name, list(value.shape), write_shape,
                 _num_replicas(value), shards, key_impl, _sharding_json(value.sharding), None)
     if isinstance(value, (bool, int, float, np.generic)) and not isinstance(value, np.ndarray):
@@ -146,13 +162,13 @@ def _leaf(path, value, process_index, process_count):
         else:
             arr = np.asarray(value)
         return (path, "scalar", arr.dtype.name, [], [], process_count,
-                [([], _raw(arr), process_index)], None, None, None)
+                [([], _raw(arr), process_index, True)], None, None, None)
     if isinstance(value, np.ndarray):
         # Every process holds the whole array: replica `process_index` of
         # `process_count`.
         return (path, "np.ndarray", value.dtype.name, list(value.shape),
                 _numpy_write_shape(value.shape, process_count), process_count,
-                [([0] * value.ndim, _raw(value), process_index)], None, None, None)
+                [([0] * value.ndim, _raw(value), process_index, False)], None, None, None)
     raise TypeError(f"cairn.save: unsupported leaf type {type(value).__name__} at key path "
                     f"{tuple(k for k, _ in path)}")
 
@@ -276,9 +292,12 @@ def save_async(directory, tree, *, format: str = "orbax", use_ocdbt: bool = True
                process_count: int = 1, barrier: Optional[Callable[[str], None]] = None,
                coordinator=None, replica_parallel: bool = True, compression: str = "default",
                memory_budget: Optional[int] = None, timeout_s: float = 600.0) -> PendingSave:
-    """Starts saving `tree` (see `save`) and returns once its arrays are
-    copied into memory cairn owns (within `memory_budget` bytes); encoding
-    and writing go on in the background. Returns a PendingSave."""
+    """Starts saving `tree` (see `save`) and returns once its numpy arrays
+    are copied into memory cairn owns (within `memory_budget` bytes), so the
+    caller may change them; jax.Arrays, which never change, are not copied
+    first but read in the background (cairn holds them until the save is
+    finished). Encoding and writing go on in the background. Returns a
+    PendingSave."""
     if format != "orbax":
         raise ValueError(f"cairn.save: format {format!r} is not supported here (only 'orbax')")
     root = os.path.abspath(os.fspath(directory))
@@ -471,7 +490,7 @@ def restore(directory, target=None, *, item_name: Optional[str] = None,
                 origin, extent = _box_of(index, shape)
                 key = (tuple(origin), tuple(extent))
                 if key not in buffers:
-                    buffers[key] = np.empty(extent, dtype=np_dtype)
+                    buffers[key] = _aligned_empty(extent, np_dtype)
                     boxes.append((origin, _dtypes.raw_view(buffers[key])))
                 devices.append((device, key))
             placed[param] = (sharding, tuple(shape), devices, buffers)

@@ -29,12 +29,14 @@ void RegisterManager(nanobind::module_& m);  // manager_bindings.cc: cairn.Check
 // engine_bindings.cc, for other bindings: the leaves of a flattened tree
 // (the `leaves` argument of _engine_save) for the engine. `keep` holds the
 // Python arrays the shards point into: keep it until the engine snapshotted
-// them, and drop it with the GIL held.
+// them, and drop it with the GIL held. With `honor_immutable`, shards the
+// leaves mark immutable (jax.Array buffers) are not snapshotted: keep `keep`
+// until the save is finished.
 struct ConvertedLeaves {
   std::vector<engine::SaveLeaf> leaves;
   std::shared_ptr<void> keep;
 };
-ConvertedLeaves ConvertSaveLeaves(nanobind::handle leaves);
+ConvertedLeaves ConvertSaveLeaves(nanobind::handle leaves, bool honor_immutable = false);
 engine::Compression ConvertCompression(const std::string& name);
 
 // Keys are byte strings; Python sees them as str decoded from UTF-8 with

@@ -37,8 +37,10 @@ namespace {
 using RawIn = nb::ndarray<nb::ro, nb::device::cpu>;
 using RawOut = nb::ndarray<nb::device::cpu>;
 
-// (origin, raw array, replica_id)
-using PyShard = std::tuple<std::vector<int64_t>, RawIn, int>;
+// (origin, raw array, replica_id, immutable: the array never changes and
+// the binding keeps it alive until the save is finished, as a jax.Array's
+// host buffer)
+using PyShard = std::tuple<std::vector<int64_t>, RawIn, int, bool>;
 // (path [(key, key_type)], value_type, dtype name or "", shape, write_shape
 //  or None, num_replicas, shards, random_key_impl or None, sharding json or
 //  None, string value or None)
@@ -53,7 +55,9 @@ std::vector<Index> ByteStrides(size_t ndim, const int64_t* strides, size_t items
   return out;
 }
 
-engine::SaveLeaf ConvertLeaf(const PyLeaf& l) {
+// `honor_immutable`: the caller keeps the arrays alive until the save is
+// finished, so immutable shards need no snapshot (save_request.h).
+engine::SaveLeaf ConvertLeaf(const PyLeaf& l, bool honor_immutable) {
   engine::SaveLeaf leaf;
   for (const auto& [key, type] : std::get<0>(l)) {
     if (type != 1 && type != 2) ThrowStatus(InvalidArgumentError("key_type must be 1 or 2"));
@@ -65,7 +69,7 @@ engine::SaveLeaf ConvertLeaf(const PyLeaf& l) {
   if (std::get<4>(l)) leaf.write_shape = *std::get<4>(l);
   leaf.num_replicas = std::get<5>(l);
   const size_t item = DTypeSize(leaf.dtype);
-  for (const auto& [origin, arr, replica] : std::get<6>(l)) {
+  for (const auto& [origin, arr, replica, immutable] : std::get<6>(l)) {
     if (arr.itemsize() != item) {
       ThrowStatus(InvalidArgumentError("leaf " + orbax::KeyString(leaf.path) + ": shard item size " +
                                        std::to_string(arr.itemsize()) + " differs from the dtype's"));
@@ -77,6 +81,7 @@ engine::SaveLeaf ConvertLeaf(const PyLeaf& l) {
     s.data = arr.data();
     s.byte_strides = ByteStrides(arr.ndim(), arr.stride_ptr(), item);
     s.replica_id = replica;
+    s.immutable = honor_immutable && immutable;
     leaf.shards.push_back(std::move(s));
   }
   leaf.random_key_impl = std::get<7>(l);
@@ -93,6 +98,10 @@ engine::Compression ParseCompression(const std::string& c) {
 }
 
 struct PyPendingSave {
+  // The Python arrays immutable shards point into, dropped (GIL held) once
+  // the save is finished. Declared before `pending`, whose destructor waits
+  // for the save, so they outlive it.
+  std::shared_ptr<void> keep;
   std::unique_ptr<engine::PendingSave> pending;
 
   void Wait() {
@@ -101,6 +110,7 @@ struct PyPendingSave {
       nb::gil_scoped_release release;
       s = pending->Wait();
     }
+    keep.reset();
     ThrowIfError(s);
   }
 };
@@ -111,10 +121,10 @@ using PyRestoreArray = std::tuple<std::string, std::optional<std::string>,
 
 }  // namespace
 
-ConvertedLeaves ConvertSaveLeaves(nb::handle leaves) {
+ConvertedLeaves ConvertSaveLeaves(nb::handle leaves, bool honor_immutable) {
   auto keep = std::make_shared<std::vector<PyLeaf>>(nb::cast<std::vector<PyLeaf>>(leaves));
   ConvertedLeaves out;
-  for (const PyLeaf& l : *keep) out.leaves.push_back(ConvertLeaf(l));
+  for (const PyLeaf& l : *keep) out.leaves.push_back(ConvertLeaf(l, honor_immutable));
   out.keep = std::move(keep);
   return out;
 }
@@ -130,14 +140,15 @@ void RegisterEngine(nb::module_& m) {
 
   m.def(
       "_engine_save",
-      [](const std::string& directory, const std::string& item_name, const std::vector<PyLeaf>& leaves,
+      [](const std::string& directory, const std::string& item_name, nb::handle leaves,
          Coordinator& coordinator, bool use_ocdbt, bool use_zarr3, bool replica_parallel,
          const std::string& compression, uint64_t memory_budget, uint64_t target_data_file_size,
          uint64_t chunk_byte_size, const std::string& custom_json, double timeout_s) {
         engine::SaveRequest r;
         r.directory = directory;
         r.item_name = item_name;
-        for (const PyLeaf& l : leaves) r.leaves.push_back(ConvertLeaf(l));
+        ConvertedLeaves converted = ConvertSaveLeaves(leaves, /*honor_immutable=*/true);
+        r.leaves = std::move(converted.leaves);
         r.options.use_ocdbt = use_ocdbt;
         r.options.use_zarr3 = use_zarr3;
         r.options.replica_parallel = replica_parallel;
@@ -153,7 +164,7 @@ void RegisterEngine(nb::module_& m) {
           nb::gil_scoped_release release;
           pending = engine::StartSave(r, coordinator);
         }
-        return PyPendingSave{ValueOrThrow(std::move(pending))};
+        return PyPendingSave{std::move(converted.keep), ValueOrThrow(std::move(pending))};
       },
       nb::arg("directory"), nb::arg("item_name"), nb::arg("leaves"), nb::arg("coordinator"),
       nb::arg("use_ocdbt") = true, nb::arg("use_zarr3") = true, nb::arg("replica_parallel") = true,

@@ -30,6 +30,10 @@ namespace {
 
 struct PyManager {
   std::unique_ptr<engine::CheckpointManager> m;
+  // The Python arrays of the save in flight (its jax.Array shards are read
+  // in the background, not snapshotted): dropped, GIL held, once it is
+  // finished (the next save waits for it first).
+  std::shared_ptr<void> keep;
 
   PyManager(std::unique_ptr<engine::CheckpointManager> manager) : m(std::move(manager)) {}
   PyManager(PyManager&&) = default;
@@ -56,20 +60,31 @@ void RegisterManager(nb::module_& m) {
       .def(
           "save",
           [](PyManager& p, int64_t step, nb::handle leaves, bool force) {
-            ConvertedLeaves converted = ConvertSaveLeaves(leaves);
+            ConvertedLeaves converted = ConvertSaveLeaves(leaves, /*honor_immutable=*/true);
             auto saved = p.Unlocked([&] { return p.m->Save(step, std::move(converted.leaves), force); });
+            // Save waited for the previous save: its arrays may go.
+            p.keep = std::move(converted.keep);
             return ValueOrThrow(std::move(saved));
           },
           nb::arg("step"), nb::arg("leaves"), nb::arg("force") = false)
       .def("wait_until_finished",
-           [](PyManager& p) { ThrowIfError(p.Unlocked([&] { return p.m->WaitUntilFinished(); })); })
+           [](PyManager& p) {
+             Status s = p.Unlocked([&] { return p.m->WaitUntilFinished(); });
+             p.keep.reset();
+             ThrowIfError(s);
+           })
       .def("all_steps", [](PyManager& p) { return p.m->AllSteps(); })
       .def("latest_step", [](PyManager& p) { return p.m->LatestStep(); })
       .def("pending_step", [](PyManager& p) { return p.m->PendingStep(); })
       .def("step_path", [](PyManager& p, int64_t step) { return ValueOrThrow(p.m->StepLocation(step)).Path(); })
       .def("delete", [](PyManager& p, int64_t step) { ThrowIfError(p.Unlocked([&] { return p.m->Delete(step); })); })
       .def("reload", [](PyManager& p) { ThrowIfError(p.Unlocked([&] { return p.m->Reload(); })); })
-      .def("close", [](PyManager& p) { ThrowIfError(p.Unlocked([&] { return p.m->Close(); })); })
+      .def("close",
+           [](PyManager& p) {
+             Status s = p.Unlocked([&] { return p.m->Close(); });
+             p.keep.reset();
+             ThrowIfError(s);
+           })
       .def_prop_ro("directory", [](PyManager& p) { return p.m->root().Path(); });
 
   m.def(

@@ -33,6 +33,8 @@ import ml_dtypes
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
+
+from client_venv import ensure_venv, run_client_job
 from safetensors.numpy import load_file, save_file
 
 import cairn
@@ -78,41 +80,19 @@ def _venv_ok(venv: pathlib.Path) -> bool:
 @pytest.fixture(scope="session")
 def axlearn_python():
     """The python of an isolated venv with axlearn==0.0.1.post20240213000026;
-    created on first use, reused while it still works."""
+    created on first use, reused while it still works. No
+    --system-site-packages: the system's jax/numpy/tensorstore are far newer
+    than what this AXLearn pins and would shadow them."""
     base = _base_python()
     tag = subprocess.run([base, "-c", "import sys; print(f'py{sys.version_info[0]}{sys.version_info[1]}')"],
                          capture_output=True, text=True, check=True).stdout.strip()
     venv = pathlib.Path(os.environ.get("CAIRN_AXLEARN_VENV", REPO / "build" / f"venv-axlearn-{AXLEARN}-{tag}"))
-    if not _venv_ok(venv):
-        tmp = venv.with_name(venv.name + f".tmp{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.parent.mkdir(parents=True, exist_ok=True)
-        # No --system-site-packages: the system's jax/numpy/tensorstore are far
-        # newer than what this AXLearn pins and would shadow them.
-        for cmd in ([base, "-m", "venv", str(tmp)],
-                    [str(tmp / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check",
-                     "-c", str(CONSTRAINTS), f"axlearn=={AXLEARN}"]):
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
-            if r.returncode != 0:
-                shutil.rmtree(tmp, ignore_errors=True)
-                pytest.fail(f"could not build the AXLearn {AXLEARN} environment: {' '.join(cmd)} exited "
-                            f"{r.returncode}\nstdout:\n{r.stdout[-6000:]}\nstderr:\n{r.stderr[-6000:]}",
-                            pytrace=False)
-        shutil.rmtree(venv, ignore_errors=True)
-        os.replace(tmp, venv)  # bin/python works from the moved directory
-        if not _venv_ok(venv):
-            r = _probe(venv / "bin" / "python")
-            pytest.fail(f"axlearn {AXLEARN} installed in {venv} but does not import:\n"
-                        f"{r.stdout}\n{r.stderr[-6000:]}", pytrace=False)
-    return str(venv / "bin" / "python")
+    return ensure_venv(venv, base, [f"axlearn=={AXLEARN}"], what=f"AXLearn {AXLEARN}", is_ready=_venv_ok,
+                       constraints=CONSTRAINTS)
 
 
 def run_job(python, *args):
-    # A clean environment: nothing of this interpreter's site-packages leaks in.
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    r = subprocess.run([python, str(JOB), *map(str, args)], capture_output=True, text=True, timeout=600,
-                       env={**env, "JAX_PLATFORMS": "cpu"})
-    assert r.returncode == 0, f"AXLearn job {args[0]} failed:\n{r.stdout[-4000:]}\n{r.stderr[-8000:]}"
+    run_client_job(python, JOB, "AXLearn", *args)
 
 
 def load_dump(directory):

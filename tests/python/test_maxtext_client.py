@@ -40,6 +40,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from client_venv import ensure_venv, run_client_job
+
 import cairn
 import cairn.orbax
 from test_cli import cairn_cli
@@ -113,37 +115,23 @@ def _requirements_tag(base) -> str:
 def maxtext_python():
     """The python of an isolated venv with maxtext==0.2.5 and its
     checkpointing module's imports; created once, reused while its marker
-    matches REQUIREMENTS, the constraints file and the base interpreter."""
+    matches REQUIREMENTS, the constraints file and the base interpreter.
+    No --system-site-packages: this machine's jax/orbax are for another Python."""
     base = _python312()
     venv = pathlib.Path(os.environ.get("CAIRN_MAXTEXT_VENV", REPO / "build" / f"venv-maxtext-{MAXTEXT}-py312"))
-    marker = venv / "cairn-venv-complete"
     tag = _requirements_tag(base)
-    if not (marker.exists() and marker.read_text() == tag and (venv / "bin" / "python").exists()):
-        tmp = venv.with_name(venv.name + f".tmp{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.parent.mkdir(parents=True, exist_ok=True)
-        # No --system-site-packages: this machine's jax/orbax are for another Python.
-        for cmd in ([base, "-m", "venv", str(tmp)],
-                    [str(tmp / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check",
-                     "-c", str(CONSTRAINTS), *REQUIREMENTS]):
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
-            if r.returncode != 0:
-                shutil.rmtree(tmp, ignore_errors=True)
-                pytest.fail(f"could not build the MaxText {MAXTEXT} environment: {' '.join(cmd)} exited "
-                            f"{r.returncode}\nstdout:\n{r.stdout[-6000:]}\nstderr:\n{r.stderr[-6000:]}",
-                            pytrace=False)
-        shutil.rmtree(venv, ignore_errors=True)
-        os.replace(tmp, venv)  # bin/python works from the moved directory
-        marker.write_text(tag)
-    return str(venv / "bin" / "python")
+
+    def ready(v):
+        marker = v / "cairn-venv-complete"
+        return marker.exists() and marker.read_text() == tag and (v / "bin" / "python").exists()
+
+    return ensure_venv(venv, base, REQUIREMENTS, what=f"MaxText {MAXTEXT}", is_ready=ready,
+                       constraints=CONSTRAINTS,
+                       after_build=lambda v: (v / "cairn-venv-complete").write_text(tag))
 
 
 def run_job(python, *args):
-    # A clean environment: nothing of this interpreter's site-packages leaks in.
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    r = subprocess.run([python, str(JOB), *map(str, args)], capture_output=True, text=True, timeout=600,
-                       env={**env, "JAX_PLATFORMS": "cpu"})
-    assert r.returncode == 0, f"MaxText job {args[0]} failed:\n{r.stdout[-4000:]}\n{r.stderr[-8000:]}"
+    run_client_job(python, JOB, "MaxText", *args)
 
 
 def test_environment_has_maxtext_0_2_5_on_python_3_12(maxtext_python):

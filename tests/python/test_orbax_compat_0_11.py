@@ -23,12 +23,13 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 from importlib import metadata
 
 import pytest
+
+from client_venv import ensure_venv
 
 import cairn
 from mp_workers import launch, mp_tree
@@ -73,33 +74,8 @@ def old_orbax_python():
     tag = f"py{sys.version_info.major}{sys.version_info.minor}"
     venv = pathlib.Path(os.environ.get("CAIRN_ORBAX_OLD_VENV",
                                        REPO / "build" / f"venv-orbax-checkpoint-{OLD}-{tag}"))
-    if not _venv_ok(venv):
-        tmp = venv.with_name(venv.name + f".tmp{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.parent.mkdir(parents=True, exist_ok=True)
-        steps = [[sys.executable, "-m", "venv", "--system-site-packages", str(tmp)],
-                 [str(tmp / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check",
-                  f"orbax-checkpoint=={OLD}"]]
-        for cmd in steps:
-            if cmd is steps[1] and sys.prefix != sys.base_prefix:
-                # pytest runs in a venv itself: --system-site-packages reaches only
-                # the base interpreter's, so add this environment's (jax, cairn).
-                (site_dir,) = (tmp / "lib").glob("python*/site-packages")
-                (site_dir / "cairn-parent-env.pth").write_text(
-                    "\n".join(p for p in sys.path if p.endswith("site-packages")) + "\n")
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-            if r.returncode != 0:
-                shutil.rmtree(tmp, ignore_errors=True)
-                pytest.fail(f"could not build the orbax-checkpoint {OLD} environment: {' '.join(cmd)} "
-                            f"exited {r.returncode}\nstdout:\n{r.stdout[-6000:]}\nstderr:\n{r.stderr[-6000:]}",
-                            pytrace=False)
-        shutil.rmtree(venv, ignore_errors=True)
-        os.replace(tmp, venv)  # bin/python and `python -m pip` work from the moved directory
-        if not _venv_ok(venv):
-            r = _probe(venv / "bin" / "python")
-            pytest.fail(f"orbax-checkpoint {OLD} installed in {venv} but does not import as {OLD}:\n"
-                        f"{r.stdout}\n{r.stderr[-6000:]}", pytrace=False)
-    return str(venv / "bin" / "python")
+    return ensure_venv(venv, sys.executable, [f"orbax-checkpoint=={OLD}"], what=f"orbax-checkpoint {OLD}",
+                       is_ready=_venv_ok, system_site_packages=True, timeout=900)
 
 
 def test_environment_has_orbax_0_11_33(old_orbax_python):

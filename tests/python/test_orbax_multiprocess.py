@@ -5,7 +5,9 @@
   shardings, replicated ones included; replica 0 of some arrays on the last
   process) with CheckpointManager / PyTreeCheckpointer / AsyncCheckpointer +
   StandardCheckpointHandler in OCDBT+zarr3, OCDBT+zarr2 and two non-OCDBT
-  variants; cairn, in this process, restores every array bit-exactly.
+  variants; cairn, in this process, restores every array bit-exactly, and
+  so do 4 (2) cairn processes onto shardings other than the saved ones
+  when 2 (4) processes saved.
 * Every process calls ``cairn.save`` with its own addressable shards and a
   barrier on the jax.distributed client; Orbax restores the checkpoint in an
   N-process run with target shardings and in one process without (as host
@@ -85,6 +87,32 @@ def test_cairn_restores_orbax_multiprocess_save(orbax_saved, api, use_ocdbt, use
     if api == "manager":
         assert_tree_bit_exact(cairn.restore(top), "checkpoint root, latest step")
         assert_tree_bit_exact(cairn.restore(top / str(STEP)), "step directory")
+
+
+@pytest.fixture(scope="module")
+def cairn_restored_elsewhere(orbax_saved, tmp_path_factory):
+    """Orbax saved with N processes; cairn restores each checkpoint with
+    M != N processes (2 -> 4, 4 -> 2) onto the target shardings of mesh
+    "m", which differ from every saved one."""
+    n, root = orbax_saved
+    m = {2: 4, 4: 2}[n]
+    out = tmp_path_factory.mktemp(f"cairn_restored_{n}to{m}")
+    jobs = []
+    for api, use_ocdbt, use_zarr3 in ORBAX_SAVES:
+        name = f"{api}-{_vname(use_ocdbt, use_zarr3)}"
+        item = root / name / str(STEP) / "state" if api == "manager" else root / name
+        jobs.append({"kind": "cairn_restore", "dir": str(item), "out": str(out / name)})
+    launch.run(out / "logs", m, jobs, timeout=300)
+    return n, m, out
+
+
+@pytest.mark.parametrize("api,use_ocdbt,use_zarr3", ORBAX_SAVES, ids=ORBAX_IDS)
+def test_cairn_restores_orbax_multiprocess_save_onto_other_processes(cairn_restored_elsewhere, api,
+                                                                      use_ocdbt, use_zarr3):
+    n, m, out = cairn_restored_elsewhere
+    name = f"{api}-{_vname(use_ocdbt, use_zarr3)}"
+    assert_restored_shards_bit_exact(out / name, m, f"Orbax {n}-process save of {name}, cairn restore "
+                                     f"onto {m} processes", "sharding")
 
 
 # ---------------------------------------------------------------- cairn saves

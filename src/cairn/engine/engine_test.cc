@@ -321,6 +321,58 @@ TEST(Save, PeakOwnedBytesStayWithinTheBudget) {
   for (size_t i = 0; i < back.size(); i += 4099) EXPECT_EQ(back[i], static_cast<float>(i % 977) * 0.25f);
 }
 
+// An immutable shard (a jax.Array's buffer) is not snapshotted before
+// StartSave returns: it returns while the budget is exhausted, which would
+// block a snapshot, and the background reads it chunk by chunk once bytes
+// are free, within the same budget.
+TEST(Save, ImmutableShardsAreReadInTheBackgroundWithinTheBudget) {
+  const std::string dir = TempDir("immutable") + "/item";
+  std::vector<float> w(1 << 18);  // 1 MiB
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 977) * 0.5f;
+  SaveRequest r;
+  r.directory = dir;
+  r.options.chunk_byte_size = 16 << 10;
+  SaveLeaf l = ArrayLeaf("w", {512, 512});
+  l.shards = {Shard(w, {512, 512}, Box({0, 0}, {512, 512}))};
+  l.shards[0].immutable = true;
+  // A second array held column-major: its chunks are not contiguous in the
+  // buffer, so the background copies them (within the budget) first.
+  std::vector<float> f(64 * 256);  // f[col * 64 + row] = row * 256 + col
+  for (Index row = 0; row < 64; ++row) {
+    for (Index col = 0; col < 256; ++col) f[col * 64 + row] = static_cast<float>(row * 256 + col);
+  }
+  SaveLeaf lf = ArrayLeaf("f", {64, 256});
+  ShardToSave fs;
+  fs.box = Box({0, 0}, {64, 256});
+  fs.data = f.data();
+  fs.byte_strides = FStrides(Shape{64, 256}, sizeof(float));
+  fs.immutable = true;
+  lf.shards = {fs};
+  r.leaves = {l, lf};
+  ByteBudget budget(64 << 10);
+  budget.Acquire(64 << 10);  // the budget is full until the test releases it
+  auto coordinator = NewSingleProcessCoordinator();
+  auto pending = StartSave(r, *coordinator, &budget);
+  ASSERT_TRUE(pending.ok()) << pending.status().ToString();
+  EXPECT_FALSE((*pending)->done());
+  EXPECT_EQ(budget.in_use(), uint64_t{64} << 10);  // nothing snapshotted
+  budget.Release(64 << 10);
+  Status s = (*pending)->Wait();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  const uint64_t working = (16u << 10) + (16u << 10) / 64 + 4096;
+  EXPECT_LE(budget.peak(), (64u << 10) + ThreadPool::Default().size() * working);
+  EXPECT_EQ(budget.in_use(), 0u);
+  std::vector<float> back(w.size(), -1.0f);
+  RestoreRequest q;
+  q.directory = dir;
+  std::vector<float> fback(64 * 256, -1.0f);
+  q.arrays = {{"params.w", std::nullopt, {{Box({0, 0}, {512, 512}), back.data(), {}}}},
+              {"params.f", std::nullopt, {{Box({0, 0}, {64, 256}), fback.data(), {}}}}};
+  ASSERT_TRUE(Restore(q).ok());
+  EXPECT_EQ(back, w);
+  for (size_t i = 0; i < fback.size(); ++i) ASSERT_EQ(fback[i], static_cast<float>(i)) << i;
+}
+
 // Three threads as three processes: a sharded array (each process its own
 // rows) and a replicated one (replica-parallel: each process a slice).
 SaveRequest ProcessRequest(const std::string& dir, int p, const std::vector<float>& sharded,

@@ -53,7 +53,7 @@ Result<std::unique_ptr<CheckpointSave>> StartSaveCheckpoint(
     leaf.write_shape = a.write_shape;
     leaf.num_replicas = a.num_replicas;
     for (const CheckpointShard& s : a.shards) {
-      leaf.shards.push_back({Box(s.origin, s.shape), s.data, {}, s.replica_id});
+      leaf.shards.push_back({Box(s.origin, s.shape), s.data, {}, s.replica_id, s.immutable});
     }
     r.leaves.push_back(std::move(leaf));
   }

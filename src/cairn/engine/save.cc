@@ -17,11 +17,27 @@ namespace {
 
 constexpr uint64_t kSampleBytes = uint64_t{1} << 20;
 
-// Copies `box` (inside the piece) into a C-contiguous buffer.
-void CopyOut(const PlannedPiece& piece, const Box& box, size_t elem, uint8_t* dst) {
+// The address of `box`'s first element (box inside the piece).
+const uint8_t* PieceAt(const PlannedPiece& piece, const Box& box) {
   const uint8_t* src = piece.data;
   for (size_t d = 0; d < box.rank(); ++d) src += (box.origin[d] - piece.box.origin[d]) * piece.byte_strides[d];
-  StridedCopy(src, piece.byte_strides, dst, CStrides(box.shape, elem), box.shape, elem);
+  return src;
+}
+
+// Whether `box` (inside the piece) lies in the piece's memory exactly as a
+// C-contiguous array of its shape would: every dimension longer than 1 has
+// the C stride.
+bool ContiguousIn(const PlannedPiece& piece, const Box& box, size_t elem) {
+  const std::vector<Index> c = CStrides(box.shape, elem);
+  for (size_t d = 0; d < box.rank(); ++d) {
+    if (box.shape[d] > 1 && piece.byte_strides[d] != c[d]) return false;
+  }
+  return true;
+}
+
+// Copies `box` (inside the piece) into a C-contiguous buffer.
+void CopyOut(const PlannedPiece& piece, const Box& box, size_t elem, uint8_t* dst) {
+  StridedCopy(PieceAt(piece, box), piece.byte_strides, dst, CStrides(box.shape, elem), box.shape, elem);
 }
 
 // '1': zstd saves at least 10% on a sample of the first piece; '0': less;
@@ -71,7 +87,10 @@ class PendingSaveImpl final : public PendingSave {
   std::string final_dir_;
   std::string name_prefix;
 
-  Status Snapshot();
+  // Snapshots the pieces of mutable shards (immutable == false) or of
+  // immutable ones, chunk by chunk within the budget, and queues their
+  // encoding. StartSave runs the first; the background thread the second.
+  Status Snapshot(bool immutable);
   // The index this process's database and array metadata are named after.
   int StoreIndex() const {
     return request.options.own_process_index >= 0 ? request.options.own_process_index
@@ -91,7 +110,7 @@ class PendingSaveImpl final : public PendingSave {
   std::atomic<bool> done_{false};
 };
 
-Status PendingSaveImpl::Snapshot() {
+Status PendingSaveImpl::Snapshot(bool immutable) {
   for (size_t ai = 0; ai < plan.arrays.size(); ++ai) {
     const ArrayPlan& a = plan.arrays[ai];
     const ArrayMetadata& m = formats[ai].encode;
@@ -105,6 +124,7 @@ Status PendingSaveImpl::Snapshot() {
     const uint64_t encoded_estimate = identity ? 0 : chunk_bytes + chunk_bytes / 64 + 4096;
     const std::string prefix = a.param.empty() ? "" : a.param + "/";
     for (const PlannedPiece& piece : a.pieces) {
+      if (piece.immutable != immutable) continue;
       std::vector<Index> lo, hi;
       internal_zarr::CellRange(piece.box, m.chunk_shape, lo, hi);
       std::vector<Index> cell = lo;
@@ -113,20 +133,30 @@ Status PendingSaveImpl::Snapshot() {
         const Box valid = ChunkValidBox(m, cell);
         const uint64_t bytes = static_cast<uint64_t>(valid.num_elements()) * elem;
         const bool whole = valid.shape == m.chunk_shape;
-        // The snapshot waits for room in the budget; the encoder's working
-        // memory (encoded bytes, the padded chunk) overdraws it while it runs.
-        budget->Acquire(bytes);
-        auto hold = std::make_shared<BudgetHold>(budget, bytes);
         const uint64_t working = whole ? encoded_estimate : chunk_bytes + encoded_estimate;
-        auto snapshot = std::make_shared<Buffer>(bytes);
-        CopyOut(piece, valid, elem, snapshot->data());
-        group->Run([this, &m, cell, snapshot, hold, prefix, working]() -> Status {
+        // A whole chunk lying contiguously in an immutable buffer is encoded
+        // (or written, by an identity chain) straight from it: no copy.
+        ByteView source;
+        std::shared_ptr<Buffer> snapshot;
+        std::shared_ptr<BudgetHold> hold;
+        if (immutable && whole && ContiguousIn(piece, valid, elem)) {
+          source = ByteView(PieceAt(piece, valid), bytes);
+        } else {
+          // The snapshot waits for room in the budget; the encoder's working
+          // memory (encoded bytes, the padded chunk) overdraws it while it runs.
+          budget->Acquire(bytes);
+          hold = std::make_shared<BudgetHold>(budget, bytes);
+          snapshot = std::make_shared<Buffer>(bytes);
+          CopyOut(piece, valid, elem, snapshot->data());
+          source = snapshot->view();
+        }
+        group->Run([this, &m, cell, source, snapshot, hold, prefix, working]() -> Status {
           budget->Overdraw(working);
           BudgetHold encoding(budget, working);
-          auto encoded = EncodeChunk(m, cell, snapshot->view(), /*store_fill=*/true);
+          auto encoded = EncodeChunk(m, cell, source, /*store_fill=*/true);
           if (!encoded.ok()) return encoded.status().Annotate("encoding a chunk of `" + prefix + "`");
           if (encoded->omit) return Status::OK();
-          ByteView value = encoded->as_is ? snapshot->view() : encoded->bytes.view();
+          ByteView value = encoded->as_is ? source : encoded->bytes.view();
           return writer->Add(prefix + encoded->key, value);
         });
       } while (internal_zarr::NextCell(cell, lo, hi));
@@ -137,6 +167,8 @@ Status PendingSaveImpl::Snapshot() {
 
 void PendingSaveImpl::Finish() {
   // Step 3 (background part).
+  Status deferred = Snapshot(/*immutable=*/true);
+  if (!deferred.ok()) group->Run([deferred] { return deferred; });
   Status local = group->Wait();
   if (local.ok()) local = writer->Commit();
   if (local.ok()) local = WriteArrayMetadatas(request, plan, paths, StoreIndex());
@@ -256,7 +288,7 @@ Result<std::unique_ptr<PendingSave>> StartSave(const SaveRequest& request, Coord
       save->group->Run([raw, key, i]() { return raw->writer->Add(key, AsBytes(raw->formats[i].stored_text)); });
     }
   }
-  Status snap = save->Snapshot();
+  Status snap = save->Snapshot(/*immutable=*/false);
   if (!snap.ok()) save->group->Run([snap] { return snap; });
   save->Start();
   return std::unique_ptr<PendingSave>(std::move(save));

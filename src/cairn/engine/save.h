@@ -2,7 +2,8 @@
 //
 // StartSave returns once the shards this process writes (save_plan.h) are
 // copied into memory counted against a ByteBudget, so the caller may then
-// overwrite its buffers. When the snapshot would exceed the budget it waits
+// overwrite its buffers (immutable shards, such as a jax.Array's, are not
+// copied up front: save_request.h). When the snapshot would exceed the budget it waits
 // only until enough earlier chunks are written. Encoding and writing run on
 // the shared thread pool, all arrays' chunks together, each chunk streamed
 // from its snapshot through the codecs (zarr/chunk_encoder.h) straight into
@@ -20,7 +21,10 @@
 //      array; AllGather; an array is compressed unless every process that
 //      sampled it found that zstd saves less than 10%.
 //   3. Snapshot (StartSave returns after this) and write in the background:
-//      every chunk this process owns is encoded and added to its store (its
+//      pieces of immutable shards are not snapshotted here but read by the
+//      background thread, chunk by chunk within the same budget, while the
+//      writes run (a whole chunk lying contiguously in such a buffer is
+//      encoded or written straight from it, without a copy); every chunk this process owns is encoded and added to its store (its
 //      own OCDBT database `ocdbt.process_<i>/`, or per-array directories);
 //      the primary also adds each array's Zarr metadata. Then the store's
 //      batch is committed (data files durable, then the manifest) and

@@ -50,6 +50,7 @@ PlannedPiece Piece(const ShardToSave& s, size_t elem) {
   p.box = s.box;
   p.data = static_cast<const uint8_t*>(s.data);
   p.byte_strides = s.byte_strides.empty() ? CStrides(s.box.shape, elem) : s.byte_strides;
+  p.immutable = s.immutable;
   return p;
 }
 

@@ -35,6 +35,7 @@ struct PlannedPiece {
   Box box;
   const uint8_t* data = nullptr;    // element at box.origin
   std::vector<Index> byte_strides;  // always filled in
+  bool immutable = false;           // ShardToSave::immutable
 };
 
 struct ArrayPlan {

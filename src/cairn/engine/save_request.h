@@ -11,7 +11,11 @@
 // same box on different devices/processes are replicas, numbered 0 ..
 // num_replicas-1; the engine decides which of them this process writes
 // (save_plan.h). The buffers must stay valid and unchanged until StartSave
-// returns (not until the save is durable: the engine snapshots them).
+// returns (not until the save is durable: the engine snapshots them), except
+// shards marked `immutable`: their buffers stay valid and unchanged until
+// the save is finished (PendingSave::Wait returned), as a jax.Array's do,
+// and the engine reads them in the background instead of copying them
+// before StartSave returns (what Orbax does with arrays already on the host).
 //
 // Thread safety: plain value types.
 #pragma once
@@ -36,6 +40,9 @@ struct ShardToSave {
   const void* data = nullptr;       // element at box.origin
   std::vector<Index> byte_strides;  // empty: C-contiguous over box.shape
   int replica_id = 0;
+  // The buffer outlives the save and never changes: no snapshot is taken
+  // before StartSave returns (see above).
+  bool immutable = false;
 };
 
 // One leaf of the tree, in the tree's flattening order. Array leaves have

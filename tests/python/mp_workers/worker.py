@@ -13,6 +13,9 @@ address and a list of jobs run in order:
   of mp_tree (``target: true``) or from the stored ``_sharding`` (false), and
   dumps every addressable shard it got to ``<out>.process_<i>.npz`` with the
   sharding it came back with, for the test process to compare.
+* ``cairn_restore``: cairn restores a checkpoint onto the target shardings
+  of mp_tree (every process reads only its own shards) and dumps them the
+  same way.
 
 XLA_FLAGS (the device count) is set by the launcher. Any exception exits
 non-zero with its traceback on stderr.
@@ -104,6 +107,16 @@ def orbax_restore(ocp, job):
         restored = ckptr.restore(path)
     else:
         raise ValueError(f"unknown target {job['target']!r}")
+    dump_restored(job, path, restored)
+
+
+def cairn_restore(job):
+    import cairn
+    restored = cairn.restore(job["dir"], mp_tree.abstract_target(jax))
+    dump_restored(job, job["dir"], restored)
+
+
+def dump_restored(job, path, restored):
     flat = mp_tree.flatten(restored)
     arrays, info = {}, {}
     for leaf, value in flat.items():
@@ -162,6 +175,8 @@ def main():
             cairn_save(job, tree)
         elif kind == "orbax_restore":
             orbax_restore(ocp, job)
+        elif kind == "cairn_restore":
+            cairn_restore(job)
         else:
             raise ValueError(f"unknown job {kind!r}")
         log(f"done {kind}")
