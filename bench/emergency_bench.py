@@ -155,7 +155,7 @@ try:
     from absl import flags
     flags.FLAGS.mark_as_parsed()
     import orbax.checkpoint as ocp
-    from orbax.checkpoint._src import multihost
+    from orbax.checkpoint._src.multihost import multihost
     from orbax.checkpoint.experimental.emergency import checkpoint_manager as ecm
     multihost.initialize_runtime_to_distributed_ids()
     multihost.initialize_distributed_to_device_ids()
