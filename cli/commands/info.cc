@@ -2,7 +2,8 @@
 // safetensors files or sets (through the checkpoint-format interface):
 // format, step, number of arrays and bytes, iterator state. Orbax:
 //
-// CKPT is a checkpoint root, step or item directory (path or file:// URL).
+// CKPT is a checkpoint root, step or item directory (path, file://, s3:// or
+// gs:// URL).
 // Prints the format variant (ocdbt+zarr3, ocdbt+zarr2, dir+zarr3,
 // dir+zarr2), the steps found (finalized and uncommitted tmp directories)
 // for a root, the described step (a root: its latest finalized step), its
@@ -140,7 +141,7 @@ Command RegisterInfo(CLI::App& app) {
               "directory): format variant, "
               "steps (finalized and uncommitted), items and handlers, custom metadata, number "
               "of arrays and stored bytes.");
-  sub->add_option("checkpoint", opts->path, "checkpoint directory (path or file:// URL)")
+  sub->add_option("checkpoint", opts->path, "checkpoint directory (path, file://, s3:// or gs:// URL)")
       ->required();
   sub->add_flag("--json", opts->json, "Print one JSON object");
   return Command{sub, [opts] { return RunInfo(*opts); }};

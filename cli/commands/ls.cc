@@ -7,8 +7,9 @@
 // (the stored bytes of all its keys); `--json` prints a list with one
 // {"path", "dtype", "shape", "chunks", "bytes"}.
 //
-// A local path (or file:// URL) naming an Orbax checkpoint (an item with
-// `_METADATA`, a step, or a root: its latest finalized step) lists one row
+// A local path (or file://, memory://, s3:// or gs:// URL) naming an Orbax
+// checkpoint (an item with `_METADATA`, a step, or a root: its latest
+// finalized step) lists one row
 // per array leaf: path (the param name, `<item>/` first when the step has
 // several PyTree items), dtype, shape, stored chunk shape and stored bytes,
 // in `_METADATA` order; `--json` prints the same rows as a list.
@@ -82,9 +83,9 @@ int PrintArray(const std::string& path, const ZarrArray& array, uint64_t bytes, 
 
 // The Orbax checkpoint `url` names, when it names one.
 std::optional<orbax::Location> CheckpointLocation(const std::string& url) {
-  std::optional<std::string> local = inspect::LocalPathOf(url);
-  if (!local) return std::nullopt;
-  auto loc = orbax::OpenLocation(*local);
+  std::optional<std::string> where = inspect::CheckpointPathOf(url);
+  if (!where) return std::nullopt;
+  auto loc = orbax::OpenLocation(*where);
   if (!loc.ok()) return std::nullopt;
   auto kind = inspect::ClassifyCheckpoint(*loc);
   if (!kind.ok()) return std::nullopt;
@@ -208,7 +209,7 @@ Command RegisterLs(CLI::App& app) {
             "names, or list the arrays of an Orbax checkpoint (root, step or item directory): "
             "path, dtype, shape, chunks, stored bytes.");
   sub->add_option("url", opts->url,
-                  "file:///dir/, memory://x/, file:///dir/|ocdbt:, ...|zarr3:, or a path")
+                  "file:///dir/, memory://x/, s3://bucket/dir/, gs://bucket/dir/, ...|ocdbt:, ...|zarr3:, or a path")
       ->required();
   sub->add_flag("--json", opts->json, "Print JSON: [{\"key\",\"bytes\"}] or, for an array, "
                                       "[{\"path\",\"dtype\",\"shape\",\"chunks\",\"bytes\"}]");

@@ -107,7 +107,7 @@ Command RegisterVerify(CLI::App& app) {
                 "checksum, that every "
                 "chunk exists, OCDBT data files, _METADATA and uncommitted tmp directories. "
                 "Exit status 1 and a list of problems when anything is broken.");
-  sub->add_option("checkpoint", opts->path, "checkpoint directory (path or file:// URL)")
+  sub->add_option("checkpoint", opts->path, "checkpoint directory (path, file://, s3:// or gs:// URL)")
       ->required();
   sub->add_flag("--json", opts->json, "Print the report as one JSON object");
   return Command{sub, [opts] { return RunVerify(*opts); }};

@@ -86,7 +86,7 @@ class CheckpointManager:
         from cairn import dist
 
         self.local_directory = os.path.abspath(os.fspath(local_directory))
-        self.persistent_directory = os.path.abspath(os.fspath(persistent_directory))
+        self.persistent_directory = _orbax._absolute(persistent_directory)
         self._coordinator = coordinator if coordinator is not None else dist.detect()
         count = self._coordinator.process_count
         if transport is None:

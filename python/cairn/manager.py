@@ -28,7 +28,6 @@ MPI's, or pass ``coordinator=`` (``cairn.dist``).
 
 from __future__ import annotations
 
-import os
 from typing import Any, Optional
 
 from cairn import _core
@@ -57,7 +56,7 @@ class CheckpointManager:
                  timeout_s: float = 600.0, _crash_at: Optional[str] = None):
         from cairn import dist
 
-        self.directory = os.path.abspath(os.fspath(directory))
+        self.directory = _orbax._absolute(directory)
         self._item_name = item_name
         self._coordinator = coordinator if coordinator is not None else dist.detect()
         target = ocdbt_target_data_file_size if ocdbt_target_data_file_size is not None else 2 ** 31

@@ -224,6 +224,13 @@ class _FileKeyValue:
                 delay = min(delay * 2, 0.02)
 
 
+def _absolute(directory) -> str:
+    """A local path made absolute; a URL (s3://, gs://, file://, memory://)
+    as it is: the native layer opens those itself."""
+    d = os.fspath(directory)
+    return d if "://" in d else os.path.abspath(d)
+
+
 def _coordinator_for(final_top: str, process_index: int, process_count: int, barrier, coordinator):
     """(coordinator, cleanup) for one save: the caller's; jax.distributed's
     when jax runs the processes; else, for processes that share only a
@@ -240,6 +247,9 @@ def _coordinator_for(final_top: str, process_index: int, process_count: int, bar
             return dist.from_jax(), lambda: None
         if barrier is None:
             raise ValueError("cairn.save: several processes need a `barrier` callable or a `coordinator`")
+        if "://" in final_top:
+            raise ValueError(f"cairn.save: {final_top}: processes that share only a `barrier` "
+                             "coordinate through local files; pass a `coordinator` for a URL")
         shared = os.path.join(os.path.dirname(final_top),
                               f".cairn-coordination.{os.path.basename(final_top)}")
         if process_index == 0:
@@ -300,7 +310,7 @@ def save_async(directory, tree, *, format: str = "orbax", use_ocdbt: bool = True
     PendingSave."""
     if format != "orbax":
         raise ValueError(f"cairn.save: format {format!r} is not supported here (only 'orbax')")
-    root = os.path.abspath(os.fspath(directory))
+    root = _absolute(directory)
     if step is not None:
         final_top = os.path.join(root, _core._orbax_step_name(step, step_prefix or "", step_format_fixed_length))
     else:

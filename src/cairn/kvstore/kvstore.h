@@ -225,6 +225,12 @@ class KvStore {
   // The store's URL ("file:///ckpt/7/", "memory://x/|ocdbt:"), for errors.
   virtual std::string url() const = 0;
 
+  // Requests this store can usefully serve at once when they mostly wait
+  // (object stores: their HTTP client's limit of requests in flight), or 0
+  // when a few per core suffice (local files, memory). Layers above run up
+  // to this many chunk reads or writes at once.
+  virtual size_t io_concurrency() const { return 0; }
+
   // "key `k` of <url>" — for error messages.
   std::string Describe(std::string_view key) const;
 };

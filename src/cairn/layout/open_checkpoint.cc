@@ -68,19 +68,33 @@ std::optional<int64_t> StepOfItemDirectory(const std::string& item_dir) {
   return v;
 }
 
-// Orbax is read through its path-based layer for now: file stores only.
-Result<OpenedCheckpoint> OpenOrbax(KvStore& store, const std::string& prefix,
+// Orbax checkpoints of file stores are opened by path (OpenLocation: the
+// user's symlinks resolved, messages name local paths); those of other plain
+// stores (memory, s3, gs) at the prefix of the store itself.
+Result<OpenedCheckpoint> OpenOrbax(const std::shared_ptr<KvStore>& store, const std::string& prefix,
                                    std::optional<int64_t> step) {
-  const std::string url = store.url();
-  if (url.rfind("file://", 0) != 0 || url.find('|') != std::string::npos) {
+  const std::string url = store->url();
+  if (url.find('|') != std::string::npos) {
     return Status(StatusCode::kUnimplemented,
-                  "Orbax checkpoints are read from file:// locations only, not " + url);
+                  "Orbax checkpoints are read from a plain store (a directory, memory://, s3://, "
+                  "gs://), not from the pipeline " + url);
   }
-  std::string path = url.substr(7) + prefix;
-  if (step) path = WithSlash(path) + std::to_string(*step);
+  const bool is_file = url.rfind("file://", 0) == 0;
   OpenedCheckpoint out;
   out.format = "orbax";
-  CAIRN_ASSIGN_OR_RETURN(orbax::Location location, orbax::OpenLocation(path));
+  orbax::Location location;
+  if (is_file) {
+    std::string path = url.substr(7) + prefix;
+    if (step) path = WithSlash(path) + std::to_string(*step);
+    CAIRN_ASSIGN_OR_RETURN(location, orbax::OpenLocation(path));
+  } else {
+    std::string key_prefix = WithSlash(prefix);
+    if (step) key_prefix += std::to_string(*step) + "/";
+    if (!key_prefix.empty()) {
+      CAIRN_RETURN_IF_ERROR(ValidatePrefix(key_prefix, "Orbax checkpoint location", false));
+    }
+    location = orbax::LocationInStore(store, key_prefix);
+  }
   // AXLearn's Orbax steps keep the tensors in the `state` item, beside
   // `index/index` and the iterator state; a step with several items is
   // taken as one of them.
@@ -92,17 +106,24 @@ Result<OpenedCheckpoint> OpenOrbax(KvStore& store, const std::string& prefix,
   const orbax::Location item_location = std::move(*resolved);
   // The step directory as a key prefix of `store` (the item's parent, when
   // it lies inside the store).
-  const std::string store_root = url.substr(7);
-  const std::string step_path = item_location.Parent().Path() + "/";
-  if (step_path.size() > store_root.size() && step_path.rfind(store_root, 0) == 0) {
-    const std::string step_dir = step_path.substr(store_root.size());
-    auto index = axlearn::ReadIndex(store, step_dir + "index/");
+  std::optional<std::string> step_dir;
+  if (!is_file) {
+    step_dir = item_location.Parent().prefix;
+  } else {
+    const std::string store_root = url.substr(7);
+    const std::string step_path = item_location.Parent().Path() + "/";
+    if (step_path.size() > store_root.size() && step_path.rfind(store_root, 0) == 0) {
+      step_dir = step_path.substr(store_root.size());
+    }
+  }
+  if (step_dir) {
+    auto index = axlearn::ReadIndex(*store, *step_dir + "index/");
     if (index.ok()) {
       out.axlearn_index = std::move(*index);
-      CAIRN_RETURN_IF_ERROR(CollectIteratorFiles(store, step_dir + "tfds/", "tf_",
-                                                 step_dir + "tfds/", out.iterator_files));
-      CAIRN_RETURN_IF_ERROR(CollectIteratorFiles(store, step_dir + "python/", "python_",
-                                                 step_dir + "python/", out.iterator_files));
+      CAIRN_RETURN_IF_ERROR(CollectIteratorFiles(*store, *step_dir + "tfds/", "tf_",
+                                                 *step_dir + "tfds/", out.iterator_files));
+      CAIRN_RETURN_IF_ERROR(CollectIteratorFiles(*store, *step_dir + "python/", "python_",
+                                                 *step_dir + "python/", out.iterator_files));
     }
   }
   const std::string item_dir = item_location.Path();
@@ -170,7 +191,7 @@ Result<std::vector<int64_t>> ListAxlearnSteps(KvStore& store, const std::string&
 
 Result<OpenedCheckpoint> OpenCheckpoint(std::shared_ptr<KvStore> store, std::string location,
                                         std::string_view format, std::optional<int64_t> step) {
-  if (format == "orbax") return OpenOrbax(*store, location, step);
+  if (format == "orbax") return OpenOrbax(store, location, step);
   const bool is_file = EndsWith(location, ".safetensors") || EndsWith(location, ".json");
   std::vector<KeyInfo> keys;
   if (!is_file) {
@@ -201,7 +222,7 @@ Result<OpenedCheckpoint> OpenCheckpoint(std::shared_ptr<KvStore> store, std::str
   if (axlearn_step) return OpenAxlearn(store, location, step, keys);
   auto axlearn_steps = ListAxlearnSteps(*store, dir);
   if (axlearn_steps.ok() && !axlearn_steps->empty()) return OpenAxlearn(store, location, step, keys);
-  auto orbax = OpenOrbax(*store, location, step);
+  auto orbax = OpenOrbax(store, location, step);
   if (orbax.ok() || orbax.status().code() != StatusCode::kNotFound) return orbax;
   return Status(StatusCode::kNotFound,
                 "no checkpoint at " + store->Describe(location) +

@@ -25,10 +25,21 @@ Status CheckPrefix(const std::string& prefix) {
   return Status::OK();
 }
 
+// Threads for chunk jobs that mostly wait on a remote store.
+constexpr size_t kMaxIoWorkers = 128;
+ThreadPool& IoPool() {
+  static ThreadPool* pool = new ThreadPool(kMaxIoWorkers);  // never destroyed, as Default()
+  return *pool;
+}
+
 // Runs `fn` for every cell of the grid [lo, hi] on the default pool, with
-// at most (pool size + 1) cells in flight; returns the first error.
+// at most (pool size + 1) cells in flight, or, when the store serves more
+// requests at once than that (`io_concurrency`, KvStore::io_concurrency:
+// object stores), that many (at most kMaxIoWorkers) on the I/O pool;
+// returns the first error.
 template <typename Fn>
-Status ForEachCell(const std::vector<Index>& lo, const std::vector<Index>& hi, const Fn& fn) {
+Status ForEachCell(const std::vector<Index>& lo, const std::vector<Index>& hi,
+                   size_t io_concurrency, const Fn& fn) {
   Index count = 1;
   for (size_t d = 0; d < lo.size(); ++d) count *= hi[d] - lo[d] + 1;
   if (count == 1) {
@@ -36,7 +47,8 @@ Status ForEachCell(const std::vector<Index>& lo, const std::vector<Index>& hi, c
     // it would in a task group.
     return RunCatchingExceptions([&] { return fn(std::span<const Index>(lo)); });
   }
-  ThreadPool& pool = ThreadPool::Default();
+  const bool io_bound = io_concurrency > ThreadPool::Default().size() + 1;
+  ThreadPool& pool = io_bound ? IoPool() : ThreadPool::Default();
   TaskGroup group(pool);
   std::mutex mu;
   std::vector<Index> next = lo;
@@ -53,7 +65,9 @@ Status ForEachCell(const std::vector<Index>& lo, const std::vector<Index>& hi, c
       CAIRN_RETURN_IF_ERROR(fn(std::span<const Index>(cell)));
     }
   };
-  const Index workers = std::min<Index>(count, static_cast<Index>(pool.size()) + 1);
+  const Index workers = std::min<Index>(
+      count, io_bound ? static_cast<Index>(std::min(io_concurrency, kMaxIoWorkers))
+                      : static_cast<Index>(pool.size()) + 1);
   for (Index i = 0; i < workers; ++i) group.Run(worker);
   return group.Wait();
 }
@@ -286,7 +300,7 @@ Status ZarrArray::Read(const Box& box, void* dst, const StridedLayout& layout) c
   std::vector<Index> lo, hi;
   CellRange(box, metadata_->chunk_shape, lo, hi);
   uint8_t* base = static_cast<uint8_t*>(dst);
-  return ForEachCell(lo, hi, [&](std::span<const Index> cell) {
+  return ForEachCell(lo, hi, store_->io_concurrency(), [&](std::span<const Index> cell) {
     return ReadChunk(cell, box, base, strides);
   });
 }
@@ -300,7 +314,7 @@ Status ZarrArray::Write(const Box& box, const void* src, const StridedLayout& la
   std::vector<Index> lo, hi;
   CellRange(box, metadata_->chunk_shape, lo, hi);
   const uint8_t* base = static_cast<const uint8_t*>(src);
-  return ForEachCell(lo, hi, [&](std::span<const Index> cell) {
+  return ForEachCell(lo, hi, store_->io_concurrency(), [&](std::span<const Index> cell) {
     return WriteChunk(cell, box, base, strides);
   });
 }

@@ -2,12 +2,15 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "cairn/engine/convert/orbax_destination.h"
 #include "cairn/kvstore/url.h"
 #include "cairn/layout/axlearn/axlearn_checkpoint.h"
 #include "cairn/layout/open_checkpoint.h"
+#include "cairn/layout/orbax/metadata_files.h"
+#include "cairn/layout/orbax/step.h"
 #include "cairn/layout/safetensors/safetensors_reader.h"
 #include "cairn/layout/safetensors/safetensors_writer.h"
 
@@ -88,9 +91,10 @@ Status PrepareOrbaxDestination(const ConvertCheckpointRequest& request,
                                ConvertCheckpointResult& result) {
   options.plan.dest_separator = '.';
   const std::string url = dst.store->url();
-  if (url.rfind("file://", 0) != 0 || url.find('|') != std::string::npos) {
+  if (url.find('|') != std::string::npos) {
     return Status(StatusCode::kUnimplemented,
-                  "Orbax destinations are local directories, not " + url);
+                  "Orbax destinations are plain stores (a directory, memory://, s3://, gs://), "
+                  "not the pipeline " + url);
   }
   std::string dest_prefix = dst.prefix;
   if (!dest_prefix.empty() && dest_prefix.back() != '/') dest_prefix += '/';
@@ -98,13 +102,19 @@ Status PrepareOrbaxDestination(const ConvertCheckpointRequest& request,
   const bool axlearn_layout = opened.axlearn_index.has_value();
   const std::string step_name = axlearn_layout ? axlearn::StepDirName(step) : std::to_string(step);
   const std::string step_prefix = dest_prefix + step_name + "/";
-  std::string root = url.substr(7) + dest_prefix;
+  // A local path for file stores, else the store's URL (orbax::OpenLocation
+  // takes both).
+  std::string root = (url.rfind("file://", 0) == 0 ? url.substr(7) : url) + dest_prefix;
   while (root.size() > 1 && root.back() == '/') root.pop_back();
   OrbaxDestinationOptions o;
   o.directory = root + "/" + step_name;
   o.item_name = axlearn_layout ? "state" : "default";
   o.use_zarr3 = request.to == "orbax";
-  o.resume = request.options.resume;
+  // Stores that cannot rename write the step in place, where no save id
+  // tells one conversion's leftovers from another's: never resumed there
+  // (BeginCommit removes an unfinished step instead).
+  const bool in_place = orbax::IsObjectStoreUrl(url);
+  o.resume = request.options.resume && !in_place;
   o.flush_bytes = std::min<uint64_t>(o.flush_bytes, request.options.memory_budget);
   if (request.coordinator != nullptr) {
     o.process_index = request.coordinator->process_index();
@@ -113,7 +123,10 @@ Status PrepareOrbaxDestination(const ConvertCheckpointRequest& request,
   if (primary) {
     auto listed = dst.store->List(step_prefix);
     if (!listed.ok()) return listed.status().Annotate("listing " + dst.store->Describe(step_prefix));
-    if (!listed->empty()) {
+    const bool committed = std::any_of(listed->begin(), listed->end(), [&](const KeyInfo& k) {
+      return k.key == step_prefix + std::string(orbax::kCommitSuccessFile);
+    });
+    if (!listed->empty() && (committed || !in_place)) {
       if (!request.overwrite) {
         return Status(StatusCode::kAlreadyExists,
                       o.directory + " exists: the destination holds a committed checkpoint (use overwrite)");

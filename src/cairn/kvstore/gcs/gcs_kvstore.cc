@@ -7,6 +7,7 @@
 #include <set>
 
 #include "cairn/kvstore/http/environment.h"
+#include "cairn/kvstore/http/object_batch.h"
 
 namespace cairn::gcs {
 
@@ -49,6 +50,9 @@ Result<GcsOptions> GcsOptions::FromEnvironment(std::string bucket, std::string p
     o.endpoint = emulator.find("://") == std::string::npos ? "http://" + emulator : emulator;
   }
   o.bearer_token = http::EnvString("CAIRN_GCS_BEARER_TOKEN");
+  if (o.bearer_token.empty()) {
+    CAIRN_ASSIGN_OR_RETURN(o.credentials, GcsCredentialsFromEnvironment(!emulator.empty()));
+  }
   CAIRN_ASSIGN_OR_RETURN(o.retry, http::RetryPolicyFromEnvironment());
   CAIRN_ASSIGN_OR_RETURN(o.resumable_threshold,
                          EnvNumber("CAIRN_GCS_RESUMABLE_THRESHOLD", o.resumable_threshold));
@@ -96,6 +100,7 @@ std::string GcsKvStore::ObjectUrl(std::string_view key) const {
 }
 
 Result<HttpResponse> GcsKvStore::Run(HttpCall call) const {
+  CAIRN_RETURN_IF_ERROR(AddGcsAuthorization(options_.credentials.get(), call));
   return options_.http->Execute(std::move(call));
 }
 
@@ -311,43 +316,24 @@ Result<std::vector<KeyInfo>> GcsKvStore::List(std::string_view prefix) {
 }
 
 Status GcsKvStore::ApplyBatch(std::vector<KvMutation> mutations) {
-  std::set<std::string_view> seen;
-  bool repeats = false;
-  for (const KvMutation& m : mutations) {
-    CAIRN_RETURN_IF_ERROR(ValidateKey(m.key).Annotate(url_));
-    repeats = repeats || !seen.insert(m.key).second;
-  }
-  if (repeats) return KvStore::ApplyBatch(std::move(mutations));
-  std::vector<HttpCall> calls;
-  for (const KvMutation& m : mutations) {
-    if (m.value && m.value->size() >= options_.resumable_threshold) continue;
-    calls.push_back(m.value ? MakeUploadCall(m.key, m.value->view(), std::nullopt)
-                            : MakeCall("DELETE", ObjectUrl(m.key), {}, {}, "deleting " + Describe(m.key)));
-  }
-  std::vector<HttpCall> described = calls;
-  std::vector<Result<HttpResponse>> results = options_.http->ExecuteAll(std::move(calls));
-  for (size_t i = 0; i < results.size(); ++i) {
-    if (!results[i].ok()) return results[i].status();
-    long s = results[i]->status;
-    bool is_delete = described[i].request.method == "DELETE";
-    if (!(s == 200 || (is_delete && (s == 204 || s == 404)))) {
-      return http::HttpStatusError(described[i], *results[i]);
-    }
-  }
-  for (const KvMutation& m : mutations) {
-    if (m.value && m.value->size() >= options_.resumable_threshold) {
-      CAIRN_RETURN_IF_ERROR(UploadResumable(m.key, m.value->view()).status());
-    }
-  }
-  return Status::OK();
+  http::ObjectBatchCalls calls;
+  calls.large_value_bytes = options_.resumable_threshold;
+  calls.make_put = [this](const std::string& key, ByteView value) {
+    return MakeUploadCall(key, value, std::nullopt);
+  };
+  calls.make_delete = [this](const std::string& key) {
+    return MakeCall("DELETE", ObjectUrl(key), {}, {}, "deleting " + Describe(key));
+  };
+  calls.put_large = [this](const std::string& key, ByteView value) {
+    return UploadResumable(key, value).status();
+  };
+  calls.authorize = [this](http::HttpCall& call) {
+    return AddGcsAuthorization(options_.credentials.get(), call);
+  };
+  return http::ApplyObjectBatch(*this, *options_.http, std::move(mutations), calls);
 }
 
-Status GcsKvStore::DeletePrefix(std::string_view prefix) {
-  CAIRN_ASSIGN_OR_RETURN(std::vector<KeyInfo> keys, List(prefix));
-  std::vector<KvMutation> deletes;
-  for (KeyInfo& k : keys) deletes.push_back({std::move(k.key), std::nullopt});
-  return ApplyBatch(std::move(deletes));
-}
+Status GcsKvStore::DeletePrefix(std::string_view prefix) { return http::DeleteObjectPrefix(*this, prefix); }
 
 Status GcsKvStore::CreateBucket() {
   std::string body = nlohmann::json{{"name", options_.bucket}}.dump();

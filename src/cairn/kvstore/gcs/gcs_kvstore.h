@@ -4,10 +4,10 @@
 //
 // Requests go through the shared HttpClient (http/http_client.h): many in
 // flight, retried with backoff on 429, 5xx and transport errors when
-// idempotent. Credentials: anonymous only (no Authorization header), which
-// public buckets and emulators accept; an access token can be given in
-// `GcsOptions::bearer_token` (CAIRN_GCS_BEARER_TOKEN). Service-account JWTs
-// and the metadata server are not implemented.
+// idempotent. Credentials: an access token given in `GcsOptions::bearer_token`
+// (CAIRN_GCS_BEARER_TOKEN), else `GcsOptions::credentials`, found in the
+// environment as TensorStore does (gcs_credentials.h: service-account or
+// authorized-user JSON, the metadata server, else anonymous).
 //
 // Operations:
 //   Get            GET .../o/<object>?alt=media, a Range header for ranges
@@ -31,6 +31,7 @@
 #include <string>
 #include <string_view>
 
+#include "cairn/kvstore/gcs/gcs_credentials.h"
 #include "cairn/kvstore/http/http_client.h"
 #include "cairn/kvstore/kvstore.h"
 
@@ -41,14 +42,16 @@ struct GcsOptions {
   std::string prefix;  // "" or ending in '/'
   // "http(s)://host[:port]"; default https://storage.googleapis.com.
   std::string endpoint = "https://storage.googleapis.com";
-  std::string bearer_token;  // empty: anonymous
+  std::string bearer_token;  // empty: `credentials`
+  std::shared_ptr<GcsCredentials> credentials;  // null: anonymous
   uint64_t resumable_threshold = uint64_t{32} << 20;
   uint64_t upload_chunk_size = uint64_t{16} << 20;  // a multiple of 256 KiB
   http::RetryPolicy retry;
   std::shared_ptr<http::HttpClient> http;  // null: HttpClient::Default()
 
   // For `gs://bucket/prefix`: endpoint from STORAGE_EMULATOR_HOST ("host:port"
-  // or a URL), token from CAIRN_GCS_BEARER_TOKEN, retry budget from
+  // or a URL), token from CAIRN_GCS_BEARER_TOKEN, else credentials from
+  // GcsCredentialsFromEnvironment (gcs_credentials.h), retry budget from
   // CAIRN_HTTP_MAX_ATTEMPTS / CAIRN_HTTP_INITIAL_BACKOFF_MS, upload sizes
   // from CAIRN_GCS_RESUMABLE_THRESHOLD / CAIRN_GCS_CHUNK_SIZE.
   static Result<GcsOptions> FromEnvironment(std::string bucket, std::string prefix);
@@ -71,6 +74,7 @@ class GcsKvStore : public KvStore {
   Status ApplyBatch(std::vector<KvMutation> mutations) override;
   Status DeletePrefix(std::string_view prefix) override;
   std::string url() const override { return url_; }
+  size_t io_concurrency() const override { return options_.http->options().max_in_flight; }
 
   // Creates the bucket (for tests and emulators).
   Status CreateBucket();

@@ -44,6 +44,7 @@ class PrefixKvStore : public KvStore {
   Status FinishPrefixCommit(const PrefixCommit& commit, std::string_view marker_name,
                             ByteView marker) override;
   std::string url() const override { return url_; }
+  size_t io_concurrency() const override { return base_->io_concurrency(); }
 
   const std::shared_ptr<KvStore>& base() const { return base_; }
   const std::string& prefix() const { return prefix_; }

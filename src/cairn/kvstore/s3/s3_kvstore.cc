@@ -5,6 +5,7 @@
 #include <set>
 
 #include "cairn/kvstore/http/environment.h"
+#include "cairn/kvstore/http/object_batch.h"
 
 #include "cairn/kvstore/s3/aws_credentials.h"
 #include "cairn/kvstore/s3/s3_xml.h"
@@ -392,44 +393,18 @@ Result<std::vector<KeyInfo>> S3KvStore::List(std::string_view prefix) {
 }
 
 Status S3KvStore::ApplyBatch(std::vector<KvMutation> mutations) {
-  std::set<std::string_view> seen;
-  bool repeats = false;
-  for (const KvMutation& m : mutations) {
-    CAIRN_RETURN_IF_ERROR(ValidateKey(m.key).Annotate(url_));
-    repeats = repeats || !seen.insert(m.key).second;
-  }
-  if (repeats) return KvStore::ApplyBatch(std::move(mutations));
-  std::vector<HttpCall> calls;
-  for (const KvMutation& m : mutations) {
-    if (m.value && m.value->size() >= options_.multipart_threshold) continue;
-    calls.push_back(m.value ? MakePutCall(m.key, m.value->view())
-                            : MakeCall("DELETE", options_.prefix + m.key, {}, {}, {},
-                                       "deleting " + Describe(m.key)));
-  }
-  std::vector<HttpCall> described = calls;  // for error messages
-  std::vector<Result<HttpResponse>> results = options_.http->ExecuteAll(std::move(calls));
-  for (size_t i = 0; i < results.size(); ++i) {
-    if (!results[i].ok()) return results[i].status();
-    long s = results[i]->status;
-    bool is_delete = described[i].request.method == "DELETE";
-    if (!(s == 200 || (is_delete && (s == 204 || s == 404)))) {
-      return Explain(http::HttpStatusError(described[i], *results[i]));
-    }
-  }
-  for (const KvMutation& m : mutations) {
-    if (m.value && m.value->size() >= options_.multipart_threshold) {
-      CAIRN_RETURN_IF_ERROR(PutMultipart(m.key, m.value->view()));
-    }
-  }
-  return Status::OK();
+  http::ObjectBatchCalls calls;
+  calls.large_value_bytes = options_.multipart_threshold;
+  calls.make_put = [this](const std::string& key, ByteView value) { return MakePutCall(key, value); };
+  calls.make_delete = [this](const std::string& key) {
+    return MakeCall("DELETE", options_.prefix + key, {}, {}, {}, "deleting " + Describe(key));
+  };
+  calls.put_large = [this](const std::string& key, ByteView value) { return PutMultipart(key, value); };
+  calls.explain = [this](Status s) { return Explain(std::move(s)); };
+  return http::ApplyObjectBatch(*this, *options_.http, std::move(mutations), calls);
 }
 
-Status S3KvStore::DeletePrefix(std::string_view prefix) {
-  CAIRN_ASSIGN_OR_RETURN(std::vector<KeyInfo> keys, List(prefix));
-  std::vector<KvMutation> deletes;
-  for (KeyInfo& k : keys) deletes.push_back({std::move(k.key), std::nullopt});
-  return ApplyBatch(std::move(deletes));
-}
+Status S3KvStore::DeletePrefix(std::string_view prefix) { return http::DeleteObjectPrefix(*this, prefix); }
 
 Status S3KvStore::CreateBucket() {
   HttpCall call = MakeCall("PUT", "", {}, {}, {}, "creating the bucket of " + url_);

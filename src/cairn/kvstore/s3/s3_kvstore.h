@@ -81,6 +81,7 @@ class S3KvStore : public KvStore {
   Status ApplyBatch(std::vector<KvMutation> mutations) override;
   Status DeletePrefix(std::string_view prefix) override;
   std::string url() const override { return url_; }
+  size_t io_concurrency() const override { return options_.http->options().max_in_flight; }
 
   // Creates the bucket (for tests and emulators): PUT /<bucket>.
   Status CreateBucket();

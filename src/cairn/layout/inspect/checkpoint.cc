@@ -97,6 +97,14 @@ std::optional<std::string> LocalPathOf(std::string_view url) {
   return std::string(url);
 }
 
+std::optional<std::string> CheckpointPathOf(std::string_view url) {
+  if (url.find('|') == std::string_view::npos &&
+      (url.rfind("memory://", 0) == 0 || orbax::IsObjectStoreUrl(url))) {
+    return std::string(url);
+  }
+  return LocalPathOf(url);
+}
+
 bool LooksLikeItem(const Location& dir) {
   auto entries = dir.store->ListChildren(dir.prefix);
   if (!entries.ok()) return false;

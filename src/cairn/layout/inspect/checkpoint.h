@@ -31,6 +31,11 @@ const char* CheckpointKindName(CheckpointKind kind);
 // -> "a/b". nullopt for other schemes and pipelines ("...|ocdbt:").
 std::optional<std::string> LocalPathOf(std::string_view url_or_path);
 
+// What orbax::OpenLocation takes for `url_or_path`: LocalPathOf's path, or
+// a plain memory://, s3:// or gs:// URL as it is. nullopt for pipelines and
+// other schemes.
+std::optional<std::string> CheckpointPathOf(std::string_view url_or_path);
+
 // "ocdbt+zarr3", "ocdbt+zarr2", "dir+zarr3", "dir+zarr2".
 const char* VariantName(orbax::StorageVariant v);
 

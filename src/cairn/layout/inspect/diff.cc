@@ -117,7 +117,7 @@ Result<Side> OpenReaderSide(const std::string& url) {
 
 Result<Side> OpenSide(const std::string& url) {
   Side side;
-  std::optional<std::string> local = LocalPathOf(url);
+  std::optional<std::string> local = CheckpointPathOf(url);
   std::optional<orbax::Location> loc;
   if (local) {
     auto opened = orbax::OpenLocation(*local);

@@ -46,10 +46,46 @@ Result<Location> OpenLocalPath(const std::string& path) {
   return Location{std::make_shared<FileKvStore>(parent), name + "/", parent};
 }
 
+// `s3://bucket/a/b` or `gs://bucket/a/b`: the store is opened at the
+// parent `s3://bucket/a/` by the kvstore URL opener (endpoint, region and
+// credentials from the environment), the prefix is `b/`.
+Result<Location> OpenObjectStoreLocation(const std::string& url) {
+  const size_t sep = url.find("://");
+  std::string rest = url.substr(sep + 3);
+  while (!rest.empty() && rest.back() == '/') rest.pop_back();
+  const size_t first_slash = rest.find('/');
+  if (first_slash == std::string::npos) {
+    // The bucket itself: its root (nothing can be committed there).
+    const std::string root_url = url.substr(0, sep + 3) + rest + "/";
+    CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<KvStore> store, OpenKvStore(root_url));
+    return Location{store, "", root_url, /*commits_in_place=*/true};
+  }
+  const size_t slash = rest.rfind('/');
+  const std::string parent_url = url.substr(0, sep + 3) + rest.substr(0, slash + 1);
+  const std::string encoded_name = rest.substr(slash + 1);
+  CAIRN_ASSIGN_OR_RETURN(std::string name, UrlPathToKeyPrefix(encoded_name, url));
+  if (name.empty() || name.find('/') != name.size() - 1) {
+    return InvalidArgumentError("`" + url + "`: the last path component `" + encoded_name +
+                                "` must name one directory (an escaped '/' is not allowed)");
+  }
+  CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<KvStore> store, OpenKvStore(parent_url));
+  return Location{store, std::move(name), store->url(), /*commits_in_place=*/true};
+}
+
 }  // namespace
 
+bool IsObjectStoreUrl(std::string_view url) {
+  return url.rfind("s3://", 0) == 0 || url.rfind("gs://", 0) == 0;
+}
+
+Location LocationInStore(std::shared_ptr<KvStore> store, std::string prefix) {
+  std::string base = store->url();
+  const bool in_place = IsObjectStoreUrl(base);
+  return Location{std::move(store), std::move(prefix), std::move(base), in_place};
+}
+
 Location Location::Child(std::string_view name) const {
-  return Location{store, prefix + std::string(name) + "/", base};
+  return Location{store, prefix + std::string(name) + "/", base, commits_in_place};
 }
 
 std::string Location::Name() const {
@@ -64,7 +100,8 @@ Location Location::Parent() const {
   std::string_view p(prefix);
   p.remove_suffix(1);
   size_t slash = p.rfind('/');
-  return Location{store, slash == std::string_view::npos ? "" : std::string(p.substr(0, slash + 1)), base};
+  return Location{store, slash == std::string_view::npos ? "" : std::string(p.substr(0, slash + 1)), base,
+                  commits_in_place};
 }
 
 std::string Location::Path() const {
@@ -83,7 +120,7 @@ Result<Location> OpenLocation(std::string_view path_or_url) {
   std::string s(path_or_url);
   if (s.find('|') != std::string::npos) {
     return InvalidArgumentError("`" + s + "`: an Orbax checkpoint location must be a plain path or "
-                                "file:// / memory:// URL, not a pipeline");
+                                "file://, memory://, s3:// or gs:// URL, not a pipeline");
   }
   constexpr std::string_view kFile = "file://";
   constexpr std::string_view kMemory = "memory://";
@@ -107,9 +144,10 @@ Result<Location> OpenLocation(std::string_view path_or_url) {
     CAIRN_RETURN_IF_ERROR(ValidateKey(name).Annotate("URL " + s));
     return Location{store, name + "/", parent_url};
   }
+  if (IsObjectStoreUrl(s)) return OpenObjectStoreLocation(s);
   if (s.find("://") != std::string::npos) {
     return InvalidArgumentError("`" + s + "`: unsupported scheme for an Orbax checkpoint location "
-                                "(use a path, file:// or memory://)");
+                                "(use a path, file://, memory://, s3:// or gs://)");
   }
   return OpenLocalPath(s);
 }

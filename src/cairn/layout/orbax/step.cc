@@ -66,7 +66,7 @@ Result<std::vector<StepInfo>> ListSteps(const Location& root, const StepNameForm
     std::optional<int64_t> step = ParseStepName(e.name, format);
     if (!step) continue;
     Location loc = root.Child(e.name);
-    if (require_commit_file && !HasKey(loc, kCommitSuccessFile)) continue;
+    if ((require_commit_file || root.commits_in_place) && !HasKey(loc, kCommitSuccessFile)) continue;
     out.push_back({*step, std::move(loc)});
   }
   std::sort(out.begin(), out.end(), [](const StepInfo& a, const StepInfo& b) { return a.step < b.step; });
@@ -90,11 +90,15 @@ Result<std::vector<StepInfo>> DiscoverSteps(const Location& root) {
     auto children = step.store->ListChildren(step.prefix);
     if (!children.ok()) continue;
     bool looks_like_step = false;
+    bool has_marker = false;
     for (const ChildEntry& c : *children) {
       if (c.kind == ChildEntry::Kind::kKey && (c.name == kCheckpointMetadataFile || c.name == kCommitSuccessFile)) {
         looks_like_step = true;
       }
+      if (c.kind == ChildEntry::Kind::kKey && c.name == kCommitSuccessFile) has_marker = true;
     }
+    // Written in place (no rename): unfinished until its marker is there.
+    if (root.commits_in_place && !has_marker) continue;
     for (size_t i = 0; !looks_like_step && i < children->size(); ++i) {
       const ChildEntry& c = (*children)[i];
       if (c.kind == ChildEntry::Kind::kPrefix && HasKey(step.Child(c.name), kTreeMetadataFile)) {
@@ -140,8 +144,13 @@ std::string TmpName(std::string_view final_name, std::string_view save_id) {
 PendingCommit PendingCommitFor(const Location& final_location, std::string_view save_id) {
   PendingCommit p;
   p.final_location = final_location;
-  p.location = final_location.Parent().Child(TmpName(final_location.Name(), save_id));
   p.save_id = std::string(save_id);
+  if (final_location.commits_in_place) {
+    p.location = final_location;
+    p.commit = PrefixCommit{final_location.prefix, final_location.prefix, /*in_place=*/true};
+    return p;
+  }
+  p.location = final_location.Parent().Child(TmpName(final_location.Name(), save_id));
   p.commit = PrefixCommit{final_location.prefix, p.location.prefix, /*in_place=*/false};
   return p;
 }
@@ -155,7 +164,17 @@ Result<PendingCommit> BeginCommit(const Location& final_location, std::string_vi
   // Step 2: refuse an existing checkpoint before touching anything.
   CAIRN_ASSIGN_OR_RETURN(std::vector<ChildEntry> existing, ListEntries(final_location));
   if (!existing.empty()) {
-    return AlreadyExistsError("checkpoint directory " + final_location.Path() + " already exists");
+    const bool unfinished =
+        final_location.commits_in_place &&
+        std::none_of(existing.begin(), existing.end(), [](const ChildEntry& e) {
+          return e.kind == ChildEntry::Kind::kKey && e.name == kCommitSuccessFile;
+        });
+    if (!unfinished) {
+      return AlreadyExistsError("checkpoint directory " + final_location.Path() + " already exists");
+    }
+    // Step 2b (in place): what an interrupted save left, never committed.
+    CAIRN_RETURN_IF_ERROR(final_location.store->DeletePrefix(final_location.prefix)
+                              .Annotate("removing the unfinished save at " + final_location.Path()));
   }
   const Location parent = final_location.Parent();
   const std::string name = final_location.Name();
@@ -179,11 +198,14 @@ Result<PendingCommit> BeginCommit(const Location& final_location, std::string_vi
   p.save_id = std::string(save_id);
   CAIRN_ASSIGN_OR_RETURN(p.commit, final_location.store->BeginPrefixCommit(
                                        final_location.prefix, parent.Key(TmpName(name, save_id)) + "/"));
-  p.location = Location{final_location.store, p.commit.pending_prefix, final_location.base};
+  p.location = final_location;
+  p.location.prefix = p.commit.pending_prefix;
   return p;
 }
 
 Result<PendingCommit> FindPendingCommit(const Location& final_location) {
+  // In place, every save writes below the final directory itself.
+  if (final_location.commits_in_place) return PendingCommitFor(final_location, "");
   const Location parent = final_location.Parent();
   const std::string stem = final_location.Name() + std::string(kTmpSuffix) + "-";
   CAIRN_ASSIGN_OR_RETURN(std::vector<ChildEntry> siblings, ListEntries(parent));

