@@ -74,6 +74,11 @@ int RunInfo(const InfoOptions& opts) {
   if (auto other = OpenOtherFormat(opts.path)) return RunInfoOtherFormat(opts, *other);
   auto loc = orbax::OpenLocation(opts.path);
   if (!loc.ok()) return PrintError("info", "`" + opts.path + "`", loc.status(), 1);
+  if (auto tiers = DescribeEmergencyTiers(*loc); tiers && tiers->value("kind", "") == "local") {
+    return PrintEmergencyTiers(*tiers, opts.json);  // an emergency run's local directory
+  } else if (tiers && !opts.json) {
+    PrintEmergencyTiers(*tiers, false);  // a persistent root: its own description follows
+  }
   auto info = inspect::DescribeCheckpoint(*loc);
   if (!info.ok()) return PrintError("info", "`" + opts.path + "`", info.status(), 1);
   int status = 0;

@@ -3,8 +3,8 @@
 Frequent saves go to each host's own fast storage (``local_directory``: a
 RAM disk or local SSD, different on every host), in the layout Orbax's
 emergency manager gives its local tier; every process saves all the shards it
-holds, and under ``mpirun`` each local step is copied to a peer in another
-data-parallel replica. Infrequent saves go to ``persistent_directory``
+holds, and each local step is copied to a peer in another data-parallel
+replica (over MPI under ``mpirun``, over ZeroMQ otherwise). Infrequent saves go to ``persistent_directory``
 (shared storage) as normal Orbax checkpoints of replica 0's shards, which
 orbax-checkpoint restores as its own. ::
 
@@ -66,8 +66,12 @@ class CheckpointManager:
 
     `num_replicas`: data-parallel replicas (processes split into them in
     order, as Orbax takes replicas along the mesh's first axis).
-    `peer_copies`: copies of each local step on peers (default 1 under
-    ``mpirun`` with more than one process, else 0). Intervals and retention
+    `peer_copies`: copies of each local step on peers (default 1 with more
+    than one replica and a transport, else 0). `transport`: "mpi" (default
+    under ``mpirun``), "zmq" (default in other multi-process jobs, such as
+    jax.distributed; endpoints are exchanged through the coordinator and
+    advertised as `zmq_host`, default this host's name) or "none".
+    Intervals and retention
     per tier (`persistent_max_to_keep` None: keep all). Storage options as
     ``cairn.save``.
     """
@@ -78,7 +82,7 @@ class CheckpointManager:
                  persistent_max_to_keep: Optional[int] = None, use_ocdbt: bool = True,
                  use_zarr3: bool = True, compression: str = "default",
                  memory_budget: Optional[int] = None, coordinator=None, transport: Optional[str] = None,
-                 timeout_s: float = 600.0):
+                 zmq_host: str = "", timeout_s: float = 600.0):
         from cairn import dist
 
         self.local_directory = os.path.abspath(os.fspath(local_directory))
@@ -86,11 +90,17 @@ class CheckpointManager:
         self._coordinator = coordinator if coordinator is not None else dist.detect()
         count = self._coordinator.process_count
         if transport is None:
-            transport = "mpi" if count > 1 and dist._mpi_world_size() == count else "none"
+            if count > 1 and dist._mpi_world_size() == count:
+                transport = "mpi"
+            elif count > 1 and _core._emergency_zmq_available():
+                transport = "zmq"
+            else:
+                transport = "none"
         if peer_copies is None:
-            peer_copies = 1 if transport != "none" else 0
+            peer_copies = 1 if transport != "none" and num_replicas > 1 else 0
         if peer_copies > 0 and transport == "none":
-            raise ValueError("cairn.emergency: peer copies need a transport (transport='mpi' under mpirun)")
+            raise ValueError("cairn.emergency: peer copies need a transport ('mpi' under mpirun, "
+                             "'zmq' otherwise)")
         process_md, mesh_md = _process_metadata(count)
         self._native = _core._emergency_open(
             self.local_directory, self.persistent_directory, self._coordinator, transport=transport,
@@ -99,7 +109,8 @@ class CheckpointManager:
             persistent_save_interval_steps=persistent_save_interval_steps,
             persistent_max_to_keep=persistent_max_to_keep or 0, use_ocdbt=use_ocdbt,
             use_zarr3=use_zarr3, compression=compression, memory_budget=memory_budget or 0,
-            timeout_s=timeout_s, global_process_metadata=process_md, mesh_metadata=mesh_md)
+            timeout_s=timeout_s, global_process_metadata=process_md, mesh_metadata=mesh_md,
+            zmq_host=zmq_host)
         self.last_restore: Optional[dict] = None
 
     def should_save(self, step: int) -> bool:

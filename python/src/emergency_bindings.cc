@@ -24,6 +24,7 @@
 #include "cairn/coordinator.h"
 #include "cairn/emergency/manager.h"
 #include "cairn/emergency/mpi_transport.h"
+#include "cairn/emergency/zmq_transport.h"
 #include "status_translation.h"
 
 namespace nb = nanobind;
@@ -141,13 +142,15 @@ void RegisterEmergency(nb::module_& m) {
         ThrowIfError(st);
       });
 
+  m.def("_emergency_zmq_available", [] { return emergency::ZmqTransportAvailable(); });
   m.def(
       "_emergency_open",
       [](const std::string& local_directory, const std::string& persistent_directory, Coordinator& coordinator,
          const std::string& transport, int num_replicas, int peer_copies, int64_t local_interval,
          int local_max_to_keep, int64_t persistent_interval, int persistent_max_to_keep, bool use_ocdbt,
          bool use_zarr3, const std::string& compression, uint64_t memory_budget, double timeout_s,
-         const std::string& global_process_metadata, const std::string& mesh_metadata) {
+         const std::string& global_process_metadata, const std::string& mesh_metadata,
+         const std::string& zmq_host) {
         emergency::EmergencyOptions o;
         o.local_directory = local_directory;
         o.persistent_directory = persistent_directory;
@@ -167,8 +170,10 @@ void RegisterEmergency(nb::module_& m) {
         std::shared_ptr<emergency::PeerTransport> peers;
         if (transport == "mpi") {
           peers = ValueOrThrow(Released([] { return emergency::NewMpiTransport(); }));
+        } else if (transport == "zmq") {
+          peers = ValueOrThrow(Released([&] { return emergency::NewZmqTransport(coordinator, zmq_host, o.save.timeout); }));
         } else if (transport != "none") {
-          ThrowStatus(InvalidArgumentError("transport must be 'mpi' or 'none', not '" + transport + "'"));
+          ThrowStatus(InvalidArgumentError("transport must be 'mpi', 'zmq' or 'none', not '" + transport + "'"));
         }
         auto opened = Released([&] { return EmergencyCheckpointManager::Open(o, coordinator, peers); });
         return PyEmergencyManager{ValueOrThrow(std::move(opened)), std::nullopt};
@@ -179,7 +184,7 @@ void RegisterEmergency(nb::module_& m) {
       nb::arg("persistent_save_interval_steps") = 10, nb::arg("persistent_max_to_keep") = 0,
       nb::arg("use_ocdbt") = true, nb::arg("use_zarr3") = true, nb::arg("compression") = "default",
       nb::arg("memory_budget") = 0, nb::arg("timeout_s") = 600.0, nb::arg("global_process_metadata") = "",
-      nb::arg("mesh_metadata") = "",
+      nb::arg("mesh_metadata") = "", nb::arg("zmq_host") = "",
       // The manager uses the coordinator for as long as it lives.
       nb::keep_alive<0, 3>());
 }

@@ -61,7 +61,7 @@ def test_persistent_tier_is_an_orbax_checkpoint(tmp_path):
 def test_local_tier_layout_and_restore(tmp_path):
     m = saved_run(tmp_path)
     step = tmp_path / "local" / "6"
-    assert sorted(p.name for p in (tmp_path / "local").iterdir()) == ["5", "6"]  # local_max_to_keep=2
+    assert sorted(p.name for p in (tmp_path / "local").iterdir()) == ["5", "6", "cairn_emergency.json"]  # local_max_to_keep=2
     for name in ("_CHECKPOINT_METADATA", "commit_success.txt", "state/_METADATA", "state/manifest.ocdbt",
                  "state/ocdbt.process_0", "process_metadata/global_process_metadata.json",
                  "process_metadata/mesh_metadata.json"):

@@ -1,8 +1,12 @@
 // Implements the transfer protocol of dir_transfer.h (numbered steps there).
 #include "cairn/emergency/dir_transfer.h"
 
+#include <charconv>
+#include <cstdio>
+#include <map>
 #include <vector>
 
+#include "cairn/layout/orbax/metadata_files.h"
 #include "cairn/layout/orbax/step.h"
 #include "cairn/util/coding.h"
 #include "cairn/util/crc32c.h"
@@ -14,15 +18,20 @@ namespace {
 constexpr size_t kFrameBytes = 20;
 constexpr size_t kMaxHeaderBytes = size_t{64} << 20;
 constexpr size_t kMaxFiles = size_t{1} << 20;
+constexpr std::string_view kResumableId = "resumable";
+constexpr std::string_view kRecordFile = "cairn_transfer.json";
+constexpr std::string_view kPartsDir = "cairn_transfer_parts";
 
 struct FileEntry {
   std::string path;  // relative to the directory
   uint64_t size = 0;
 };
 
-// Relative paths from a peer must stay inside the destination.
+// Relative paths from a peer must stay inside the destination and keep
+// clear of the receiver's own bookkeeping.
 bool SafeRelativePath(const std::string& p) {
   if (p.empty() || p.front() == '/' || p.back() == '/') return false;
+  if (p.rfind(kRecordFile, 0) == 0 || p.rfind(kPartsDir, 0) == 0) return false;
   size_t start = 0;
   while (start <= p.size()) {
     size_t end = p.find('/', start);
@@ -34,33 +43,135 @@ bool SafeRelativePath(const std::string& p) {
   return true;
 }
 
+// Fires a test hook once, when `done` reaches half of `total`.
+struct HalfwayPoint {
+  const std::function<void(std::string_view)>* hook;
+  std::string_view point;
+  uint64_t total;
+  bool fired = false;
+  void Update(uint64_t done) {
+    if (fired || !*hook || total == 0 || 2 * done < total) return;
+    fired = true;
+    (*hook)(point);
+  }
+};
+
+std::string PartsPrefix(const orbax::Location& tmp, size_t file) {
+  return tmp.Key(std::string(kPartsDir) + "/" + std::to_string(file)) + "/";
+}
+
+std::string PartKey(const orbax::Location& tmp, size_t file, uint64_t offset, uint32_t crc) {
+  char hex[9];
+  std::snprintf(hex, sizeof(hex), "%08x", crc);
+  return PartsPrefix(tmp, file) + std::to_string(offset) + "." + hex;
+}
+
+// Step 2 for one file cut short: the bytes its parts hold from offset 0,
+// each part `piece_bytes` long (the last may be shorter) and matching its
+// crc32c. Parts past that are removed. Fills `keys` with the kept parts.
+Result<uint64_t> KeptParts(const orbax::Location& tmp, size_t file, const FileEntry& f, uint64_t piece_bytes,
+                           std::vector<std::string>& keys) {
+  const std::string prefix = PartsPrefix(tmp, file);
+  CAIRN_ASSIGN_OR_RETURN(std::vector<KeyInfo> listed, tmp.store->List(prefix));
+  std::map<uint64_t, std::pair<std::string, uint32_t>> parts;  // offset -> key, crc
+  for (const KeyInfo& k : listed) {
+    const std::string name = k.key.substr(prefix.size());
+    const size_t dot = name.find('.');
+    uint64_t offset = 0;
+    uint32_t crc = 0;
+    bool ok = dot != std::string::npos &&
+              std::from_chars(name.data(), name.data() + dot, offset).ec == std::errc() &&
+              std::from_chars(name.data() + dot + 1, name.data() + name.size(), crc, 16).ec == std::errc();
+    if (!ok || !parts.emplace(offset, std::make_pair(k.key, crc)).second) {
+      CAIRN_RETURN_IF_ERROR(tmp.store->Delete(k.key));
+    }
+  }
+  uint64_t have = 0;
+  for (auto& [offset, part] : parts) {
+    const uint64_t want = std::min(piece_bytes, f.size - std::min(f.size, offset));
+    bool keep = offset == have && want > 0;
+    if (keep) {
+      CAIRN_ASSIGN_OR_RETURN(std::optional<Buffer> data, tmp.store->Get(part.first));
+      keep = data && data->size() == want && Crc32c(data->view()) == part.second;
+    }
+    if (!keep) {
+      CAIRN_RETURN_IF_ERROR(tmp.store->Delete(part.first));
+      continue;
+    }
+    keys.push_back(part.first);
+    have += want;
+  }
+  return have;
+}
+
+// Step 4: writes `key` from its parts, durably, and removes the parts.
+Status Assemble(const orbax::Location& tmp, size_t file, const std::string& key,
+                const std::vector<std::string>& parts, const TransferOptions& options) {
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<KvWriter> writer, tmp.store->OpenWriter(key));
+  for (const std::string& part : parts) {
+    options.budget->Acquire(options.piece_bytes);
+    engine::BudgetHold hold(options.budget, options.piece_bytes);
+    CAIRN_ASSIGN_OR_RETURN(std::optional<Buffer> data, tmp.store->Get(part));
+    if (!data) return DataLossError(tmp.store->Describe(part) + " vanished while assembling");
+    CAIRN_RETURN_IF_ERROR(writer->Append(data->view()));
+  }
+  CAIRN_RETURN_IF_ERROR(writer->Commit());
+  return tmp.store->DeletePrefix(PartsPrefix(tmp, file));
+}
+
 }  // namespace
 
 Result<uint64_t> SendDirectory(PeerTransport& transport, int dest, int tag, const std::string& name,
                                const orbax::Location& src, const Status& source_status,
                                const TransferOptions& options) {
   const std::string what = "sending " + name + " (" + src.Path() + ") to process " + std::to_string(dest);
+  if (tag < 0 || tag >= PeerTransport::kMaxTransferTag) {
+    return InvalidArgumentError(what + ": tag " + std::to_string(tag) + " is outside the transfer tags");
+  }
   // Step 1.
   std::vector<FileEntry> files;
   Status status = source_status;
+  uint32_t source = 0;
   if (status.ok()) {
     auto listed = src.store->List(src.prefix);
     if (!listed.ok()) status = listed.status();
     else
       for (const KeyInfo& k : *listed) files.push_back({k.key.substr(src.prefix.size()), k.size});
+    auto metadata = src.store->Get(src.Key(orbax::kCheckpointMetadataFile));
+    if (status.ok() && !metadata.ok()) status = metadata.status();
+    if (metadata.ok() && *metadata) source = Crc32c((*metadata)->view());
   }
-  Json header = {{"transfer", name}, {"ok", status.ok()}, {"error", std::string(status.message())}};
+  Json header = {{"transfer", name}, {"ok", status.ok()}, {"error", std::string(status.message())},
+                 {"source", source}};
   Json list = Json::array();
   for (const FileEntry& f : files) list.push_back({{"path", f.path}, {"size", f.size}});
   header["files"] = std::move(list);
   const std::string text = DumpJson(header);
   CAIRN_RETURN_IF_ERROR(transport.Send(dest, tag, AsBytes(text), options.timeout).Annotate(what));
   if (!status.ok()) return status.Annotate(what);
-  // Step 2.
+  // Step 3: what the receiver holds already.
+  CAIRN_ASSIGN_OR_RETURN(Buffer answer_bytes, transport.Receive(dest, tag + PeerTransport::kMaxTransferTag,
+                                                                kMaxHeaderBytes, options.timeout));
+  auto answer = ParseJson(std::string_view(reinterpret_cast<const char*>(answer_bytes.data()), answer_bytes.size()),
+                          "transfer answer");
+  if (!answer.ok()) return answer.status().Annotate(what);
+  CAIRN_ASSIGN_OR_RETURN(const Json* have_json, GetField(*answer, "have"));
+  CAIRN_ASSIGN_OR_RETURN(std::vector<int64_t> have, JsonToIntVector(*have_json, "have"));
+  if (have.size() != files.size()) return DataLossError(what + ": the receiver's answer lists another file count");
+  uint64_t total = 0;
+  for (size_t i = 0; i < files.size(); ++i) {
+    const uint64_t h = static_cast<uint64_t>(have[i]);
+    if (have[i] < 0 || h > files[i].size || (h != files[i].size && h % options.piece_bytes != 0)) {
+      return DataLossError(what + ": the receiver claims " + std::to_string(have[i]) + " bytes of `" +
+                           files[i].path + "`");
+    }
+    total += files[i].size - h;
+  }
+  HalfwayPoint halfway{&options.at_point, kPointTransferHalfSent, total};
   uint64_t sent = 0;
   for (size_t i = 0; i < files.size(); ++i) {
     const FileEntry& f = files[i];
-    for (uint64_t offset = 0; offset < f.size;) {
+    for (uint64_t offset = static_cast<uint64_t>(have[i]); offset < f.size;) {
       const uint64_t n = std::min<uint64_t>(options.piece_bytes, f.size - offset);
       options.budget->Acquire(2 * n + kFrameBytes);  // the read and the framed piece
       engine::BudgetHold hold(options.budget, 2 * n + kFrameBytes);
@@ -78,6 +189,7 @@ Result<uint64_t> SendDirectory(PeerTransport& transport, int dest, int tag, cons
       CAIRN_RETURN_IF_ERROR(transport.Send(dest, tag, piece.view(), options.timeout).Annotate(what));
       offset += n;
       sent += n;
+      halfway.Update(sent);
     }
   }
   return sent;
@@ -86,6 +198,9 @@ Result<uint64_t> SendDirectory(PeerTransport& transport, int dest, int tag, cons
 Result<uint64_t> ReceiveDirectory(PeerTransport& transport, int source, int tag, const std::string& name,
                                   const orbax::Location& dst, const TransferOptions& options) {
   const std::string what = "receiving " + name + " from process " + std::to_string(source) + " into " + dst.Path();
+  if (tag < 0 || tag >= PeerTransport::kMaxTransferTag) {
+    return InvalidArgumentError(what + ": tag " + std::to_string(tag) + " is outside the transfer tags");
+  }
   // Step 1.
   CAIRN_ASSIGN_OR_RETURN(Buffer header_bytes, transport.Receive(source, tag, kMaxHeaderBytes, options.timeout));
   auto header = ParseJson(std::string_view(reinterpret_cast<const char*>(header_bytes.data()), header_bytes.size()),
@@ -102,6 +217,8 @@ Result<uint64_t> ReceiveDirectory(PeerTransport& transport, int source, int tag,
     auto error = GetStringField(*header, "error");
     return UnavailableError(what + ": the sender has nothing to send: " + (error.ok() ? *error : "?"));
   }
+  CAIRN_ASSIGN_OR_RETURN(const Json* source_id, GetField(*header, "source"));
+  CAIRN_ASSIGN_OR_RETURN(uint64_t source_crc, JsonToUInt(*source_id, "source"));
   CAIRN_ASSIGN_OR_RETURN(const Json* list, GetField(*header, "files"));
   if (!list->is_array() || list->size() > kMaxFiles) return DataLossError(what + ": malformed file list");
   std::vector<FileEntry> files;
@@ -113,16 +230,59 @@ Result<uint64_t> ReceiveDirectory(PeerTransport& transport, int source, int tag,
     if (!SafeRelativePath(path)) return DataLossError(what + ": unsafe path `" + path + "` in the file list");
     files.push_back({std::move(path), n});
   }
-  // Step 3: into a pending sibling of `dst` (an older copy is replaced).
-  if (orbax::Exists(dst)) CAIRN_RETURN_IF_ERROR(dst.store->DeletePrefix(dst.prefix).Annotate(what));
-  CAIRN_ASSIGN_OR_RETURN(orbax::PendingCommit pending, orbax::BeginCommit(dst, orbax::NewSaveId()));
+  // Step 2: resume the pending copy of this very source, or start afresh.
+  const std::string record = DumpJson({{"transfer", name}, {"source", source_crc}, {"files", *list}});
+  orbax::PendingCommit pending = orbax::PendingCommitFor(dst, kResumableId);
+  std::vector<uint64_t> have(files.size(), 0);
+  std::vector<bool> committed(files.size(), false);
+  std::vector<std::vector<std::string>> parts(files.size());
+  auto stored = pending.location.store->Get(pending.location.Key(kRecordFile));
+  const bool resume = stored.ok() && stored->has_value() &&
+                      std::string_view(reinterpret_cast<const char*>((*stored)->data()), (*stored)->size()) == record;
+  if (resume) {
+    const orbax::Location& tmp = pending.location;
+    CAIRN_ASSIGN_OR_RETURN(std::vector<KeyInfo> held, tmp.store->List(tmp.prefix));
+    std::map<std::string, uint64_t> sizes;
+    for (const KeyInfo& k : held) sizes.emplace(k.key, k.size);
+    for (size_t i = 0; i < files.size(); ++i) {
+      auto it = sizes.find(tmp.Key(files[i].path));
+      if (it != sizes.end() && it->second == files[i].size) {
+        have[i] = files[i].size;
+        committed[i] = true;
+      } else if (files[i].size > options.piece_bytes) {
+        auto kept = KeptParts(tmp, i, files[i], options.piece_bytes, parts[i]);
+        if (!kept.ok()) return kept.status().Annotate(what);
+        have[i] = *kept;
+      }
+    }
+  } else {
+    if (orbax::Exists(dst)) CAIRN_RETURN_IF_ERROR(dst.store->DeletePrefix(dst.prefix).Annotate(what));
+    CAIRN_ASSIGN_OR_RETURN(pending, orbax::BeginCommit(dst, kResumableId));
+    CAIRN_RETURN_IF_ERROR(pending.location.store->Put(pending.location.Key(kRecordFile), AsBytes(record)).Annotate(what));
+  }
   const orbax::Location& tmp = pending.location;
+  Json have_json = Json::array();
+  uint64_t total = 0;
+  for (size_t i = 0; i < files.size(); ++i) {
+    have_json.push_back(have[i]);
+    total += files[i].size - have[i];
+  }
+  const std::string answer = DumpJson({{"have", have_json}});
+  CAIRN_RETURN_IF_ERROR(
+      transport.Send(source, tag + PeerTransport::kMaxTransferTag, AsBytes(answer), options.timeout).Annotate(what));
+  // Step 4.
+  HalfwayPoint halfway{&options.at_point, kPointTransferHalfReceived, total};
   uint64_t received = 0;
   for (size_t i = 0; i < files.size(); ++i) {
     const FileEntry& f = files[i];
+    if (committed[i]) continue;
+    const bool single = f.size <= options.piece_bytes;
     const std::string key = tmp.Key(f.path);
-    CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<KvWriter> writer, tmp.store->OpenWriter(key));
-    for (uint64_t offset = 0; offset < f.size;) {
+    std::unique_ptr<KvWriter> writer;
+    if (single) {
+      CAIRN_ASSIGN_OR_RETURN(writer, tmp.store->OpenWriter(key));
+    }
+    for (uint64_t offset = have[i]; offset < f.size;) {
       const uint64_t want = std::min<uint64_t>(options.piece_bytes, f.size - offset);
       options.budget->Acquire(want + kFrameBytes);
       engine::BudgetHold hold(options.budget, want + kFrameBytes);
@@ -140,13 +300,22 @@ Result<uint64_t> ReceiveDirectory(PeerTransport& transport, int source, int tag,
                              ", offset " + std::to_string(at) + ", " + std::to_string(n) + " bytes)");
       }
       if (Crc32c(data) != crc) return DataLossError(where + ": crc32c mismatch");
-      CAIRN_RETURN_IF_ERROR(writer->Append(data).Annotate(where));
+      if (single) {
+        CAIRN_RETURN_IF_ERROR(writer->Append(data).Annotate(where));
+      } else {
+        parts[i].push_back(PartKey(tmp, i, offset, crc));
+        CAIRN_RETURN_IF_ERROR(tmp.store->Put(parts[i].back(), data).Annotate(where));
+      }
       offset += n;
       received += n;
+      halfway.Update(received);
     }
-    CAIRN_RETURN_IF_ERROR(writer->Commit().Annotate(what));
+    if (single) CAIRN_RETURN_IF_ERROR(writer->Commit().Annotate(what));
+    else CAIRN_RETURN_IF_ERROR(Assemble(tmp, i, key, parts[i], options).Annotate(what + ": file `" + f.path + "`"));
   }
-  // Step 4.
+  // Step 5.
+  CAIRN_RETURN_IF_ERROR(tmp.store->DeletePrefix(tmp.Key(kPartsDir) + "/").Annotate(what));
+  CAIRN_RETURN_IF_ERROR(tmp.store->Delete(tmp.Key(kRecordFile)).Annotate(what));
   CAIRN_RETURN_IF_ERROR(orbax::FinishCommit(pending).Annotate(what));
   return received;
 }

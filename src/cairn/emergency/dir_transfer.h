@@ -2,33 +2,50 @@
 // PeerTransport, checksummed, within a memory budget.
 //
 // Protocol (sender and receiver agree on the peer, the tag and the
-// transfer's name beforehand; every message is checked against them):
+// transfer's name beforehand; every message is checked against them; the
+// receiver answers on `tag + PeerTransport::kMaxTransferTag`):
 //   1. The sender lists the files below the directory and sends a header:
-//      JSON {"transfer": <name>, "ok": bool, "error": text,
-//      "files": [{"path": relative path, "size": bytes}, ...]}. A sender
-//      that has nothing to send (its save failed) sends ok=false, so that
-//      the receiver fails at once instead of waiting for its timeout.
-//   2. The sender sends every file in order, in pieces of at most
-//      `piece_bytes`: a 20-byte frame (file index u32, crc32c u32 of the
-//      data, offset u64, all little-endian; the length is the rest) and
-//      the data. Each piece is read into a buffer counted against the
-//      budget and released once sent.
-//   3. The receiver checks each frame (file index and offset in sequence,
-//      crc32c of the data; DataLoss naming the file otherwise) and streams
-//      the data into the file under a pending sibling of the destination
-//      (`<dst>.orbax-checkpoint-tmp-<id>`, step.h); each file is committed
-//      (durable) when its last piece arrives.
-//   4. After the last file the receiver publishes the directory (step.h:
-//      commit_success.txt, everything synced, renamed, parent synced). An
-//      interrupted transfer leaves only a pending directory, which listings
-//      ignore and the next transfer of the same destination removes: a copy
-//      is either complete and checked, or absent.
+//      JSON {"transfer": <name>, "ok": bool, "error": text, "source": id,
+//      "files": [{"path": relative path, "size": bytes}, ...]}; `source`
+//      is the crc32c of the directory's `_CHECKPOINT_METADATA` (written
+//      afresh by every save, so a re-saved step has another id). A sender
+//      that has nothing to send (its save failed) sends ok=false and stops,
+//      so that the receiver fails at once instead of waiting for its timeout.
+//   2. The receiver looks for the resumable pending sibling of the
+//      destination (`<dst>.orbax-checkpoint-tmp-resumable`, step.h) and its
+//      record `cairn_transfer.json` (the header it was started for). If the
+//      record equals this header (name, source, files), what it holds is
+//      kept: every file already committed at its full size, and of a file
+//      cut short the pieces committed under `cairn_transfer_parts/<file
+//      index>/<offset>.<crc32c>` that follow each other from offset 0 and
+//      still match their crc32c. Otherwise the pending sibling (and an older
+//      copy at `dst`) is removed and started afresh with the record. The
+//      receiver answers {"have": [bytes held of each file, from offset 0]}.
+//   3. The sender checks the answer (no more than each file's size, whole
+//      pieces) and sends, file by file in order, the pieces from there on:
+//      at most `piece_bytes`, each a 20-byte frame (file index u32, crc32c
+//      u32 of the data, offset u64, all little-endian; the length is the
+//      rest) and the data, read into a buffer counted against the budget
+//      and released once sent.
+//   4. The receiver checks each frame (file index and offset in sequence,
+//      crc32c of the data; DataLoss naming the file otherwise). A file of
+//      one piece is written and committed at once; a longer file's pieces
+//      are committed one by one as parts (step 2), and when the last has
+//      arrived the file is written from its parts, committed (durable), and
+//      the parts removed. An interruption anywhere keeps what was
+//      committed for the next attempt.
+//   5. After the last file the receiver removes the parts and the record
+//      and publishes the directory (step.h: commit_success.txt, everything
+//      synced, renamed, parent synced). Listings ignore pending directories:
+//      a copy is either complete and checked, or absent.
 //
 // Thread safety: one transfer per (peer, tag) at a time.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 
 #include "cairn/emergency/transport.h"
 #include "cairn/engine/byte_budget.h"
@@ -40,16 +57,25 @@ struct TransferOptions {
   uint64_t piece_bytes = uint64_t{16} << 20;
   engine::ByteBudget* budget = nullptr;  // required
   PeerTransport::Duration timeout = std::chrono::minutes(10);  // per message
+  // Test hook: called with "transfer_half_sent" / "transfer_half_received"
+  // once half of the data to move in this attempt has been sent / received
+  // (a test kills the process there).
+  std::function<void(std::string_view)> at_point;
 };
 
+inline constexpr std::string_view kPointTransferHalfSent = "transfer_half_sent";
+inline constexpr std::string_view kPointTransferHalfReceived = "transfer_half_received";
+
 // Sends the directory `src` (or, with `!source_status.ok()`, only a header
-// carrying that error). Returns the bytes of file data sent.
+// carrying that error). Returns the bytes of file data sent (without what
+// the receiver already held).
 Result<uint64_t> SendDirectory(PeerTransport& transport, int dest, int tag, const std::string& name,
                                const orbax::Location& src, const Status& source_status,
                                const TransferOptions& options);
 
-// Receives a directory into `dst` (replacing an older copy there). Returns
-// the bytes of file data received.
+// Receives a directory into `dst` (replacing an older copy there, resuming
+// an interrupted transfer of the same source). Returns the bytes of file
+// data received in this attempt.
 Result<uint64_t> ReceiveDirectory(PeerTransport& transport, int source, int tag, const std::string& name,
                                   const orbax::Location& dst, const TransferOptions& options);
 

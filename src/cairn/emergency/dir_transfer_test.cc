@@ -1,6 +1,8 @@
 // Directory transfers (dir_transfer.h): a copy is byte-identical, a
 // corrupted or interrupted transfer leaves nothing that looks like a step,
-// and a sender's failure reaches the receiver at once.
+// an interrupted one resumes with the checked pieces it kept (unless the
+// source was saved again), and a sender's failure reaches the receiver at
+// once.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -65,7 +67,7 @@ class DirTransfer : public ::testing::Test {
   Result<uint64_t> Copy(std::shared_ptr<PeerTransport> sender_transport, std::shared_ptr<PeerTransport> receiver,
                         const Status& source_status = Status::OK()) {
     engine::ByteBudget budget(1 << 20);
-    TransferOptions t{100, &budget, std::chrono::seconds(2)};
+    TransferOptions t{100, &budget, std::chrono::seconds(2), {}};
     Status sent;
     std::thread sender([&] {
       sent = SendDirectory(*sender_transport, 1, 5, "step 7", Loc(root_ / "src" / "7"), source_status, t).status();
@@ -112,6 +114,64 @@ TEST_F(DirTransfer, InterruptedTransferTimesOutAndTheRetryReplacesIt) {
   ASSERT_TRUE(retry.ok()) << retry.status().ToString();
   EXPECT_EQ(ReadAll(root_ / "dst" / "7" / "state" / "d" / "data"), std::string(1000, 'x') + "tail");
   for (const auto& e : fs::directory_iterator(root_ / "dst")) EXPECT_EQ(e.path().filename(), "7");
+}
+
+// Sends: 0 the header, 1 commit_success.txt, then state/d/data (1004 bytes)
+// in pieces of 100. Dropping from send 6 on leaves 4 pieces received.
+TEST_F(DirTransfer, InterruptedTransferResumesWhereItStopped) {
+  InProcessNetwork net(2);
+  auto cut = Copy(std::make_shared<FaultyTransport>(net.Endpoint(0), -1, 6), net.Endpoint(1));
+  ASSERT_EQ(cut.status().code(), StatusCode::kUnavailable) << cut.status().ToString();
+  const fs::path pending = root_ / "dst" / "7.orbax-checkpoint-tmp-resumable";
+  EXPECT_TRUE(fs::exists(pending / "commit_success.txt"));
+  EXPECT_TRUE(fs::exists(pending / "cairn_transfer_parts" / "1"));
+  auto listed = orbax::ListSteps(Loc(root_ / "dst"), orbax::StepNameFormat{});
+  ASSERT_TRUE(listed.ok());
+  EXPECT_TRUE(listed->empty());  // a partial copy is never a step
+  InProcessNetwork fresh(2);
+  auto resumed = Copy(fresh.Endpoint(0), fresh.Endpoint(1));
+  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+  EXPECT_EQ(*resumed, 1004u - 400u);  // only what was missing moved again
+  EXPECT_EQ(ReadAll(root_ / "dst" / "7" / "state" / "d" / "data"), std::string(1000, 'x') + "tail");
+  EXPECT_FALSE(fs::exists(root_ / "dst" / "7" / "cairn_transfer.json"));
+  EXPECT_FALSE(fs::exists(root_ / "dst" / "7" / "cairn_transfer_parts"));
+  for (const auto& e : fs::directory_iterator(root_ / "dst")) EXPECT_EQ(e.path().filename(), "7");
+}
+
+TEST_F(DirTransfer, AKeptPieceThatNoLongerMatchesItsCrcIsSentAgain) {
+  InProcessNetwork net(2);
+  ASSERT_FALSE(Copy(std::make_shared<FaultyTransport>(net.Endpoint(0), -1, 6), net.Endpoint(1)).ok());
+  // Damage the third kept piece (offset 200): it and those after it go.
+  const fs::path parts = root_ / "dst" / "7.orbax-checkpoint-tmp-resumable" / "cairn_transfer_parts" / "1";
+  bool damaged = false;
+  for (const auto& e : fs::directory_iterator(parts)) {
+    if (e.path().filename().string().rfind("200.", 0) != 0) continue;
+    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(10);
+    f.put('y');
+    damaged = true;
+  }
+  ASSERT_TRUE(damaged);
+  InProcessNetwork fresh(2);
+  auto resumed = Copy(fresh.Endpoint(0), fresh.Endpoint(1));
+  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+  EXPECT_EQ(*resumed, 1004u - 200u);
+  EXPECT_EQ(ReadAll(root_ / "dst" / "7" / "state" / "d" / "data"), std::string(1000, 'x') + "tail");
+}
+
+TEST_F(DirTransfer, ARewrittenSourceStartsTheCopyAfresh) {
+  std::ofstream(root_ / "src" / "7" / "_CHECKPOINT_METADATA") << "{\"init_timestamp_nsecs\": 1}";
+  InProcessNetwork net(2);
+  ASSERT_FALSE(Copy(std::make_shared<FaultyTransport>(net.Endpoint(0), -1, 6), net.Endpoint(1)).ok());
+  // The step is saved again (same sizes, new content and metadata): nothing
+  // of the old partial copy may be kept.
+  std::ofstream(root_ / "src" / "7" / "_CHECKPOINT_METADATA") << "{\"init_timestamp_nsecs\": 2}";
+  std::ofstream(root_ / "src" / "7" / "state" / "d" / "data") << std::string(1000, 'z') + "tail";
+  InProcessNetwork fresh(2);
+  auto again = Copy(fresh.Endpoint(0), fresh.Endpoint(1));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(*again, 4u + 1004u + 27u);
+  EXPECT_EQ(ReadAll(root_ / "dst" / "7" / "state" / "d" / "data"), std::string(1000, 'z') + "tail");
 }
 
 TEST_F(DirTransfer, SenderFailureReachesTheReceiver) {

@@ -1,11 +1,17 @@
 // Implements the save and restore protocols of manager.h (numbered there).
 #include "cairn/emergency/manager.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <mutex>
 #include <set>
 
 #include "cairn/emergency/dir_transfer.h"
+#include "cairn/emergency/tier_info.h"
+#include "cairn/engine/checkpoint_manager_points.h"
 #include "cairn/layout/orbax/step.h"
 #include "cairn/layout/orbax/tree_metadata.h"
 
@@ -64,6 +70,23 @@ Status KeepNewest(const orbax::Location& root, int keep) {
   return Status::OK();
 }
 
+// CAIRN_EMERGENCY_TEST_CRASH_AT="<point>@<step>@<process>": a hook that
+// kills process `process` at `point` of step `step` (crash tests).
+std::function<void(std::string_view, int64_t)> CrashHookFromEnvironment(int process) {
+  const char* spec = std::getenv("CAIRN_EMERGENCY_TEST_CRASH_AT");
+  if (spec == nullptr) return {};
+  const std::string text(spec);
+  const size_t a = text.find('@');
+  const size_t b = a == std::string::npos ? a : text.find('@', a + 1);
+  if (b == std::string::npos) return {};
+  const std::string point = text.substr(0, a);
+  const int64_t step = std::atoll(text.substr(a + 1, b - a - 1).c_str());
+  if (std::atoi(text.substr(b + 1).c_str()) != process) return {};
+  return [point, step](std::string_view at, int64_t s) {
+    if (at == point && s == step) ::kill(::getpid(), SIGKILL);
+  };
+}
+
 }  // namespace
 
 EmergencyCheckpointManager::EmergencyCheckpointManager(EmergencyOptions options, Coordinator& coordinator,
@@ -96,11 +119,17 @@ Result<std::unique_ptr<EmergencyCheckpointManager>> EmergencyCheckpointManager::
     }
   }
   if (options.transfer_piece_bytes == 0) options.transfer_piece_bytes = uint64_t{16} << 20;
+  if (!options.at_point) options.at_point = CrashHookFromEnvironment(coordinator.process_index());
   auto m = std::unique_ptr<EmergencyCheckpointManager>(
       new EmergencyCheckpointManager(std::move(options), coordinator, std::move(transport)));
   m->layout_ = layout;
   CAIRN_ASSIGN_OR_RETURN(m->local_, orbax::OpenLocation(m->options_.local_directory));
   CAIRN_ASSIGN_OR_RETURN(m->persistent_, orbax::OpenLocation(m->options_.persistent_directory));
+  // Where the run's tiers are, for `cairn info` (tier_info.h).
+  CAIRN_RETURN_IF_ERROR(WriteRunRecords(m->local_, m->options_.local_directory, m->persistent_,
+                                        m->options_.persistent_directory, coordinator.process_index(), n,
+                                        m->options_.num_replicas)
+                            .Annotate("emergency checkpointing: recording the run's directories"));
   const uint64_t budget = m->options_.save.memory_budget_bytes;
   m->budget_ = std::make_unique<engine::ByteBudget>(budget != 0 ? budget : engine::ByteBudget::kDefaultBytes);
   return m;
@@ -128,6 +157,13 @@ Result<bool> EmergencyCheckpointManager::Save(int64_t step, const std::vector<en
   if (local) {
     engine::SaveRequest r;
     r.directory = StepPath(local_, step);
+    if (options_.at_point) {
+      orbax::Location where = local_.Child(std::to_string(step));
+      where.store = engine::NewPointReportingKvStore(
+          local_.store, std::string(kStateItem),
+          [hook = options_.at_point, step](std::string_view point) { hook(point, step); });
+      r.location = where;
+    }
     r.item_name = std::string(kStateItem);
     r.leaves = leaves;
     r.options = options_.save;
@@ -196,7 +232,8 @@ void EmergencyCheckpointManager::Background(int64_t step, bool local_due, const 
 
 Status EmergencyCheckpointManager::Replicate(int64_t step, const Status& local_status) {
   const int p = coordinator_.process_index();
-  TransferOptions t{options_.transfer_piece_bytes, budget_.get(), options_.save.timeout};
+  TransferOptions t{options_.transfer_piece_bytes, budget_.get(), options_.save.timeout, {}};
+  if (options_.at_point) t.at_point = [hook = options_.at_point, step](std::string_view point) { hook(point, step); };
   const std::vector<int> peers = PeersOf(layout_, p, options_.peer_copies);
   const std::vector<int> sources = SourcesOf(layout_, p, options_.peer_copies);
   std::vector<Status> results(peers.size() + sources.size());

@@ -46,9 +46,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -76,6 +78,13 @@ struct EmergencyOptions {
   // memory_budget_bytes, timeout); the tier-specific ones are set here.
   engine::SaveOptions save;
   uint64_t transfer_piece_bytes = uint64_t{16} << 20;
+  // Test hook: called with a named point and the step being saved: the
+  // engine's points of the local save (checkpoint_manager.h: data_written,
+  // before_item_commit, before_step_commit) and the transfer's
+  // (dir_transfer.h: transfer_half_sent, transfer_half_received). When unset,
+  // the environment variable CAIRN_EMERGENCY_TEST_CRASH_AT="<point>@<step>@<process>"
+  // makes that process kill itself (SIGKILL) there, as a crash would.
+  std::function<void(std::string_view point, int64_t step)> at_point;
   // `process_metadata/` files as Orbax writes them (device ids); empty:
   // one pseudo-device per process ([[0], [1], ...] and [0, 1, ...]).
   std::string global_process_metadata_json;

@@ -70,7 +70,7 @@ Status EmergencyCheckpointManager::Fetch(PreparedRestore& prepared, const std::v
     return AgreeOnStatus(coordinator_, name + "/fetched",
                          FailedPreconditionError("fetching from peers needs a transport"), options_.save.timeout);
   }
-  TransferOptions t{options_.transfer_piece_bytes, budget_.get(), options_.save.timeout};
+  TransferOptions t{options_.transfer_piece_bytes, budget_.get(), options_.save.timeout, {}};
   const int64_t step = prepared.choice.step;
   std::vector<Status> results(transfers.size());
   std::vector<uint64_t> bytes(transfers.size(), 0);
@@ -78,7 +78,7 @@ Status EmergencyCheckpointManager::Fetch(PreparedRestore& prepared, const std::v
   for (size_t i = 0; i < transfers.size(); ++i) {
     const Transfer& tr = transfers[i];
     if (tr.holder != me && tr.requester != me) continue;
-    const int tag = kFirstFetchTag + static_cast<int>(i % (PeerTransport::kMaxTag - kFirstFetchTag));
+    const int tag = kFirstFetchTag + static_cast<int>(i % (PeerTransport::kMaxTransferTag - kFirstFetchTag));
     const std::string what = "step " + std::to_string(step) + " of process " + std::to_string(tr.owner) +
                              " for process " + std::to_string(tr.requester);
     if (tr.holder == me) {

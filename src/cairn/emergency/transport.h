@@ -30,6 +30,9 @@ class PeerTransport {
   using Duration = std::chrono::nanoseconds;
   // Tags are in [0, kMaxTag) (MPI guarantees at least 32767).
   static constexpr int kMaxTag = 32000;
+  // Directory transfers (dir_transfer.h) take tags below kMaxTransferTag and
+  // answer on `tag + kMaxTransferTag`.
+  static constexpr int kMaxTransferTag = kMaxTag / 2;
 
   virtual ~PeerTransport() = default;
   virtual int process_index() const = 0;

@@ -1,0 +1,286 @@
+"""cairn.emergency on a jax.distributed job: 4 processes x 2 CPU devices, a
+mesh of 2 data-parallel replicas x 4, a state of `--bytes` (2 GiB by
+default) in 16 float32 arrays sharded by rows over the data axis and
+replicated over the replica axis (each process holds 2 of the 4 row blocks
+of every array: half the state).
+
+Local directories (one per process, standing for each host's RAM disk) are
+in `--local-dir` (default /dev/shm); the persistent tier is in `--dir` (the
+disk). One run measures, per process (the table shows the slowest one):
+
+- memcpy: copying the process's shards once (the floor for a save's stall);
+- local save without peers: the stall of `save` and the background time
+  to the durable local step;
+- local save with a peer copy over ZeroMQ: the same, and the replication
+  throughput (bytes of the step / the extra background time);
+- recovery after losing one host (its local directory deleted): restore of
+  the newest local step, the lost host fetching from its peer;
+- restore of everything from the persistent tier (all local directories gone);
+- Orbax's emergency CheckpointManager on the same job (replica 1 saves the
+  local tier, replica 0 the persistent one): save stall, time to finish, and
+  restore of the newest local step (both intact).
+
+The device's sequential bandwidth (fio or O_DIRECT, common.device_bandwidth)
+is measured in the same run for `--dir`, and the load average is printed
+(machines are shared).
+
+    python bench/emergency_bench.py --dir /path/on/disk [--bytes 2147483648]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import GB, device_bandwidth, print_table  # noqa: E402
+
+NPROC = 4
+NARRAYS = 16
+
+WORKER = r'''
+import json, os, shutil, sys, time
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+os.environ["JAX_PLATFORMS"] = "cpu"
+address, pid, local_root, persistent_root, nbytes, narrays, out_path = sys.argv[1:8]
+pid, nbytes, narrays = int(pid), int(nbytes), int(narrays)
+import numpy as np
+import jax
+jax.distributed.initialize(coordinator_address=address, num_processes=4, process_id=pid)
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+import cairn
+
+mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("replica", "data"))
+sharding = NamedSharding(mesh, P("data", None))
+cols = 1024
+rows = max(8, (nbytes // narrays // 4 // cols) // 8 * 8)
+
+def state(seed):
+    def make(i):
+        def cb(idx):
+            start = idx[0].start or 0
+            block = np.random.default_rng([seed, i, start]).standard_normal((rows // 4, cols), dtype=np.float32)
+            return block
+        return jax.make_array_from_callback((rows, cols), sharding, cb)
+    return {f"layer_{i:02d}": make(i) for i in range(narrays)}
+
+def abstract():
+    return {f"layer_{i:02d}": jax.ShapeDtypeStruct((rows, cols), np.float32, sharding=sharding) for i in range(narrays)}
+
+def barrier(name):
+    multihost_utils.sync_global_devices(name)
+
+out = {"state_bytes": rows * cols * 4 * narrays}
+tree = state(1)
+jax.block_until_ready(tree)
+held = sum(s.data.nbytes for a in tree.values() for s in a.addressable_shards)
+out["held_bytes"] = held
+t = time.perf_counter()
+copies = [np.array(s.data, copy=True) for a in tree.values() for s in a.addressable_shards]
+out["memcpy_s"] = time.perf_counter() - t
+del copies
+
+def local(name):
+    d = os.path.join(local_root, f"{name}_host_{pid}")
+    os.makedirs(d, exist_ok=True)
+    return d
+
+def run_saves(name, peer_copies):
+    m = cairn.emergency.CheckpointManager(local(name), os.path.join(persistent_root, name), num_replicas=2,
+                                          peer_copies=peer_copies, local_save_interval_steps=1, local_max_to_keep=1,
+                                          persistent_save_interval_steps=2, zmq_host="127.0.0.1", timeout_s=600)
+    barrier(name + "_start")
+    t0 = time.perf_counter()
+    m.save(1, tree)
+    stall = time.perf_counter() - t0
+    m.wait_until_finished()
+    total = time.perf_counter() - t0
+    return m, stall, total
+
+m, out["nopeer_stall_s"], out["nopeer_total_s"] = run_saves("nopeer", 0)
+m.close()
+shutil.rmtree(local("nopeer"))  # the RAM disk holds the machine's memory
+m, out["peer_stall_s"], out["peer_total_s"] = run_saves("peer", 1)
+step_dir = os.path.join(local("peer"), "1")
+out["step_bytes"] = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(step_dir) for f in fs)
+for step in (2, 3):
+    m.save(step, state(step))
+    m.wait_until_finished()
+m.close()
+barrier("saved")
+
+# Host 1 is lost: its local directory is gone.
+if pid == 1:
+    shutil.rmtree(local("peer"))
+barrier("lost")
+want = state(3)
+m = cairn.emergency.CheckpointManager(local("peer"), os.path.join(persistent_root, "peer"), num_replicas=2,
+                                      local_save_interval_steps=1, persistent_save_interval_steps=2,
+                                      zmq_host="127.0.0.1", timeout_s=600)
+t0 = time.perf_counter()
+r = m.restore(target=abstract())
+jax.block_until_ready(r)
+out["recover_one_host_s"] = time.perf_counter() - t0
+rep = m.last_restore
+out["recover_tier"], out["recover_step"] = rep["tier"], rep["step"]
+out["recover_bytes_from_peers"] = rep["bytes_from_peers"]
+out["recover_exact"] = all(np.array_equal(np.asarray(a.data), np.asarray(b.data))
+                           for k in want for a, b in zip(r[k].addressable_shards, want[k].addressable_shards))
+m.close()
+del r
+barrier("recovered")
+shutil.rmtree(local("peer"))
+barrier("all_lost")
+m = cairn.emergency.CheckpointManager(local("peer"), os.path.join(persistent_root, "peer"), num_replicas=2,
+                                      local_save_interval_steps=1, persistent_save_interval_steps=2,
+                                      zmq_host="127.0.0.1", timeout_s=600)
+t0 = time.perf_counter()
+r = m.restore(target=abstract())
+jax.block_until_ready(r)
+out["persistent_restore_s"] = time.perf_counter() - t0
+out["persistent_tier"], out["persistent_step"] = m.last_restore["tier"], m.last_restore["step"]
+m.close()
+del r
+barrier("persistent_done")
+
+# Orbax's emergency manager on the same job.
+try:
+    from absl import flags
+    flags.FLAGS.mark_as_parsed()
+    import orbax.checkpoint as ocp
+    from orbax.checkpoint._src.multihost import multihost
+    from orbax.checkpoint.experimental.emergency import checkpoint_manager as ecm
+    multihost.initialize_runtime_to_distributed_ids()
+    multihost.initialize_distributed_to_device_ids()
+    options = ecm.CheckpointManagerOptions(
+        local=ecm.LocalCheckpointOptions(save_interval_steps=1, max_to_keep=2),
+        persistent=ecm.PersistentCheckpointOptions(save_interval_steps=2, max_to_keep=3), replica_axis_index=0)
+    om = ecm.CheckpointManager(local("orbax"), os.path.join(persistent_root, "orbax"), global_mesh=mesh,
+                               abstract_state=abstract(), options=options)
+    barrier("orbax_start")
+    t0 = time.perf_counter()
+    om.save(1, args=ocp.args.Composite(state=ocp.args.PyTreeSave(tree)))
+    out["orbax_stall_s"] = time.perf_counter() - t0
+    om.wait_until_finished()
+    out["orbax_total_s"] = time.perf_counter() - t0
+    for step in (2, 3):
+        om.save(step, args=ocp.args.Composite(state=ocp.args.PyTreeSave(state(step))))
+    om.wait_until_finished()
+    barrier("orbax_saved")
+    t0 = time.perf_counter()
+    latest = om.latest_step()
+    restored = om.restore(latest, args=ocp.args.Composite(state=ocp.args.PyTreeRestore(
+        item=abstract(), restore_args=ocp.checkpoint_utils.construct_restore_args(abstract())))).state
+    jax.block_until_ready(restored)
+    out["orbax_restore_s"] = time.perf_counter() - t0
+    out["orbax_restore_step"] = int(latest)
+    om.close()
+except Exception as e:  # reported in the table, not hidden
+    out["orbax_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+with open(out_path, "w") as f:
+    json.dump(out, f)
+jax.distributed.shutdown()
+'''
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dir", default=tempfile.gettempdir(), help="disk directory for the persistent tier")
+    ap.add_argument("--local-dir", default="/dev/shm", help="RAM disk for the local directories")
+    ap.add_argument("--bytes", type=int, default=2 << 30,
+                    help="state size; the local tier of 4 processes (own step + a peer copy each) sits in "
+                         "--local-dir, so a RAM disk needs about 4x this plus the processes' memory")
+    ap.add_argument("--timeout", type=float, default=1800)
+    args = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="cairn-emergency-bench-", dir=args.dir)
+    local = tempfile.mkdtemp(prefix="cairn-emergency-bench-local-", dir=args.local_dir)
+    try:
+        bw_write, bw_read, tool = device_bandwidth(work, size_bytes=min(args.bytes, 1 << 30), repeat=1)
+        script = os.path.join(work, "worker.py")
+        with open(script, "w") as f:
+            f.write(WORKER)
+        env = {k: v for k, v in os.environ.items() if k not in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "XLA_FLAGS")}
+        address = f"127.0.0.1:{free_port()}"
+        load_before = os.getloadavg()[0]
+        procs = []
+        for i in range(NPROC):
+            log = open(os.path.join(work, f"log_{i}.txt"), "wb")
+            procs.append((subprocess.Popen([sys.executable, script, address, str(i), local, work, str(args.bytes),
+                                            str(NARRAYS), os.path.join(work, f"out_{i}.json")],
+                                           env=env, stdout=log, stderr=subprocess.STDOUT), log))
+        deadline = time.monotonic() + args.timeout
+        for p, log in procs:
+            try:
+                p.wait(timeout=max(1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                for q, _ in procs:
+                    q.kill()
+            log.close()
+        results = []
+        for i in range(NPROC):
+            path = os.path.join(work, f"out_{i}.json")
+            if not os.path.exists(path):
+                tail = open(os.path.join(work, f"log_{i}.txt"), errors="replace").read()[-3000:]
+                sys.exit(f"process {i} failed:\n{tail}")
+            results.append(json.load(open(path)))
+        load_after = os.getloadavg()[0]
+
+        def worst(key):
+            vals = [r[key] for r in results if key in r]
+            return max(vals) if vals else float("nan")
+
+        held = results[0]["held_bytes"]
+        step_bytes = worst("step_bytes")
+        replication_s = max(1e-9, worst("peer_total_s") - worst("nopeer_total_s"))
+        rows = [
+            ["state", f"{results[0]['state_bytes'] / GB:.2f} GB", f"{held / GB:.2f} GB held per process"],
+            ["memcpy of a process's shards", f"{worst('memcpy_s'):.2f} s", f"{held / worst('memcpy_s') / GB:.2f} GB/s"],
+            ["local save, no peer: stall", f"{worst('nopeer_stall_s'):.2f} s",
+             f"{worst('nopeer_stall_s') / worst('memcpy_s'):.2f}x memcpy"],
+            ["local save, no peer: to durable", f"{worst('nopeer_total_s'):.2f} s", ""],
+            ["local save + peer copy: stall", f"{worst('peer_stall_s'):.2f} s",
+             f"{worst('peer_stall_s') / worst('memcpy_s'):.2f}x memcpy"],
+            ["local save + peer copy: to durable", f"{worst('peer_total_s'):.2f} s", ""],
+            ["replication (ZeroMQ, localhost)", f"{replication_s:.2f} s",
+             f"{step_bytes / replication_s / GB:.2f} GB/s for {step_bytes / GB:.2f} GB per process"],
+            ["recover after losing 1 host", f"{worst('recover_one_host_s'):.2f} s",
+             f"{results[0]['recover_tier']} step {results[0]['recover_step']}, "
+             f"bit-exact={all(r['recover_exact'] for r in results)}, "
+             f"{max(r['recover_bytes_from_peers'] for r in results) / GB:.2f} GB from peers"],
+            ["restore all from persistent", f"{worst('persistent_restore_s'):.2f} s",
+             f"{results[0]['persistent_tier']} step {results[0]['persistent_step']}; "
+             f"{worst('persistent_restore_s') / worst('recover_one_host_s'):.1f}x the recovery"],
+        ]
+        errors = [r["orbax_error"] for r in results if "orbax_error" in r]
+        if errors:
+            rows.append(["Orbax emergency manager", "failed", errors[0]])
+        else:
+            rows += [
+                ["Orbax emergency: save stall", f"{worst('orbax_stall_s'):.2f} s", ""],
+                ["Orbax emergency: to finished", f"{worst('orbax_total_s'):.2f} s", ""],
+                ["Orbax emergency: restore (intact)", f"{worst('orbax_restore_s'):.2f} s",
+                 f"step {results[0].get('orbax_restore_step')}"],
+            ]
+        rows.append(["device (persistent dir)", f"write {bw_write:.2f} GB/s", f"read {bw_read:.2f} GB/s ({tool})"])
+        rows.append(["load average", f"{load_before:.1f} -> {load_after:.1f}", f"{os.cpu_count()} cores"])
+        print_table(["measure", "value", "note"], rows)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(local, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
