@@ -48,6 +48,15 @@ class FileKvWriter : public KvWriter {
   }
 
   Status Append(ByteView bytes) override {
+    if (!failed_.ok()) return failed_;
+    Status st = AppendBytes(bytes);
+    // After a failed write the file's end is unknown: every later Append
+    // and the Commit fail with the same error.
+    if (!st.ok()) failed_ = st;
+    return st;
+  }
+
+  Status AppendBytes(ByteView bytes) {
     if (committed_ || fd_ < 0) return Closed();
     const uint8_t* data = bytes.data();
     uint64_t size = bytes.size();
@@ -74,6 +83,7 @@ class FileKvWriter : public KvWriter {
   }
 
   Status Commit() override {
+    if (!failed_.ok()) return failed_;
     if (committed_ || fd_ < 0) return Closed();
     Status st = FlushStaging(true);
     if (st.ok() && ::fdatasync(fd_) != 0) st = Error(errno, "fdatasync");
@@ -190,6 +200,7 @@ class FileKvWriter : public KvWriter {
   uint64_t written_ = 0;   // bytes written to the file
   uint64_t appended_ = 0;  // bytes appended by the caller
   bool committed_ = false;
+  Status failed_;  // the first failed Append (see Append)
 };
 
 Result<std::unique_ptr<KvWriter>> FileKvStore::OpenWriter(std::string_view key) {

@@ -24,8 +24,14 @@ class OcdbtBatchWriter final : public KvBatchWriter {
       v.inline_value = std::string(AsStringView(value));
     } else {
       v.is_inline = false;
+      if (!failed_.ok()) return failed_;
       auto ref = data_.Append(value);
-      if (!ref.ok()) return ref.status().Annotate("writing " + store_->Describe(key));
+      if (!ref.ok()) {
+        // The data file's end is unknown after a failed write: nothing more
+        // goes into it and this batch is never committed.
+        failed_ = ref.status().Annotate("writing " + store_->Describe(key));
+        return failed_;
+      }
       v.ref = *ref;
     }
     entries_.push_back({std::move(key), std::move(v)});
@@ -34,6 +40,7 @@ class OcdbtBatchWriter final : public KvBatchWriter {
 
   Status Commit() override {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!failed_.ok()) return failed_.Annotate("not committing " + store_->url() + " after a failed write");
     CAIRN_RETURN_IF_ERROR(data_.Finish().Annotate("committing data files of " + store_->url()));
     std::stable_sort(entries_.begin(), entries_.end(),
                      [](const BtreeMutation& a, const BtreeMutation& b) { return a.key < b.key; });
@@ -67,6 +74,7 @@ class OcdbtBatchWriter final : public KvBatchWriter {
   std::vector<BtreeMutation> entries_;
   uint64_t inline_limit_ = 0;
   bool inline_loaded_ = false;
+  Status failed_;  // the first failed data write; then Add and Commit fail
 };
 
 }  // namespace
