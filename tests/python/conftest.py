@@ -73,6 +73,32 @@ def assert_bit_exact(actual: np.ndarray, expected: np.ndarray) -> None:
             f"got {av[bad[:8]].tolist()}, want {ev[bad[:8]].tolist()}")
 
 
+def same_bits(a, b) -> bool:
+    """Same dtype, shape and bytes (NaN payloads included)."""
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def wait_processes(procs, log_paths, timeout: float):
+    """Waits for every (Popen, open log file) in `procs`, killing them all
+    once `timeout` seconds have passed; closes the logs. Returns the exit
+    codes ("timeout" for a killed one) and the tails of the logs."""
+    import time
+    deadline = time.monotonic() + timeout
+    codes = []
+    for p, log in procs:
+        try:
+            codes.append(p.wait(timeout=max(1, deadline - time.monotonic())))
+        except Exception:  # subprocess.TimeoutExpired
+            for q, _ in procs:
+                q.kill()
+            codes.append("timeout")
+        log.close()
+    logs = "\n".join(f"--- process {i}\n" + pathlib.Path(path).read_text(errors="replace")[-3000:]
+                     for i, path in enumerate(log_paths))
+    return codes, logs
+
+
 def file_url(path: pathlib.Path | str) -> str:
     return f"file://{os.fspath(path)}/"
 

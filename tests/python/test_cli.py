@@ -25,6 +25,13 @@ def run(*args):
     return subprocess.run([cairn_cli(), *args], capture_output=True, text=True, timeout=60)
 
 
+def run_cli(*args, env=None, timeout=300):
+    """The `cairn` command with `args` (other tests' runner: an environment
+    and a longer timeout for conversions)."""
+    return subprocess.run([cairn_cli(), *args], capture_output=True, text=True, timeout=timeout,
+                          env=env)
+
+
 def test_help():
     r = run("--help")
     assert r.returncode == 0

@@ -30,17 +30,10 @@ import pytest
 import tensorstore as ts
 from safetensors.numpy import load_file, save_file
 
-from test_cli import cairn_cli
+from conftest import same_bits
+from test_cli import run_cli
 
 
-def run_cli(*args, env=None, timeout=300):
-    return subprocess.run([cairn_cli(), *args], capture_output=True, text=True, timeout=timeout,
-                          env=env)
-
-
-def same_bits(a, b):
-    a, b = np.asarray(a), np.asarray(b)
-    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
 def nothing_committed(out):

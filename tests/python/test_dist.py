@@ -24,6 +24,7 @@ import pytest
 
 import cairn.dist
 from cairn import _core
+from conftest import wait_processes
 
 
 class FakeJaxClient:
@@ -273,18 +274,7 @@ def test_real_jax_distributed_processes(tmp_path):
         procs.append((subprocess.Popen(
             [sys.executable, str(script), address, str(n), str(i), str(tmp_path / f"p{i}.json")],
             env=_child_env(), stdout=log, stderr=subprocess.STDOUT), log))
-    deadline = time.monotonic() + 180
-    codes = []
-    for p, log in procs:
-        try:
-            codes.append(p.wait(timeout=max(1, deadline - time.monotonic())))
-        except subprocess.TimeoutExpired:
-            for q, _ in procs:
-                q.kill()
-            codes.append("timeout")
-        log.close()
-    logs = "\n".join(f"--- process {i}\n" + (tmp_path / f"p{i}.log").read_text(errors="replace")[-3000:]
-                     for i in range(n))
+    codes, logs = wait_processes(procs, [tmp_path / f"p{i}.log" for i in range(n)], timeout=180)
     assert codes == [0] * n, logs
     results = [json.loads((tmp_path / f"p{i}.json").read_text()) for i in range(n)]
     _check_exchange(results, n)

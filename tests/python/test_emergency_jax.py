@@ -15,9 +15,10 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 
 import numpy as np
+
+from conftest import wait_processes
 
 WORKER = r"""
 import json, os, sys
@@ -81,18 +82,7 @@ def _run_job(tmp_path, phase, host_dirs, want_step=0):
         log = open(tmp_path / f"{phase}_{i}.log", "wb")
         procs.append((subprocess.Popen([sys.executable, str(script), phase, address, str(i), str(tmp_path),
                                         host_dirs[i], str(want_step)], env=env, stdout=log, stderr=subprocess.STDOUT), log))
-    deadline = time.monotonic() + 240
-    codes = []
-    for p, log in procs:
-        try:
-            codes.append(p.wait(timeout=max(1, deadline - time.monotonic())))
-        except subprocess.TimeoutExpired:
-            for q, _ in procs:
-                q.kill()
-            codes.append("timeout")
-        log.close()
-    logs = "\n".join(f"--- process {i}\n" + (tmp_path / f"{phase}_{i}.log").read_text(errors="replace")[-3000:]
-                     for i in range(4))
+    codes, logs = wait_processes(procs, [tmp_path / f"{phase}_{i}.log" for i in range(4)], timeout=240)
     assert codes == [0] * 4, logs
     return [json.loads((tmp_path / f"{phase}_{i}.json").read_text()) for i in range(4)]
 

@@ -16,10 +16,8 @@ from __future__ import annotations
 import inspect
 import json
 import os
-import shutil
 import subprocess
 import sys
-import sysconfig
 import textwrap
 
 import numpy as np
@@ -28,6 +26,7 @@ import tensorstore as ts
 
 import cairn
 from s3_helpers import FakeGcsServer, FaultProxy, MotoServer, gcs_environment, s3_environment
+from test_cli import run_cli
 
 S3_BUCKET = "cairn-ckpt-s3"
 GCS_BUCKET = "cairn-ckpt-gcs"
@@ -125,16 +124,8 @@ def assert_tree_equal(expected, actual):
             assert a.dtype == v.dtype and a.shape == v.shape and a.tobytes() == v.tobytes(), k
 
 
-def cairn_cli():
-    exe = os.path.join(sysconfig.get_path("scripts"), "cairn")
-    if not os.access(exe, os.X_OK):
-        exe = shutil.which("cairn")
-    assert exe, "the `cairn` command is not installed (pip install . installs it)"
-    return exe
 
 
-def run_cli(*args):
-    return subprocess.run([cairn_cli(), *args], capture_output=True, text=True, timeout=120)
 
 
 # ---- cairn.save / restore ----------------------------------------------------
