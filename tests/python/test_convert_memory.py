@@ -3,7 +3,7 @@
 The source is one float32 array of 4 GiB in 64 MiB chunks, written as an
 AXLearn step by cairn's zarr writer one chunk at a time (every row a
 256-byte cycle: zstd keeps the disk use near 40 MiB, creation takes
-seconds; convert_memory_helpers.py). Each conversion runs as a child of
+seconds; convert_memory_helpers.py). Each conversion runs as a grandchild of
 this process and its peak resident set is read from os.wait4's rusage:
 
   AXLearn -> Orbax (OCDBT + Zarr v3)   (this is also how the Orbax source is made)
@@ -58,22 +58,41 @@ STEP = 7
 THREADS = 4              # the default on a 2-core machine, pinned for the bound above
 
 
+# A small interpreter forks the child and reports its rusage. The child must
+# not be forked from this (large) pytest process: Linux carries a process's
+# peak RSS across exec, so a child forked from a 700 MiB pytest would report
+# at least 700 MiB whatever it then does.
+_MEASURE = """
+import json, os, sys
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as f:
+    json.dump({"status": status, "maxrss_kib": usage.ru_maxrss}, f)
+"""
+
+
 def run_measured(argv, timeout=900):
-    """Runs `argv` as a child; returns (returncode, stdout, stderr, peak RSS
-    bytes), the peak from the child's own rusage (os.wait4)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        p = subprocess.Popen(argv, stdout=out, stderr=err)
-        timer = threading.Timer(timeout, p.kill)
+    """Runs `argv` as a grandchild (see _MEASURE); returns (returncode,
+    stdout, stderr, peak RSS bytes), the peak from its own rusage."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.NamedTemporaryFile(suffix=".json") as report:
+        p = subprocess.Popen([sys.executable, "-S", "-c", _MEASURE, report.name, *map(str, argv)],
+                             stdout=out, stderr=err, start_new_session=True)
+        timer = threading.Timer(timeout, lambda: os.killpg(p.pid, 9))
         timer.start()
         try:
-            _, status, usage = os.wait4(p.pid, 0)
+            p.wait()
         finally:
             timer.cancel()
-        p.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
-        return (p.returncode, out.read().decode(), err.read().decode(),
-                usage.ru_maxrss * 1024)  # KiB on Linux
+        stdout, stderr = out.read().decode(), err.read().decode()
+        assert p.returncode == 0, f"the measuring process failed ({p.returncode}):\n{stderr[-3000:]}"
+        r = json.load(open(report.name))
+        return (os.waitstatus_to_exitcode(r["status"]), stdout, stderr,
+                r["maxrss_kib"] * 1024)  # KiB on Linux
 
 
 def convert(src, dst, to):
