@@ -154,6 +154,12 @@ Status ReadShardRegion(KvStore& store, const std::string& key, const ShardingCod
       if (!fetched) return DataLossError("shard disappeared while reading " + where);
       bytes = fetched->view();
     }
+    if (sub == inner_box && IsCContiguous(dst_strides, sub.shape, elem)) {
+      // A whole inner chunk laid out as the destination: decode in place.
+      CAIRN_RETURN_IF_ERROR(
+          codec.inner_codecs().DecodeInto(inner, bytes, MutableByteView(d, inner.num_bytes())).Annotate(where));
+      continue;
+    }
     auto decoded = codec.inner_codecs().Decode(inner, bytes);
     if (!decoded.ok()) return decoded.status().Annotate(where);
     const uint8_t* src = Offset(decoded->data(), sub.origin, inner_box.origin, inner_strides);
