@@ -217,8 +217,8 @@ Status ZarrArray::ReadChunk(std::span<const Index> cell, const Box& box, uint8_t
                                           out, dst_strides)
         .Annotate(where);
   }
-  if (inter == chunk_box && IsCContiguous(dst_strides, inter.shape, elem) &&
-      m.codecs.IsIdentity(spec)) {
+  const bool in_place = inter == chunk_box && IsCContiguous(dst_strides, inter.shape, elem);
+  if (in_place && m.codecs.IsIdentity(spec)) {
     // The stored bytes are the chunk: read them straight into place.
     auto found = store_->GetInto(key, MutableByteView(out, spec.num_bytes()));
     if (!found.ok()) return found.status().Annotate(where);
@@ -233,6 +233,11 @@ Status ZarrArray::ReadChunk(std::span<const Index> cell, const Box& box, uint8_t
   if (!*stored) {
     FillStrided(out, dst_strides, inter.shape, m.fill_value);
     return Status::OK();
+  }
+  if (in_place) {
+    // A whole chunk laid out as the destination: decode straight into it.
+    return m.codecs.DecodeInto(spec, (*stored)->view(), MutableByteView(out, spec.num_bytes()))
+        .Annotate(where);
   }
   Buffer chunk;
   CAIRN_RETURN_IF_ERROR(DecodeChunk(std::move(**stored), chunk).Annotate(where));
