@@ -78,7 +78,9 @@ class CheckpointManager:
     advertised as `zmq_host`, default this host's name) or "none".
     Intervals and retention
     per tier (`persistent_max_to_keep` None: keep all). Storage options as
-    ``cairn.save``. `global_mesh`: the job's jax Mesh, recorded in each local
+    ``cairn.save``; `local_compression` is the local tier's ("none" by
+    default: a restore from a RAM disk or local SSD is then a copy of the
+    bytes rather than a decode; None: `compression`). `global_mesh`: the job's jax Mesh, recorded in each local
     step's ``process_metadata/mesh_metadata.json`` as Orbax's emergency
     manager records it (it rebuilds its restore mesh from it); without it,
     jax.devices() order, which is right for meshes built by reshaping
@@ -90,6 +92,7 @@ class CheckpointManager:
                  local_max_to_keep: int = 2, persistent_save_interval_steps: int = 10,
                  persistent_max_to_keep: Optional[int] = None, use_ocdbt: bool = True,
                  use_zarr3: bool = True, compression: str = "default",
+                 local_compression: Optional[str] = "none",
                  memory_budget: Optional[int] = None, coordinator=None, transport: Optional[str] = None,
                  zmq_host: str = "", timeout_s: float = 600.0, global_mesh=None):
         from cairn import dist
@@ -119,7 +122,7 @@ class CheckpointManager:
             persistent_max_to_keep=persistent_max_to_keep or 0, use_ocdbt=use_ocdbt,
             use_zarr3=use_zarr3, compression=compression, memory_budget=memory_budget or 0,
             timeout_s=timeout_s, global_process_metadata=process_md, mesh_metadata=mesh_md,
-            zmq_host=zmq_host)
+            zmq_host=zmq_host, local_compression=local_compression or "")
         self.last_restore: Optional[dict] = None
 
     def should_save(self, step: int) -> bool:

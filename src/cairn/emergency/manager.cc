@@ -168,6 +168,7 @@ Result<bool> EmergencyCheckpointManager::Save(int64_t step, const std::vector<en
     r.leaves = leaves;
     r.options = options_.save;
     r.options.write_all_held_shards = true;
+    r.options.compression = options_.local_compression.value_or(options_.save.compression);
     r.options.own_process_index = p;
     const std::string pm = std::string(kProcessMetadataItem) + "/";
     r.extra_files = {
