@@ -38,6 +38,13 @@ class OcdbtBatchWriter final : public KvBatchWriter {
     return Status::OK();
   }
 
+  Status Delete(std::string key) override {
+    CAIRN_RETURN_IF_ERROR(ValidateKey(key));
+    std::lock_guard<std::mutex> lock(mu_);
+    entries_.push_back({std::move(key), std::nullopt});
+    return Status::OK();
+  }
+
   Status Commit() override {
     std::lock_guard<std::mutex> lock(mu_);
     if (!failed_.ok()) return failed_.Annotate("not committing " + store_->url() + " after a failed write");

@@ -7,9 +7,10 @@
 //      a larger one is appended, under a mutex, to the open data file
 //      `d/<random>` straight from the caller's buffer (data_file_writer.h:
 //      a file reaching target_data_file_size is made durable and the next
-//      one started). Nothing refers to these files yet.
+//      one started). Nothing refers to these files yet. Delete records a
+//      removal of the key.
 //   2. Commit: the open data file is made durable, then the entries (sorted,
-//      the last Add of a key wins) are committed as one new generation with
+//      the last Add or Delete of a key wins) are committed as one new generation with
 //      OcdbtKvStore::CommitEntries (B+tree nodes, then the manifest, last).
 // A writer abandoned before Commit leaves only unreferenced data files.
 //
