@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 namespace cairn::ocdbt {
@@ -52,13 +53,17 @@ class OcdbtBatchWriter final : public KvBatchWriter {
     return Status::OK();
   }
 
+  Status Delete(std::string key) override {
+    CAIRN_RETURN_IF_ERROR(ValidateKey(key));
+    std::lock_guard<std::mutex> lock(mu_);
+    entries_.push_back({std::move(key), std::nullopt});
+    return Status::OK();
+  }
+
   Status Commit() override {
     std::lock_guard<std::mutex> lock(mu_);
     if (!failed_.ok()) return failed_.Annotate("not committing " + store_->url() + " after a failed write");
-    for (auto& lane : lanes_) {
-      std::lock_guard<std::mutex> held(lane->mu);
-      CAIRN_RETURN_IF_ERROR(lane->data.Finish().Annotate("committing data files of " + store_->url()));
-    }
+    CAIRN_RETURN_IF_ERROR(FinishLanes());
     std::stable_sort(entries_.begin(), entries_.end(),
                      [](const BtreeMutation& a, const BtreeMutation& b) { return a.key < b.key; });
     std::vector<BtreeMutation> unique;
@@ -82,6 +87,30 @@ class OcdbtBatchWriter final : public KvBatchWriter {
     inline_limit_ = manifest ? manifest->config.max_inline_value_bytes
                              : store_->options().config.max_inline_value_bytes;
     inline_loaded_ = true;
+    return Status::OK();
+  }
+
+  // Makes every lane's open data file durable, all at once: on an object
+  // store each is an upload of its own (the HTTP client runs them
+  // concurrently), on files an fdatasync each.
+  Status FinishLanes() {
+    Status results[kLanes];
+    std::vector<std::thread> threads;
+    for (size_t i = 1; i < kLanes; ++i) {
+      if (lanes_[i]->data.files().empty()) continue;  // nothing written: nothing to finish
+      threads.emplace_back([this, i, &results] {
+        std::lock_guard<std::mutex> held(lanes_[i]->mu);
+        results[i] = lanes_[i]->data.Finish();
+      });
+    }
+    {
+      std::lock_guard<std::mutex> held(lanes_[0]->mu);
+      results[0] = lanes_[0]->data.Finish();
+    }
+    for (auto& t : threads) t.join();
+    for (const Status& s : results) {
+      CAIRN_RETURN_IF_ERROR(s.Annotate("committing data files of " + store_->url()));
+    }
     return Status::OK();
   }
 

@@ -9,9 +9,9 @@
 //      reaching target_data_file_size is made durable and the next one
 //      started), each written by one thread at a time, so that a thread
 //      blocked on the device does not stall the others. Nothing refers to
-//      these files yet.
+//      these files yet. Delete records a removal of the key.
 //   2. Commit: the open data files are made durable, then the entries (sorted,
-//      the last Add of a key wins) are committed as one new generation with
+//      the last Add or Delete of a key wins) are committed as one new generation with
 //      OcdbtKvStore::CommitEntries (B+tree nodes, then the manifest, last).
 // A writer abandoned before Commit leaves only unreferenced data files.
 //
