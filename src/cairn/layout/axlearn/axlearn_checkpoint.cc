@@ -5,6 +5,7 @@
 
 #include "cairn/zarr/array.h"
 #include "cairn/zarr/chunk_check.h"
+#include "cairn/zarr/chunk_encoder.h"
 
 namespace cairn::axlearn {
 namespace {
@@ -45,6 +46,16 @@ class AxlearnReader final : public layout::CheckpointReader {
       return Status(StatusCode::kNotFound, "no tensor `" + std::string(path) + "` in " + url_);
     }
     return it->second->Read(box, dest).Annotate("tensor `" + std::string(path) + "`");
+  }
+
+  Result<std::optional<Buffer>> ReadWholeChunk(std::string_view path, const Box& box) override {
+    auto it = zarr_.find(std::string(path));
+    if (it == zarr_.end()) {
+      return Status(StatusCode::kNotFound, "no tensor `" + std::string(path) + "` in " + url_);
+    }
+    auto got = it->second->ReadWholeChunk(box);
+    if (!got.ok()) return got.status().Annotate("tensor `" + std::string(path) + "`");
+    return got;
   }
 
   // Every chunk of every tensor through the zarr layer's check; JAX stores
@@ -96,6 +107,19 @@ class AxlearnReader final : public layout::CheckpointReader {
   std::map<std::string, std::shared_ptr<ZarrArray>> zarr_;
 };
 
+// True when `box` is exactly the in-bounds part of one chunk of `md`'s grid
+// (its cell in `cell`).
+bool OneChunk(const ArrayMetadata& md, const Box& box, std::vector<Index>& cell) {
+  if (box.rank() != md.shape.size()) return false;
+  cell.assign(box.rank(), 0);
+  for (size_t d = 0; d < box.rank(); ++d) {
+    const Index c = md.chunk_shape[d];
+    if (c <= 0 || box.origin[d] < 0 || box.origin[d] % c != 0) return false;
+    cell[d] = box.origin[d] / c;
+  }
+  return ChunkValidBox(md, cell) == box;
+}
+
 class AxlearnWriter final : public layout::CheckpointWriter {
  public:
   std::string_view format() const override { return "axlearn"; }
@@ -106,7 +130,21 @@ class AxlearnWriter final : public layout::CheckpointWriter {
       return Status(StatusCode::kNotFound,
                     "no tensor `" + std::string(path) + "` declared for " + store_->url());
     }
-    return it->second->Write(box, src).Annotate("tensor `" + std::string(path) + "`");
+    const ZarrArray& z = *it->second;
+    std::vector<Index> cell;
+    if (!box.empty() && OneChunk(z.metadata(), box, cell)) {
+      // One chunk: encoded straight from the caller's bytes (no staging
+      // copy, as ZarrArray::Write makes), and stored like it.
+      const ByteView data(static_cast<const uint8_t*>(src),
+                          static_cast<size_t>(box.num_elements()) * DTypeSize(z.dtype()));
+      auto encoded = EncodeChunk(z.metadata(), cell, data, /*store_fill=*/true);
+      if (!encoded.ok()) return encoded.status().Annotate("tensor `" + std::string(path) + "`");
+      const std::string key = z.prefix() + encoded->key;
+      return store_->Put(key, encoded->as_is ? data : encoded->bytes.view())
+          .Annotate("writing " + store_->Describe(key))
+          .Annotate("tensor `" + std::string(path) + "`");
+    }
+    return z.Write(box, src).Annotate("tensor `" + std::string(path) + "`");
   }
 
   Result<bool> ArrayComplete(std::string_view path) override {
