@@ -182,9 +182,10 @@ Result<bool> TakeResumeToken(KvStore& store, const std::string& step_prefix, con
 }
 
 // True when every chunk of the zarr v2 array at `prefix` with metadata
-// `text` is stored, under that very metadata.
-Result<bool> StoredWhole(KvStore& store, const std::string& prefix, const std::string& text,
-                         const Shape& shape, const Json& chunks) {
+// `md` (whose document is `text`) is stored, under that very metadata, and
+// intact (the zarr layer's chunk check: it decodes to a whole chunk).
+Result<bool> StoredWhole(KvStore& store, const std::string& prefix, const ArrayMetadata& md_parsed,
+                         const std::string& text, const Shape& shape, const Json& chunks) {
   auto md = store.Get(prefix + ".zarray");
   if (!md.ok()) return md.status();
   if (!*md || std::string_view(reinterpret_cast<const char*>((*md)->data()), (*md)->size()) != text) {
@@ -197,11 +198,18 @@ Result<bool> StoredWhole(KvStore& store, const std::string& prefix, const std::s
   }
   auto keys = store.List(prefix);
   if (!keys.ok()) return keys.status();
-  uint64_t stored = 0;
+  std::vector<std::string> chunk_keys;
   for (const KeyInfo& k : *keys) {
-    if (k.key.find('/', prefix.size()) == std::string::npos && k.key != prefix + ".zarray") ++stored;
+    if (k.key.find('/', prefix.size()) == std::string::npos && k.key != prefix + ".zarray") {
+      chunk_keys.push_back(k.key);
+    }
   }
-  return stored == want;
+  if (chunk_keys.size() != want) return false;
+  for (const std::string& key : chunk_keys) {
+    auto value = store.Get(key);  // unreadable is damaged too: written again
+    if (!value.ok() || !CheckStoredChunk(md_parsed, *value, /*require_all=*/true).ok()) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -303,8 +311,8 @@ Result<std::unique_ptr<layout::CheckpointWriter>> NewWriter(
     if (resuming) {
       auto md = MetadataFromPartial(ZarrFormat::kV2, meta);
       if (md.ok()) {
-        auto whole = StoredWhole(*store, ArrayPrefix(step_prefix, a.path), md->ToJsonString(),
-                                 a.shape, chunks);
+        auto whole = StoredWhole(*store, ArrayPrefix(step_prefix, a.path), *md,
+                                 md->ToJsonString(), a.shape, chunks);
         writer->complete_[a.path] = whole.ok() && *whole;
       }
     }
