@@ -173,7 +173,10 @@ Result<std::optional<Buffer>> EncodeShard(const ShardingCodec& codec, const Chun
   const std::vector<Index> inner_strides = CStrides(inner.shape, elem);
   std::vector<ShardIndexEntry> entries(n);
   Buffer data;
-  Buffer inner_buf(inner.num_bytes());
+  // One inner chunk as large as the shard (as Orbax writes them): it is the
+  // caller's array itself, encoded without a staging copy.
+  const bool single = n == 1 && inner.shape == shard_spec.shape;
+  Buffer inner_buf(single ? 0 : inner.num_bytes());
   bool any = false;
   const std::vector<Index> lo(grid.size(), 0);
   std::vector<Index> hi(grid.size());
@@ -187,11 +190,19 @@ Result<std::optional<Buffer>> EncodeShard(const ShardingCodec& codec, const Chun
     if (Intersect(inner_box, valid).empty()) continue;
     const uint8_t* src = Offset(const_cast<uint8_t*>(shard_array.data()), inner_box.origin, zero,
                                 shard_strides);
-    StridedCopy(src, shard_strides, inner_buf.data(), inner_strides, inner.shape, elem);
-    if (!store_fill && IsFillValue(inner, inner_buf)) continue;
-    CAIRN_ASSIGN_OR_RETURN(Buffer enc, codec.inner_codecs().Encode(inner, inner_buf, options));
+    ByteView inner_bytes = shard_array;
+    if (!single) {
+      StridedCopy(src, shard_strides, inner_buf.data(), inner_strides, inner.shape, elem);
+      inner_bytes = inner_buf.view();
+    }
+    if (!store_fill && IsFillValue(inner, inner_bytes)) continue;
+    CAIRN_ASSIGN_OR_RETURN(Buffer enc, codec.inner_codecs().Encode(inner, inner_bytes, options));
     entries[Linear(cell, grid)] = {data.size(), enc.size()};
-    data.append(enc);
+    if (data.empty()) {
+      data = std::move(enc);  // the first: taken, not copied
+    } else {
+      data.append(enc);
+    }
     any = true;
   } while (NextCell(cell, lo, hi));
   if (!any) return std::optional<Buffer>();
