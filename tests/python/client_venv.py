@@ -18,6 +18,10 @@ import subprocess
 import sys
 from typing import Callable, Sequence
 
+import json
+
+import ml_dtypes
+import numpy as np
 import pytest
 
 
@@ -68,3 +72,40 @@ def run_client_job(python: str, job: pathlib.Path, what: str, *args, timeout: fl
     r = subprocess.run([python, str(job), *map(str, args)], capture_output=True, text=True, timeout=timeout,
                        env={**env, "JAX_PLATFORMS": "cpu"})
     assert r.returncode == 0, f"{what} job {args[0] if args else ''} failed:\n{r.stdout[-4000:]}\n{r.stderr[-8000:]}"
+
+
+def probe(python, dist: str, module: str, *also_print: str) -> subprocess.CompletedProcess:
+    """Runs `python` on CPU to print the installed version of `dist`, the file
+    `module` imports from, then each expression of `also_print` (after
+    importing jax and numpy), one per line."""
+    code = (f"import importlib.metadata as m, importlib, jax, numpy; print(m.version({dist!r})); "
+            f"print(importlib.import_module({module!r}).__file__)" +
+            "".join(f"; print({e})" for e in also_print))
+    return subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "JAX_PLATFORMS": "cpu"})
+
+
+def venv_has(venv: pathlib.Path, dist: str, version: str, module: str) -> bool:
+    """Whether `venv`'s python imports `module` from inside the venv, with
+    `dist` at exactly `version` (an `is_ready` for ensure_venv)."""
+    python = pathlib.Path(venv) / "bin" / "python"
+    if not python.exists():
+        return False
+    r = probe(python, dist, module)
+    lines = r.stdout.split()
+    return r.returncode == 0 and len(lines) >= 2 and lines[0] == version and lines[1].startswith(str(venv))
+
+
+def load_npy_dump(directory):
+    """({path: array}, manifest) from a manifest.json + .npy dump written by
+    a client job (axlearn_client_job.py, maxtext_client_job.py); bfloat16
+    arrays are stored as their bits and viewed back."""
+    manifest = json.loads((pathlib.Path(directory) / "manifest.json").read_text())
+    out = {}
+    for path, entry in manifest.items():
+        a = np.load(pathlib.Path(directory) / entry["file"])
+        if entry["dtype"] == "bfloat16":
+            a = a.view(ml_dtypes.bfloat16)
+        assert str(a.dtype) == entry["dtype"] and list(a.shape) == entry["shape"], (path, entry)
+        out[path] = a
+    return out, manifest

@@ -34,7 +34,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from client_venv import ensure_venv, run_client_job
+from client_venv import ensure_venv, load_npy_dump, probe, run_client_job, venv_has
 from safetensors.numpy import load_file, save_file
 
 import cairn
@@ -62,21 +62,6 @@ def _base_python():
                 f"{sys.version.split()[0]}; tensorflow 2.14 and numpy 1.23.5 need <= 3.11)", pytrace=False)
 
 
-def _probe(python) -> subprocess.CompletedProcess:
-    code = ("import importlib.metadata as m, axlearn.common.checkpointer as c, jax, numpy; "
-            "print(m.version('axlearn')); print(c.__file__); print(jax.__version__, numpy.__version__)")
-    return subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "JAX_PLATFORMS": "cpu"})
-
-
-def _venv_ok(venv: pathlib.Path) -> bool:
-    python = venv / "bin" / "python"
-    if not python.exists():
-        return False
-    lines = _probe(python).stdout.split()
-    return len(lines) >= 2 and lines[0] == AXLEARN and lines[1].startswith(str(venv))
-
-
 @pytest.fixture(scope="session")
 def axlearn_python():
     """The python of an isolated venv with axlearn==0.0.1.post20240213000026;
@@ -87,25 +72,12 @@ def axlearn_python():
     tag = subprocess.run([base, "-c", "import sys; print(f'py{sys.version_info[0]}{sys.version_info[1]}')"],
                          capture_output=True, text=True, check=True).stdout.strip()
     venv = pathlib.Path(os.environ.get("CAIRN_AXLEARN_VENV", REPO / "build" / f"venv-axlearn-{AXLEARN}-{tag}"))
-    return ensure_venv(venv, base, [f"axlearn=={AXLEARN}"], what=f"AXLearn {AXLEARN}", is_ready=_venv_ok,
+    return ensure_venv(venv, base, [f"axlearn=={AXLEARN}"], what=f"AXLearn {AXLEARN}", is_ready=lambda v: venv_has(v, "axlearn", AXLEARN, "axlearn.common.checkpointer"),
                        constraints=CONSTRAINTS)
 
 
 def run_job(python, *args):
     run_client_job(python, JOB, "AXLearn", *args)
-
-
-def load_dump(directory):
-    """{path: array} from a manifest.json + .npy dump made by axlearn_client_job.py."""
-    manifest = json.loads((pathlib.Path(directory) / "manifest.json").read_text())
-    out = {}
-    for path, entry in manifest.items():
-        a = np.load(pathlib.Path(directory) / entry["file"])
-        if entry["dtype"] == "bfloat16":
-            a = a.view(ml_dtypes.bfloat16)
-        assert str(a.dtype) == entry["dtype"] and list(a.shape) == entry["shape"], (path, entry)
-        out[path] = a
-    return out, manifest
 
 
 def same_bits(a, b):
@@ -121,7 +93,7 @@ def assert_same_arrays(got: dict, want: dict, what: str):
 
 
 def test_environment_has_the_pinned_axlearn(axlearn_python):
-    r = _probe(axlearn_python)
+    r = probe(axlearn_python, "axlearn", "axlearn.common.checkpointer", "jax.__version__", "numpy.__version__")
     assert r.returncode == 0, r.stderr[-4000:]
     version, location, jax_version, numpy_version = r.stdout.split()[:4]
     assert version == AXLEARN
@@ -135,7 +107,7 @@ def test_environment_has_the_pinned_axlearn(axlearn_python):
 def axlearn_saved(axlearn_python, tmp_path_factory):
     root = tmp_path_factory.mktemp("axlearn_saved")
     run_job(axlearn_python, "save", root / "ckpt", STEP, root / "expected")
-    expected, _ = load_dump(root / "expected")
+    expected, _ = load_npy_dump(root / "expected")
     return root / "ckpt", expected
 
 
@@ -194,7 +166,7 @@ def test_axlearn_restores_cairns_axlearn_to_axlearn_copy(axlearn_python, axlearn
     base, expected = axlearn_saved
     cairn.convert(base, tmp_path / "copy", to="axlearn", verify=True)
     run_job(axlearn_python, "restore", tmp_path / "copy" / f"step_{STEP:08d}", tmp_path / "restored")
-    restored, _ = load_dump(tmp_path / "restored")
+    restored, _ = load_npy_dump(tmp_path / "restored")
     assert_same_arrays(restored, expected, "AXLearn -> cairn axlearn copy -> AXLearn restore")
 
 
@@ -219,7 +191,7 @@ def test_axlearn_restores_cairns_conversion_of_orbax(axlearn_python, tmp_path):
     assert summary["source_format"] == "orbax"
     step_dir = tmp_path / "axl" / "step_00000012"
     run_job(axlearn_python, "restore", step_dir, tmp_path / "restored")
-    restored, manifest = load_dump(tmp_path / "restored")
+    restored, manifest = load_npy_dump(tmp_path / "restored")
     s = orbax_state()
     want = {"params/w": s["params"]["w"], "params/b": s["params"]["b"], "params/emb": s["params"]["emb"],
             "opt/0/mu": s["opt"][0]["mu"], "opt/1/count": np.asarray(s["opt"][1]["count"]),
@@ -241,7 +213,7 @@ def test_axlearn_restores_cairns_conversion_of_safetensors(axlearn_python, tmp_p
                         "--to", "axlearn", "--step", "3", "--verify"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     run_job(axlearn_python, "restore", tmp_path / "axl" / "step_00000003", tmp_path / "restored")
-    restored, manifest = load_dump(tmp_path / "restored")
+    restored, manifest = load_npy_dump(tmp_path / "restored")
     # The index keeps int64; JAX without x64 (AXLearn's default) restores it as int32.
     assert manifest["steps"]["spec"] == {"dtype": "int64", "shape": [5]}
     want = {k.replace(".", "/"): v for k, v in arrays.items()}

@@ -40,7 +40,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from client_venv import ensure_venv, run_client_job
+from client_venv import ensure_venv, load_npy_dump, run_client_job
 
 import cairn
 import cairn.orbax
@@ -148,19 +148,6 @@ def test_environment_has_maxtext_0_2_5_on_python_3_12(maxtext_python):
 
 # ---------------------------------------------------------------- helpers
 
-def load_dump(directory):
-    """{path: array} from a manifest.json + .npy dump made by maxtext_client_job.py."""
-    manifest = json.loads((pathlib.Path(directory) / "manifest.json").read_text())
-    out = {}
-    for path, entry in manifest.items():
-        a = np.load(pathlib.Path(directory) / entry["file"])
-        if entry["dtype"] == "bfloat16":
-            a = a.view(ml_dtypes.bfloat16)
-        assert str(a.dtype) == entry["dtype"] and list(a.shape) == entry["shape"], (path, entry)
-        out[path] = a
-    return out
-
-
 def write_dump(flat, directory):
     directory = pathlib.Path(directory)
     directory.mkdir(parents=True)
@@ -258,11 +245,11 @@ def params_of(expected):
 def test_maxtext_load_params_from_path_reads_cairns_checkpoint(cairn_written, variant):
     root, expected = cairn_written
     out = root / "out" / variant
-    assert_same_arrays(load_dump(out / "params_items"), params_of(expected),
+    assert_same_arrays(load_npy_dump(out / "params_items")[0], params_of(expected),
                        f"cairn ({variant}) -> MaxText load_params_from_path(<step>/items)")
-    assert_same_arrays(load_dump(out / "params_step_root"), params_of(expected),
+    assert_same_arrays(load_npy_dump(out / "params_step_root")[0], params_of(expected),
                        f"cairn ({variant}) -> MaxText load_state_if_possible(load_parameters_from_path=<step>)")
-    assert_same_arrays(load_dump(out / "params_nnx"), {k[len("params/"):]: v for k, v in params_of(expected).items()},
+    assert_same_arrays(load_npy_dump(out / "params_nnx")[0], {k[len("params/"):]: v for k, v in params_of(expected).items()},
                        f"cairn ({variant}) -> MaxText load_params_from_path(<step>/items) into an NNX state")
     # Restored onto the model's shardings, not as one replicated copy.
     specs = json.loads((out / "result.json").read_text())["params_items_shardings"]
@@ -286,7 +273,7 @@ def test_maxtext_resumes_a_run_from_cairns_checkpoint(cairn_written, variant):
     out = root / "out" / variant
     result = json.loads((out / "result.json").read_text())
     assert result["latest_step"] == STEP  # MaxText's manager sees cairn's step as committed
-    assert_same_arrays(load_dump(out / "resume"), expected,
+    assert_same_arrays(load_npy_dump(out / "resume")[0], expected,
                        f"cairn ({variant}) -> MaxText checkpoint manager resume (whole TrainState)")
 
 
@@ -306,7 +293,7 @@ def test_maxtext_names_the_weight_whose_shape_differs_from_cairns_checkpoint(cai
 @pytest.fixture(scope="module")
 def maxtext_saved(maxtext_job):
     root, _ = maxtext_job
-    return root, load_dump(root / "expected")
+    return root, load_npy_dump(root / "expected")[0]
 
 
 def test_maxtext_wrote_what_the_test_expects(maxtext_saved):

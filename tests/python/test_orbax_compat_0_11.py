@@ -23,16 +23,15 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import subprocess
 import sys
 from importlib import metadata
 
 import pytest
 
-from client_venv import ensure_venv
+from client_venv import ensure_venv, probe, venv_has
 
 import cairn
-from mp_workers import launch, mp_tree
+from mp_workers import launch
 from mp_workers.checks import assert_restored_shards_bit_exact, assert_tree_bit_exact
 
 OLD = "0.11.33"
@@ -51,22 +50,6 @@ def _vname(use_ocdbt, use_zarr3):
     return f"{'ocdbt' if use_ocdbt else 'dir'}-{'zarr3' if use_zarr3 else 'zarr2'}"
 
 
-def _probe(python) -> subprocess.CompletedProcess:
-    code = ("import importlib.metadata as m, orbax.checkpoint as o, jax, cairn; "
-            "print(m.version('orbax-checkpoint')); print(o.__file__)")
-    return subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "JAX_PLATFORMS": "cpu"})
-
-
-def _venv_ok(venv: pathlib.Path) -> bool:
-    python = venv / "bin" / "python"
-    if not python.exists():
-        return False
-    r = _probe(python)
-    lines = r.stdout.split()
-    return r.returncode == 0 and len(lines) >= 2 and lines[0] == OLD and lines[1].startswith(str(venv))
-
-
 @pytest.fixture(scope="session")
 def old_orbax_python():
     """The python of a venv with orbax-checkpoint 0.11.33 over the system
@@ -75,11 +58,11 @@ def old_orbax_python():
     venv = pathlib.Path(os.environ.get("CAIRN_ORBAX_OLD_VENV",
                                        REPO / "build" / f"venv-orbax-checkpoint-{OLD}-{tag}"))
     return ensure_venv(venv, sys.executable, [f"orbax-checkpoint=={OLD}"], what=f"orbax-checkpoint {OLD}",
-                       is_ready=_venv_ok, system_site_packages=True, timeout=900)
+                       is_ready=lambda v: venv_has(v, "orbax-checkpoint", OLD, "orbax.checkpoint"), system_site_packages=True, timeout=900)
 
 
 def test_environment_has_orbax_0_11_33(old_orbax_python):
-    r = _probe(old_orbax_python)
+    r = probe(old_orbax_python, "orbax-checkpoint", "orbax.checkpoint", "__import__('cairn').__name__")
     assert r.returncode == 0, r.stderr[-4000:]
     version, location = r.stdout.split()[:2]
     assert version == OLD

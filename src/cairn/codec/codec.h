@@ -73,6 +73,11 @@ class BytesCodec : public Codec {
   // Decodes `encoded`; DataLoss if the decoded bytes would exceed
   // `max_decoded_size` (checked before allocating, and while streaming).
   virtual Result<Buffer> Decode(ByteView encoded, uint64_t max_decoded_size) const = 0;
+  // Decodes `encoded` into exactly `out`: DataLoss if it decodes to any
+  // other size (`out` may then hold partial bytes). The default decodes into
+  // a buffer bounded by out.size() and copies; codecs that can write
+  // straight into `out` override it.
+  virtual Status DecodeInto(ByteView encoded, MutableByteView out) const;
   // An upper bound of Encode's output size for `decoded_size` input bytes.
   virtual uint64_t MaxEncodedSize(uint64_t decoded_size) const = 0;
 };
@@ -135,6 +140,12 @@ class CodecChain {
   // intermediate size is bounded by what `spec` allows (MaxEncodedSize), so
   // corrupt bytes cannot make it allocate more.
   Result<Buffer> Decode(const ChunkSpec& spec, ByteView encoded) const;
+  // Decode into `out` (REQUIRES: out.size() == spec.num_bytes(), else
+  // InvalidArgument). With no array->array codecs and an identity
+  // array->bytes codec the last bytes->bytes codec writes straight into
+  // `out` (zstd does), so a reader can decode into its destination with no
+  // intermediate buffer; other chains decode and copy. DataLoss as Decode.
+  Status DecodeInto(const ChunkSpec& spec, ByteView encoded, MutableByteView out) const;
 
   // An upper bound of the stored size of a chunk of `spec`.
   uint64_t MaxEncodedSize(const ChunkSpec& spec) const;

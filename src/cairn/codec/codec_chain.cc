@@ -186,4 +186,48 @@ Result<Buffer> CodecChain::Decode(const ChunkSpec& spec, ByteView encoded) const
   return array;
 }
 
+namespace {
+
+// Copies `bytes` into `out`, which must be as long: DataLoss otherwise.
+Status CopyExactly(ByteView bytes, MutableByteView out) {
+  if (bytes.size() != out.size()) {
+    return DataLossError("chunk decoded to " + std::to_string(bytes.size()) + " bytes, expected " +
+                         std::to_string(out.size()));
+  }
+  if (!out.empty()) std::memcpy(out.data(), bytes.data(), out.size());
+  return Status::OK();
+}
+
+}  // namespace
+
+Status BytesCodec::DecodeInto(ByteView encoded, MutableByteView out) const {
+  CAIRN_ASSIGN_OR_RETURN(Buffer decoded, Decode(encoded, out.size()));
+  return CopyExactly(decoded.view(), out).Annotate(std::string(name()) + " codec");
+}
+
+Status CodecChain::DecodeInto(const ChunkSpec& spec, ByteView encoded, MutableByteView out) const {
+  if (!array_to_bytes_) return FailedPreconditionError("codec chain is empty");
+  const uint64_t n = spec.num_bytes();
+  if (out.size() != n) {
+    return InvalidArgumentError("decoding a chunk of " + std::to_string(n) + " bytes into " +
+                                std::to_string(out.size()));
+  }
+  // The identity array->bytes codec: the bytes codecs' output is the chunk.
+  // Trailing crc32c codecs verify in place; a single compressor left
+  // decodes straight into `out`. Other chains (array->array codecs, two
+  // compressors) decode whole and copy.
+  const bool identity = array_codecs_.empty() && array_to_bytes_->IsIdentity(spec);
+  size_t last = identity ? bytes_codecs_.size() : 0;
+  ByteView view = encoded;
+  for (; last > 0; --last) {
+    const BytesCodec& c = *bytes_codecs_[last - 1];
+    if (dynamic_cast<const Crc32cCodec*>(&c) == nullptr) break;
+    CAIRN_ASSIGN_OR_RETURN(view, Crc32cCodec::Verify(view));
+  }
+  if (identity && last == 0) return CopyExactly(view, out);
+  if (identity && last == 1) return bytes_codecs_[0]->DecodeInto(view, out);
+  CAIRN_ASSIGN_OR_RETURN(Buffer decoded, Decode(spec, encoded));
+  return CopyExactly(decoded.view(), out);
+}
+
 }  // namespace cairn

@@ -194,6 +194,37 @@ TEST(CodecChain, CorruptInputNeverCrashes) {
   }
 }
 
+// DecodeInto writes what Decode returns, for every observed chain (zstd
+// straight into the output, the others through a buffer), and fails where
+// Decode fails on corrupt input, with DataLoss.
+TEST(CodecChain, DecodeIntoAgreesWithDecode) {
+  for (const Observed& o : kObserved) {
+    if (NumElements(o.chunk) > 1000) continue;
+    ChunkSpec spec = MakeSpec(o.dtype, o.chunk);
+    auto chain = CodecChain::FromJson(ParseOrDie(o.codecs), spec);
+    ASSERT_TRUE(chain.ok());
+    Buffer in = RandomBytes(spec.num_bytes(), 7, true);
+    auto enc = chain->Encode(spec, in);
+    ASSERT_TRUE(enc.ok()) << o.codecs;
+    Buffer out(spec.num_bytes());
+    ASSERT_TRUE(chain->DecodeInto(spec, *enc, out.mutable_view()).ok()) << o.codecs;
+    EXPECT_EQ(out, in) << o.codecs;
+    Buffer wrong(spec.num_bytes() + 1);
+    EXPECT_EQ(chain->DecodeInto(spec, *enc, wrong.mutable_view()).code(), StatusCode::kInvalidArgument);
+    for (size_t cut = 0; cut < enc->size(); ++cut) {
+      auto dec = chain->Decode(spec, enc->view().first(cut));
+      const bool decode_ok = dec.ok() && dec->size() == spec.num_bytes();
+      Status into = chain->DecodeInto(spec, enc->view().first(cut), out.mutable_view());
+      EXPECT_EQ(into.ok(), decode_ok) << o.codecs << " cut " << cut << ": " << into.ToString();
+      if (!into.ok()) {
+        EXPECT_EQ(into.code(), StatusCode::kDataLoss) << o.codecs << " cut " << cut;
+      } else {
+        EXPECT_EQ(out, *dec) << o.codecs << " cut " << cut;
+      }
+    }
+  }
+}
+
 TEST(Registry, ListsEveryCodecOnce) {
   std::vector<std::string_view> names;
   for (const auto& r : RegisteredCodecs()) names.push_back(r.name);

@@ -84,6 +84,24 @@ Result<Buffer> ZstdCodec::Encode(ByteView decoded) const {
   return out;
 }
 
+Status ZstdCodec::DecodeInto(ByteView encoded, MutableByteView out) const {
+  const unsigned long long declared = ZSTD_getFrameContentSize(encoded.data(), encoded.size());
+  if (declared != out.size()) {
+    // Not a frame of exactly out.size() (an error, an undeclared size, or
+    // several frames): Decode bounded by out.size() sorts it out.
+    return BytesCodec::DecodeInto(encoded, out);
+  }
+  ZSTD_DCtx* dctx = ThreadDCtx();
+  if (dctx == nullptr) return ResourceExhaustedError("zstd codec: cannot allocate a context");
+  const size_t n = ZSTD_decompressDCtx(dctx, out.data(), out.size(), encoded.data(), encoded.size());
+  if (ZSTD_isError(n)) return DataLossError("zstd codec: " + ZstdError(n));
+  if (n != out.size()) {
+    return DataLossError("zstd codec: frame decoded to " + std::to_string(n) + " bytes but declares " +
+                         std::to_string(out.size()));
+  }
+  return Status::OK();
+}
+
 Result<Buffer> ZstdCodec::Decode(ByteView encoded, uint64_t max_decoded_size) const {
   ZSTD_DCtx* dctx = ThreadDCtx();
   if (dctx == nullptr) return ResourceExhaustedError("zstd codec: cannot allocate a context");

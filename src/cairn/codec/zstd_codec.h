@@ -33,6 +33,9 @@ class ZstdCodec final : public BytesCodec {
   Result<Buffer> Encode(ByteView decoded) const override;
   using BytesCodec::Decode;
   Result<Buffer> Decode(ByteView encoded, uint64_t max_decoded_size) const override;
+  // Decompresses straight into `out`; a frame that declares or yields any
+  // other size is DataLoss.
+  Status DecodeInto(ByteView encoded, MutableByteView out) const override;
   uint64_t MaxEncodedSize(uint64_t decoded_size) const override;
 
   int level() const { return level_; }

@@ -169,6 +169,28 @@ TEST(ZstdCodec, OutputBoundAppliesWithoutDeclaredSize) {
   EXPECT_EQ(*dec, zeros);
 }
 
+// DecodeInto takes only a frame of exactly the output's size: a frame
+// declaring more or fewer bytes, or yielding fewer than it declares, is
+// DataLoss, never a write past the output.
+TEST(ZstdCodec, DecodeIntoTakesOnlyTheExpectedSize) {
+  ZstdCodec codec(3, true);
+  Buffer in = RandomBytes(1000, 8, /*runs=*/true);
+  auto enc = codec.Encode(in);
+  ASSERT_TRUE(enc.ok());
+  Buffer out(1000);
+  ASSERT_TRUE(codec.DecodeInto(*enc, out.mutable_view()).ok());
+  EXPECT_EQ(out, in);
+  for (size_t size : {999u, 1001u, 0u}) {
+    Buffer other(size);
+    EXPECT_EQ(codec.DecodeInto(*enc, other.mutable_view()).code(), StatusCode::kDataLoss) << size;
+  }
+  // Declares 8 bytes, holds 4.
+  Buffer eight(8);
+  EXPECT_EQ(codec.DecodeInto(FrameDeclaring(8), eight.mutable_view()).code(), StatusCode::kDataLoss);
+  Buffer four(4);
+  EXPECT_EQ(codec.DecodeInto(FrameDeclaring(8), four.mutable_view()).code(), StatusCode::kDataLoss);
+}
+
 TEST(ZstdCodec, NotAFrameIsDataLoss) {
   ZstdCodec codec(3, false);
   EXPECT_EQ(codec.Decode(AsBytes("hello world")).status().code(), StatusCode::kDataLoss);

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <functional>
 #include <thread>
 
 #include "cairn/engine/byte_budget.h"
@@ -389,18 +390,23 @@ SaveRequest ProcessRequest(const std::string& dir, int p, const std::vector<floa
   return r;
 }
 
+// Runs `fn(p)` for processes 0..n-1 of `group`, each on its own thread, and
+// returns their results.
+std::vector<Status> OnEveryProcess(int n, const std::function<Status(int)>& fn) {
+  std::vector<Status> results(n);
+  std::vector<std::thread> threads;
+  for (int p = 0; p < n; ++p) threads.emplace_back([&, p] { results[p] = fn(p); });
+  for (auto& t : threads) t.join();
+  return results;
+}
+
 TEST(Save, ThreeProcessesWriteTheirOwnShardsAndThePrimaryCommits) {
   const std::string dir = TempDir("mp") + "/7";
   std::vector<float> sharded = Iota(48), replicated = Iota(12, 100);
   testing::ThreadGroup group(3);
-  std::vector<Status> results(3);
-  std::vector<std::thread> threads;
-  for (int p = 0; p < 3; ++p) {
-    threads.emplace_back([&, p] {
-      results[p] = Save(ProcessRequest(dir, p, sharded, replicated), group.Member(p));
-    });
-  }
-  for (auto& t : threads) t.join();
+  std::vector<Status> results = OnEveryProcess(3, [&](int p) {
+    return Save(ProcessRequest(dir, p, sharded, replicated), group.Member(p));
+  });
   for (int p = 0; p < 3; ++p) ASSERT_TRUE(results[p].ok()) << p << ": " << results[p].ToString();
   const std::string item = dir + "/default";
   ASSERT_TRUE(std::filesystem::is_regular_file(dir + "/_CHECKPOINT_METADATA"));
@@ -434,23 +440,18 @@ TEST(Save, AFailedWriteOnOneProcessFailsEveryProcessAndCommitsNothing) {
   const std::string dir = TempDir("mpfail") + "/8";
   std::vector<float> sharded = Iota(48), replicated = Iota(12, 100);
   testing::ThreadGroup group(3);
-  std::vector<Status> results(3);
-  std::vector<std::thread> threads;
-  for (int p = 0; p < 3; ++p) {
-    threads.emplace_back([&, p] {
-      SaveHooks hooks;
-      if (p == 1) {
-        hooks.wrap_process_store = [](std::shared_ptr<KvStore> base) -> std::shared_ptr<KvStore> {
-          auto f = std::make_shared<FaultKvStore>(base);
-          f->FailWritesFrom(0, ResourceExhaustedError("injected: disk full"));
-          return f;
-        };
-      }
-      auto pending = StartSave(ProcessRequest(dir, p, sharded, replicated), group.Member(p), nullptr, hooks);
-      results[p] = pending.ok() ? (*pending)->Wait() : pending.status();
-    });
-  }
-  for (auto& t : threads) t.join();
+  std::vector<Status> results = OnEveryProcess(3, [&](int p) {
+    SaveHooks hooks;
+    if (p == 1) {
+      hooks.wrap_process_store = [](std::shared_ptr<KvStore> base) -> std::shared_ptr<KvStore> {
+        auto f = std::make_shared<FaultKvStore>(base);
+        f->FailWritesFrom(0, ResourceExhaustedError("injected: disk full"));
+        return f;
+      };
+    }
+    auto pending = StartSave(ProcessRequest(dir, p, sharded, replicated), group.Member(p), nullptr, hooks);
+    return pending.ok() ? (*pending)->Wait() : pending.status();
+  });
   for (int p = 0; p < 3; ++p) {
     EXPECT_EQ(results[p].code(), StatusCode::kResourceExhausted) << p << ": " << results[p].ToString();
     EXPECT_NE(results[p].message().find("process 1"), std::string_view::npos) << results[p].ToString();
@@ -474,19 +475,14 @@ TEST(Save, ExistingDirectoryFailsOnEveryProcessBeforeWriting) {
   { std::ofstream(dir + "/_CHECKPOINT_METADATA") << "{}"; }
   testing::ThreadGroup group(2);
   std::vector<float> sharded = Iota(48), replicated = Iota(12);
-  std::vector<Status> results(2);
-  std::vector<std::thread> threads;
-  for (int p = 0; p < 2; ++p) {
-    threads.emplace_back([&, p] {
-      SaveRequest r;
-      r.directory = dir;
-      SaveLeaf l = ArrayLeaf("w", {12, 4}, {4, 4});
-      l.shards = {Shard(sharded, {12, 4}, Box({4 * p, 0}, {4, 4}))};
-      r.leaves = {l};
-      results[p] = Save(r, group.Member(p));
-    });
-  }
-  for (auto& t : threads) t.join();
+  std::vector<Status> results = OnEveryProcess(2, [&](int p) {
+    SaveRequest r;
+    r.directory = dir;
+    SaveLeaf l = ArrayLeaf("w", {12, 4}, {4, 4});
+    l.shards = {Shard(sharded, {12, 4}, Box({4 * p, 0}, {4, 4}))};
+    r.leaves = {l};
+    return Save(r, group.Member(p));
+  });
   for (int p = 0; p < 2; ++p) {
     EXPECT_EQ(results[p].code(), StatusCode::kAlreadyExists) << results[p].ToString();
     EXPECT_NE(results[p].message().find("process 0"), std::string_view::npos);

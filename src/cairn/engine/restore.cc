@@ -7,9 +7,11 @@
 //      into a few slices that run in parallel: whole chunks (and shards
 //      wholly needed) first, with the index of each shard needed only in
 //      part; then those shards' inner chunks. Each value is decoded as it
-//      arrives, on the thread that read it, and its parts copied into the
-//      destinations; where no codec changes the bytes they are copied
-//      straight from the read buffer. Missing chunks fill with the fill
+//      arrives, on the thread that read it: straight into the destination
+//      where the chunk fills one C-contiguous part of it (zstd decompresses
+//      there), else into a buffer whose parts are copied out; where no
+//      codec changes the bytes they are copied straight from the read
+//      buffer. Missing chunks fill with the fill
 //      value without being built.
 #include "cairn/engine/restore.h"
 
@@ -54,23 +56,48 @@ void FillParts(const ArrayRestorePlan& p, const std::vector<PartToFill>& parts, 
   }
 }
 
-// The decoded bytes of a (inner) chunk of `spec`: the stored bytes
-// themselves when the chain is the identity, else decoded into `owned`.
-Result<ByteView> Decoded(const CodecChain& chain, const ChunkSpec& spec, ByteView stored, Buffer& owned) {
+// Where a chunk of `box` can be decoded straight into its destination: when
+// `parts` is one part covering the whole chunk and the destination holds that
+// box C-contiguously. Empty otherwise.
+MutableByteView WholeChunkDestination(const ArrayRestorePlan& p, const std::vector<PartToFill>& parts,
+                                      const Box& box) {
+  if (parts.size() != 1 || parts[0].inter.origin != box.origin || parts[0].inter.shape != box.shape) {
+    return {};
+  }
+  const Destination& d = p.dests[parts[0].dest];
+  const size_t elem = DTypeSize(p.spec.dtype);
+  const std::vector<Index> c = CStrides(box.shape, elem);
+  for (size_t i = 0; i < box.rank(); ++i) {
+    if (box.shape[i] > 1 && d.byte_strides[i] != c[i]) return {};
+  }
+  uint8_t* out = Offset(d.data, box.origin, d.box.origin, d.byte_strides);
+  return MutableByteView(out, static_cast<size_t>(box.num_elements()) * elem);
+}
+
+// Decodes a (inner) chunk of `spec` (its box `box`) into the parts it fills:
+// straight into the destination where WholeChunkDestination allows, else
+// through a chunk-sized buffer (none where the chain is the identity).
+Status DecodeIntoParts(const ArrayRestorePlan& p, const CodecChain& chain, const ChunkSpec& spec,
+                       ByteView stored, const std::vector<PartToFill>& parts, const Box& box) {
   const size_t n = spec.num_bytes();
+  if (MutableByteView out = WholeChunkDestination(p, parts, box); out.size() == n && n != 0) {
+    return chain.DecodeInto(spec, stored, out);
+  }
   if (chain.IsIdentity(spec)) {
     if (stored.size() != n) {
       return DataLossError("chunk has " + std::to_string(stored.size()) + " bytes, expected " +
                            std::to_string(n));
     }
-    return stored;
+    FillParts(p, parts, stored.data(), box);
+    return Status::OK();
   }
-  CAIRN_ASSIGN_OR_RETURN(owned, chain.Decode(spec, stored));
-  if (owned.size() != n) {
-    return DataLossError("chunk decoded to " + std::to_string(owned.size()) + " bytes, expected " +
+  CAIRN_ASSIGN_OR_RETURN(Buffer decoded, chain.Decode(spec, stored));
+  if (decoded.size() != n) {
+    return DataLossError("chunk decoded to " + std::to_string(decoded.size()) + " bytes, expected " +
                          std::to_string(n));
   }
-  return owned.view();
+  FillParts(p, parts, decoded.data(), box);
+  return Status::OK();
 }
 
 Status DeliverInner(const ArrayRestorePlan& p, const InnerChunkToRead& ic, std::optional<ByteView> bytes) {
@@ -78,11 +105,9 @@ Status DeliverInner(const ArrayRestorePlan& p, const InnerChunkToRead& ic, std::
     FillParts(p, ic.parts, nullptr, ic.box);
     return Status::OK();
   }
-  Buffer owned;
-  auto decoded = Decoded(p.sharding->inner_codecs(), p.sharding->InnerSpec(p.spec), *bytes, owned);
-  if (!decoded.ok()) return decoded.status().Annotate("inner chunk " + ic.box.ToString());
-  FillParts(p, ic.parts, decoded->data(), ic.box);
-  return Status::OK();
+  return DecodeIntoParts(p, p.sharding->inner_codecs(), p.sharding->InnerSpec(p.spec), *bytes, ic.parts,
+                         ic.box)
+      .Annotate("inner chunk " + ic.box.ToString());
 }
 
 Status DeliverChunk(const ArrayRestorePlan& p, const ChunkToRead& c, std::optional<ByteView> value) {
@@ -90,12 +115,7 @@ Status DeliverChunk(const ArrayRestorePlan& p, const ChunkToRead& c, std::option
     FillParts(p, c.parts, nullptr, c.box);
     return Status::OK();
   }
-  if (p.sharding == nullptr) {
-    Buffer owned;
-    CAIRN_ASSIGN_OR_RETURN(ByteView decoded, Decoded(p.array->metadata().codecs, p.spec, *value, owned));
-    FillParts(p, c.parts, decoded.data(), c.box);
-    return Status::OK();
-  }
+  if (p.sharding == nullptr) return DecodeIntoParts(p, p.array->metadata().codecs, p.spec, *value, c.parts, c.box);
   CAIRN_ASSIGN_OR_RETURN(ByteView index_bytes, p.sharding->IndexBytes(p.spec, *value));
   CAIRN_ASSIGN_OR_RETURN(auto entries, p.sharding->DecodeIndex(p.spec, index_bytes));
   CAIRN_RETURN_IF_ERROR(ValidateShardIndex(entries, value->size()));

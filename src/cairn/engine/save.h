@@ -17,7 +17,7 @@
 //      directories (`<dir>.orbax-checkpoint-tmp`, and the item's inside it
 //      for a step layout). AgreeOnStatus: any failure fails the save on
 //      every process before anything is written.
-//   2. compression=auto only: every process samples its first piece of each
+//   2. compression=auto only: every process samples (128 KiB of) its first piece of each
 //      array; AllGather; an array is compressed unless every process that
 //      sampled it found that zstd saves less than 10%.
 //   3. Snapshot (StartSave returns after this) and write in the background:

@@ -5,7 +5,9 @@
 // to the database's data files straight from the caller's memory and writes
 // one new generation at Commit; the default writer (NewPutEachBatchWriter)
 // Puts each value as it comes, so on plain stores values are visible (and
-// durable) one by one and Commit does nothing more.
+// durable) one by one and Commit does nothing more. A prefix view
+// (prefix/prefix_kvstore.h) gets its base store's writer with the prefix
+// added to every key, so `...|ocdbt:path/` batches as OCDBT itself does.
 //
 // Thread safety: Add may be called concurrently from many threads; Commit is
 // called once, after every Add returned.
@@ -24,6 +26,10 @@ class KvBatchWriter {
   // Writes `value` under `key`. The writer keeps no reference to `value`
   // after it returns. A key added twice: the last Add wins.
   virtual Status Add(std::string key, ByteView value) = 0;
+  // Removes `key` (OK when it is absent), in the same batch: the OCDBT
+  // writer commits the removal with the added values; the default writer
+  // deletes at once. Among Add and Delete of one key, the last call wins.
+  virtual Status Delete(std::string key) = 0;
   // Makes every added value visible, durably. Call once.
   virtual Status Commit() = 0;
 };
@@ -32,7 +38,8 @@ class KvBatchWriter {
 std::unique_ptr<KvBatchWriter> NewPutEachBatchWriter(std::shared_ptr<KvStore> store);
 
 // The best writer for `store`: OCDBT's streaming batch writer for an
-// OcdbtKvStore, else NewPutEachBatchWriter.
+// OcdbtKvStore, the base store's writer (keys prefixed) for a
+// PrefixKvStore, else NewPutEachBatchWriter.
 std::unique_ptr<KvBatchWriter> NewBatchWriter(std::shared_ptr<KvStore> store);
 
 }  // namespace cairn

@@ -217,8 +217,8 @@ Status ZarrArray::ReadChunk(std::span<const Index> cell, const Box& box, uint8_t
                                           out, dst_strides)
         .Annotate(where);
   }
-  if (inter == chunk_box && IsCContiguous(dst_strides, inter.shape, elem) &&
-      m.codecs.IsIdentity(spec)) {
+  const bool in_place = inter == chunk_box && IsCContiguous(dst_strides, inter.shape, elem);
+  if (in_place && m.codecs.IsIdentity(spec)) {
     // The stored bytes are the chunk: read them straight into place.
     auto found = store_->GetInto(key, MutableByteView(out, spec.num_bytes()));
     if (!found.ok()) return found.status().Annotate(where);
@@ -234,6 +234,11 @@ Status ZarrArray::ReadChunk(std::span<const Index> cell, const Box& box, uint8_t
     FillStrided(out, dst_strides, inter.shape, m.fill_value);
     return Status::OK();
   }
+  if (in_place) {
+    // A whole chunk laid out as the destination: decode straight into it.
+    return m.codecs.DecodeInto(spec, (*stored)->view(), MutableByteView(out, spec.num_bytes()))
+        .Annotate(where);
+  }
   Buffer chunk;
   CAIRN_RETURN_IF_ERROR(DecodeChunk(std::move(**stored), chunk).Annotate(where));
   const std::vector<Index> chunk_strides = CStrides(m.chunk_shape, elem);
@@ -243,7 +248,7 @@ Status ZarrArray::ReadChunk(std::span<const Index> cell, const Box& box, uint8_t
 }
 
 Status ZarrArray::WriteChunk(std::span<const Index> cell, const Box& box, const uint8_t* src,
-                             std::span<const Index> src_strides) const {
+                             std::span<const Index> src_strides, KvBatchWriter* batch) const {
   const ArrayMetadata& m = *metadata_;
   const size_t elem = DTypeSize(m.dtype);
   const ChunkSpec spec = m.chunk_spec();
@@ -255,12 +260,18 @@ Status ZarrArray::WriteChunk(std::span<const Index> cell, const Box& box, const 
   const std::string where = "writing " + store_->Describe(key);
   const bool store_fill = store_fill_ || m.fill_value_is_null;
   const bool identity = m.codecs.IsIdentity(spec);
+  auto put = [&](ByteView value) {
+    return (batch != nullptr ? batch->Add(key, value) : store_->Put(key, value)).Annotate(where);
+  };
+  auto remove = [&] {
+    return (batch != nullptr ? batch->Delete(key) : store_->Delete(key)).Annotate(where);
+  };
 
   if (identity && inter == chunk_box && IsCContiguous(src_strides, inter.shape, elem)) {
     // Whole chunk from a contiguous source: store the caller's bytes as is.
     const ByteView view(in, spec.num_bytes());
-    if (!store_fill && IsFillValue(spec, view)) return store_->Delete(key).Annotate(where);
-    return store_->Put(key, view).Annotate(where);
+    if (!store_fill && IsFillValue(spec, view)) return remove();
+    return put(view);
   }
   Buffer chunk;
   if (inter == valid) {
@@ -279,16 +290,16 @@ Status ZarrArray::WriteChunk(std::span<const Index> cell, const Box& box, const 
     auto shard = internal_zarr::EncodeShard(*sharding, spec, chunk,
                                             Relative(valid, chunk_box.origin), store_fill);
     if (!shard.ok()) return shard.status().Annotate(where);
-    if (!*shard) return store_->Delete(key).Annotate(where);
-    return store_->Put(key, **shard).Annotate(where);
+    if (!*shard) return remove();
+    return put(**shard);
   }
-  if (!store_fill && IsFillValue(spec, chunk)) return store_->Delete(key).Annotate(where);
-  if (identity) return store_->Put(key, chunk).Annotate(where);
+  if (!store_fill && IsFillValue(spec, chunk)) return remove();
+  if (identity) return put(chunk);
   EncodeOptions options;
   options.store_data_equal_to_fill_value = store_fill;
   auto encoded = m.codecs.Encode(spec, chunk, options);
   if (!encoded.ok()) return encoded.status().Annotate(where);
-  return store_->Put(key, *encoded).Annotate(where);
+  return put(*encoded);
 }
 
 Status ZarrArray::Read(const Box& box, void* dst, const StridedLayout& layout) const {
@@ -314,9 +325,12 @@ Status ZarrArray::Write(const Box& box, const void* src, const StridedLayout& la
   std::vector<Index> lo, hi;
   CellRange(box, metadata_->chunk_shape, lo, hi);
   const uint8_t* base = static_cast<const uint8_t*>(src);
-  return ForEachCell(lo, hi, store_->io_concurrency(), [&](std::span<const Index> cell) {
-    return WriteChunk(cell, box, base, strides);
-  });
+  if (lo == hi) return WriteChunk(lo, box, base, strides);
+  std::unique_ptr<KvBatchWriter> batch = NewBatchWriter(store_);
+  CAIRN_RETURN_IF_ERROR(ForEachCell(lo, hi, store_->io_concurrency(), [&](std::span<const Index> cell) {
+    return WriteChunk(cell, box, base, strides, batch.get());
+  }));
+  return batch->Commit().Annotate("committing the chunks written to " + store_->url() + prefix_);
 }
 
 }  // namespace cairn

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "cairn/kvstore/batch_writer.h"
 #include "cairn/kvstore/kvstore.h"
 #include "cairn/util/box.h"
 #include "cairn/util/json.h"
@@ -95,7 +96,10 @@ class ZarrArray {
   // equal entirely to the fill value is deleted instead of stored unless
   // store_data_equal_to_fill_value (v2 arrays with a null fill value store
   // every chunk, as TensorStore does). Stored chunks have the full chunk
-  // shape, padded with the fill value at the array's edge.
+  // shape, padded with the fill value at the array's edge. A write of many
+  // chunks goes through one KvBatchWriter (kvstore/batch_writer.h), so a
+  // store that commits batches atomically (OCDBT) makes one commit for the
+  // whole write, visible at once when Write returns OK.
   Status Write(const Box& box, const void* src, const StridedLayout& layout = {}) const;
 
   // The key of the stored chunk (or shard) at grid position `cell`.
@@ -112,8 +116,9 @@ class ZarrArray {
   Status CheckBox(const Box& box, const StridedLayout& layout) const;
   Status ReadChunk(std::span<const Index> cell, const Box& box, uint8_t* dst,
                    std::span<const Index> dst_strides) const;
+  // Stores (or deletes) the chunk through `batch`, or the store when null.
   Status WriteChunk(std::span<const Index> cell, const Box& box, const uint8_t* src,
-                    std::span<const Index> src_strides) const;
+                    std::span<const Index> src_strides, KvBatchWriter* batch = nullptr) const;
   // Decodes the stored chunk at `key` into `chunk` (chunk_spec() layout),
   // or fills it when the key is missing (ResourceExhausted if the chunk
   // cannot be allocated).

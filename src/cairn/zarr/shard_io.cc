@@ -154,6 +154,12 @@ Status ReadShardRegion(KvStore& store, const std::string& key, const ShardingCod
       if (!fetched) return DataLossError("shard disappeared while reading " + where);
       bytes = fetched->view();
     }
+    if (sub == inner_box && IsCContiguous(dst_strides, sub.shape, elem)) {
+      // A whole inner chunk laid out as the destination: decode in place.
+      CAIRN_RETURN_IF_ERROR(
+          codec.inner_codecs().DecodeInto(inner, bytes, MutableByteView(d, inner.num_bytes())).Annotate(where));
+      continue;
+    }
     auto decoded = codec.inner_codecs().Decode(inner, bytes);
     if (!decoded.ok()) return decoded.status().Annotate(where);
     const uint8_t* src = Offset(decoded->data(), sub.origin, inner_box.origin, inner_strides);
@@ -173,10 +179,7 @@ Result<std::optional<Buffer>> EncodeShard(const ShardingCodec& codec, const Chun
   const std::vector<Index> inner_strides = CStrides(inner.shape, elem);
   std::vector<ShardIndexEntry> entries(n);
   Buffer data;
-  // One inner chunk as large as the shard (as Orbax writes them): it is the
-  // caller's array itself, encoded without a staging copy.
-  const bool single = n == 1 && inner.shape == shard_spec.shape;
-  Buffer inner_buf(single ? 0 : inner.num_bytes());
+  Buffer inner_buf;  // allocated for the first inner chunk that needs a copy
   bool any = false;
   const std::vector<Index> lo(grid.size(), 0);
   std::vector<Index> hi(grid.size());
@@ -190,8 +193,11 @@ Result<std::optional<Buffer>> EncodeShard(const ShardingCodec& codec, const Chun
     if (Intersect(inner_box, valid).empty()) continue;
     const uint8_t* src = Offset(const_cast<uint8_t*>(shard_array.data()), inner_box.origin, zero,
                                 shard_strides);
-    ByteView inner_bytes = shard_array;
-    if (!single) {
+    // An inner chunk lying contiguously in the shard (the whole shard, as
+    // Orbax writes them, or a run of full rows) is encoded from there.
+    ByteView inner_bytes(src, inner.num_bytes());
+    if (!IsCContiguous(shard_strides, inner.shape, elem)) {
+      if (inner_buf.empty()) inner_buf.resize(inner.num_bytes());
       StridedCopy(src, shard_strides, inner_buf.data(), inner_strides, inner.shape, elem);
       inner_bytes = inner_buf.view();
     }
@@ -199,7 +205,7 @@ Result<std::optional<Buffer>> EncodeShard(const ShardingCodec& codec, const Chun
     CAIRN_ASSIGN_OR_RETURN(Buffer enc, codec.inner_codecs().Encode(inner, inner_bytes, options));
     entries[Linear(cell, grid)] = {data.size(), enc.size()};
     if (data.empty()) {
-      data = std::move(enc);  // the first: taken, not copied
+      data = std::move(enc);  // the first encoded chunk starts the shard: no copy
     } else {
       data.append(enc);
     }

@@ -4,12 +4,14 @@
 // Protocol:
 //   1. Add: a value of at most max_inline_value_bytes (the database's
 //      config, or the options' for a new database) is kept inline in memory;
-//      a larger one is appended, under a mutex, to the open data file
-//      `d/<random>` straight from the caller's buffer (data_file_writer.h:
-//      a file reaching target_data_file_size is made durable and the next
-//      one started). Nothing refers to these files yet.
-//   2. Commit: the open data file is made durable, then the entries (sorted,
-//      the last Add of a key wins) are committed as one new generation with
+//      a larger one is appended straight from the caller's buffer to one of
+//      up to 4 open data files `d/<random>` (data_file_writer.h: a file
+//      reaching target_data_file_size is made durable and the next one
+//      started), each written by one thread at a time, so that a thread
+//      blocked on the device does not stall the others. Nothing refers to
+//      these files yet. Delete records a removal of the key.
+//   2. Commit: the open data files are made durable, then the entries (sorted,
+//      the last Add or Delete of a key wins) are committed as one new generation with
 //      OcdbtKvStore::CommitEntries (B+tree nodes, then the manifest, last).
 // A writer abandoned before Commit leaves only unreferenced data files.
 //

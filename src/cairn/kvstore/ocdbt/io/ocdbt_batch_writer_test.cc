@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <future>
 #include <thread>
 
 #include "cairn/kvstore/memory/memory_kvstore.h"
@@ -43,6 +46,85 @@ TEST(OcdbtBatchWriter, ConcurrentAddsCommitAsOneGeneration) {
   ASSERT_TRUE(old.ok() && old->has_value());
   auto bad = writer->Add("/abs", AsBytes("x"));
   EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+}
+
+// A memory store whose first writer (the first data file) blocks in Append
+// while `hold` is set, standing for a device write that takes long.
+class SlowWriteStore final : public MemoryKvStore {
+ public:
+  std::atomic<bool> hold{false};
+  std::atomic<int> blocked{0};
+
+  Result<std::unique_ptr<KvWriter>> OpenWriter(std::string_view key) override {
+    CAIRN_ASSIGN_OR_RETURN(auto inner, MemoryKvStore::OpenWriter(key));
+    const bool slow = opened_++ == 0;
+    return std::unique_ptr<KvWriter>(std::make_unique<Writer>(this, std::move(inner), slow));
+  }
+
+ private:
+  class Writer final : public KvWriter {
+   public:
+    Writer(SlowWriteStore* store, std::unique_ptr<KvWriter> inner, bool slow)
+        : store_(store), inner_(std::move(inner)), slow_(slow) {}
+    Status Append(ByteView bytes) override {
+      if (slow_ && store_->hold.load()) {
+        ++store_->blocked;
+        while (store_->hold.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        --store_->blocked;
+      }
+      return inner_->Append(bytes);
+    }
+    Status Commit() override { return inner_->Commit(); }
+    uint64_t size() const override { return inner_->size(); }
+
+   private:
+    SlowWriteStore* store_;
+    std::unique_ptr<KvWriter> inner_;
+    bool slow_;
+  };
+  std::atomic<int> opened_{0};
+};
+
+// A thread stuck writing one value does not hold up other threads' Adds:
+// they go to other data files (the encoders keep working while the device
+// writes); everything still commits as one generation.
+TEST(OcdbtBatchWriter, AddsGoOnWhileAnotherAddIsBlockedWriting) {
+  auto base = std::make_shared<SlowWriteStore>();
+  auto store = std::make_shared<OcdbtKvStore>(base, OcdbtOptions{});
+  auto writer = NewBatchWriter(store);
+  const std::string big(5000, 'b');  // out of line
+  base->hold = true;
+  std::atomic<bool> stuck_done{false};
+  std::thread stuck([&] {
+    EXPECT_TRUE(writer->Add("stuck", AsBytes(big)).ok());
+    stuck_done = true;
+  });
+  while (base->blocked.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto others = std::async(std::launch::async, [&] {
+    for (int i = 0; i < 3; ++i) {
+      Status s = writer->Add("other/" + std::to_string(i), AsBytes(std::string(5000, 'a' + i)));
+      if (!s.ok()) return s;
+    }
+    return Status::OK();
+  });
+  // The other Adds return while the first is still stuck (control: it is).
+  EXPECT_EQ(others.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_FALSE(stuck_done.load());
+  base->hold = false;
+  stuck.join();
+  ASSERT_TRUE(others.get().ok());
+  ASSERT_TRUE(writer->Commit().ok());
+  auto manifest = store->ReadManifest();
+  ASSERT_TRUE(manifest.ok() && manifest->has_value());
+  EXPECT_EQ((*manifest)->latest_generation(), 1u);
+  for (int i = 0; i < 3; ++i) {
+    auto v = store->Get("other/" + std::to_string(i));
+    ASSERT_TRUE(v.ok() && v->has_value()) << i;
+    EXPECT_EQ((*v)->ToString(), std::string(5000, 'a' + i));
+  }
+  auto v = store->Get("stuck");
+  ASSERT_TRUE(v.ok() && v->has_value());
+  EXPECT_EQ((*v)->ToString(), big);
 }
 
 TEST(OcdbtBatchWriter, DefaultWriterPutsEachValue) {

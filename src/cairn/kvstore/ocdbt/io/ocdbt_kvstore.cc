@@ -179,7 +179,41 @@ ReadLimits OcdbtKvStore::LimitsFor(const std::optional<Manifest>& m) const {
   return limits;
 }
 
+// The latest generation's view, read after this call began. Concurrent
+// callers share manifest reads, as TensorStore's reads do: call t waits for
+// a read that started after t arrived (the one in progress when t arrives
+// started before it, so t waits for it to end and then for the next one, or
+// starts that next one itself). Each answer is thus as fresh as a read of
+// its own, and N concurrent reads cost about two manifest requests, not N.
 Result<OcdbtKvStore::ReadView> OcdbtKvStore::ReadViewNow() {
+  if (options_.generation) return FetchView();
+  std::unique_lock<std::mutex> lock(view_mu_);
+  const uint64_t ticket = ++view_tickets_;
+  for (;;) {
+    if (view_served_ >= ticket) return *view_last_;
+    if (!view_reading_) break;
+    ++view_waiting_;
+    view_read_done_.wait(lock);
+    --view_waiting_;
+  }
+  view_reading_ = true;
+  const uint64_t covers = view_tickets_;  // every call that arrived so far
+  lock.unlock();
+  auto result = std::make_shared<const Result<ReadView>>(FetchView());
+  lock.lock();
+  view_reading_ = false;
+  view_served_ = covers;
+  view_last_ = result;
+  view_read_done_.notify_all();
+  return *result;
+}
+
+uint64_t OcdbtKvStore::reads_waiting_for_manifest() const {
+  std::lock_guard<std::mutex> lock(view_mu_);
+  return view_waiting_;
+}
+
+Result<OcdbtKvStore::ReadView> OcdbtKvStore::FetchView() {
   if (options_.generation) {
     std::lock_guard<std::mutex> lock(pinned_mu_);
     if (pinned_) return *pinned_;

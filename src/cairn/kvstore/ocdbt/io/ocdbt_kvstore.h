@@ -19,6 +19,7 @@
 // Thread safety: all methods may be called concurrently.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -116,6 +117,12 @@ class OcdbtKvStore : public KvStore {
   const std::shared_ptr<KvStore>& base() const { return base_; }
   const OcdbtOptions& options() const { return options_; }
 
+  // Reads waiting now for a manifest read another read started (for tests
+  // of the sharing; see ReadViewNow in ocdbt_kvstore.cc).
+  uint64_t reads_waiting_for_manifest() const;
+  // The cache of decoded B+tree nodes this store's reads share.
+  const NodeCache& node_cache() const { return *node_cache_; }
+
  private:
   ReadObjectFn Reader() const;
   // What reads walk: the root of the generation read (nullopt: empty) and
@@ -126,6 +133,8 @@ class OcdbtKvStore : public KvStore {
     ReadLimits limits;
   };
   Result<ReadView> ReadViewNow();
+  // ReadViewNow without the sharing: reads the manifest itself.
+  Result<ReadView> FetchView();
   // The manifest and, for `manifest.ocdbt`, its exact bytes (what the
   // commit's CompareAndPut expects).
   struct ReadManifestResult {
@@ -161,6 +170,16 @@ class OcdbtKvStore : public KvStore {
   // Fixed generation only: the view once found (it cannot change).
   std::mutex pinned_mu_;
   std::optional<ReadView> pinned_;
+  // Latest generation: concurrent ReadViewNow calls share manifest reads
+  // (see ReadViewNow). Tickets count the calls; a read that started after
+  // call t arrived serves call t.
+  mutable std::mutex view_mu_;
+  std::condition_variable view_read_done_;
+  uint64_t view_tickets_ = 0;  // calls so far
+  uint64_t view_served_ = 0;   // calls the last finished read serves
+  bool view_reading_ = false;
+  uint64_t view_waiting_ = 0;  // calls blocked in ReadViewNow
+  std::shared_ptr<const Result<ReadView>> view_last_;
 };
 
 // Opens the OCDBT database stored under `base` (the factory behind

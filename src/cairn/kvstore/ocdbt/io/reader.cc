@@ -51,18 +51,19 @@ using NodePtr = std::shared_ptr<const BtreeNode>;
 Result<NodePtr> ReadSharedNode(const IndirectDataReference& ref, uint8_t height,
                                const ReadObjectFn& read, const ReadLimits& limits) {
   if (limits.node_cache != nullptr) {
-    if (NodePtr hit = limits.node_cache->Find(ref)) {
-      if (hit->height != height) {
-        return DataLossError("b+tree node " + ref.ToString() + ": height " +
-                             std::to_string(hit->height) + ", expected " + std::to_string(height));
-      }
-      return hit;
+    CAIRN_ASSIGN_OR_RETURN(NodePtr node, limits.node_cache->FindOrRead(ref, [&] {
+      return ReadBtreeNode(ref, height, read, limits);
+    }));
+    // A node cached by a walk that expected another height (the same bytes
+    // referenced at two levels of a corrupt tree).
+    if (node->height != height) {
+      return DataLossError("b+tree node " + ref.ToString() + ": height " +
+                           std::to_string(node->height) + ", expected " + std::to_string(height));
     }
+    return node;
   }
   CAIRN_ASSIGN_OR_RETURN(BtreeNode node, ReadBtreeNode(ref, height, read, limits));
-  auto shared = std::make_shared<const BtreeNode>(std::move(node));
-  if (limits.node_cache != nullptr) limits.node_cache->Insert(ref, shared);
-  return NodePtr(shared);
+  return NodePtr(std::make_shared<const BtreeNode>(std::move(node)));
 }
 
 // Reads a node and checks its first key against the parent's lower bound.
@@ -219,14 +220,52 @@ std::shared_ptr<const BtreeNode> NodeCache::Find(const IndirectDataReference& re
 
 void NodeCache::Insert(const IndirectDataReference& ref, std::shared_ptr<const BtreeNode> node) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (ref.length > max_bytes_) return;
-  if (bytes_ + ref.length > max_bytes_) {
+  InsertLocked(Key(ref.file_id, ref.offset, ref.length), ref.length, std::move(node));
+}
+
+void NodeCache::InsertLocked(const Key& key, uint64_t length,
+                             std::shared_ptr<const BtreeNode> node) {
+  if (length > max_bytes_) return;
+  if (bytes_ + length > max_bytes_) {
     nodes_.clear();
     bytes_ = 0;
   }
-  if (nodes_.emplace(Key(ref.file_id, ref.offset, ref.length), std::move(node)).second) {
-    bytes_ += ref.length;
+  if (nodes_.emplace(key, std::move(node)).second) bytes_ += length;
+}
+
+Result<std::shared_ptr<const BtreeNode>> NodeCache::FindOrRead(
+    const IndirectDataReference& ref, const std::function<Result<BtreeNode>()>& read) {
+  const Key key(ref.file_id, ref.offset, ref.length);
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    if (auto it = nodes_.find(key); it != nodes_.end()) return it->second;
+    if (reading_.count(key) == 0) break;
+    ++waiting_;
+    read_done_.wait(lock);  // another caller is reading this node
+    --waiting_;
   }
+  reading_.insert(key);
+  ++reads_;
+  lock.unlock();
+  Result<BtreeNode> node = read();
+  std::shared_ptr<const BtreeNode> shared;
+  if (node.ok()) shared = std::make_shared<const BtreeNode>(*std::move(node));
+  lock.lock();
+  reading_.erase(key);
+  if (shared) InsertLocked(key, ref.length, shared);
+  read_done_.notify_all();
+  if (!shared) return node.status();
+  return shared;
+}
+
+uint64_t NodeCache::reads() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return reads_;
+}
+
+uint64_t NodeCache::waiting() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return waiting_;
 }
 
 ReadLimits NodeReadLimits(const Config& config, uint64_t cap) {

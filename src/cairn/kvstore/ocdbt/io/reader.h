@@ -14,12 +14,14 @@
 // ReadObjectFn passed in.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -44,19 +46,37 @@ using ReadObjectFn =
 // node once. Bounded: when the encoded bytes of the nodes held would pass
 // `max_bytes`, the cache is emptied first.
 //
+// Concurrent misses of one node share one read (FindOrRead): many lookups
+// starting at once over a remote store (a restore's chunk reads) would
+// otherwise each fetch the root and inner nodes themselves.
+//
 // Thread safety: all methods may be called concurrently.
 class NodeCache {
  public:
   explicit NodeCache(uint64_t max_bytes = uint64_t{64} << 20) : max_bytes_(max_bytes) {}
   std::shared_ptr<const BtreeNode> Find(const IndirectDataReference& ref) const;
   void Insert(const IndirectDataReference& ref, std::shared_ptr<const BtreeNode> node);
+  // The cached node at `ref`, else the result of `read`, which is cached. A
+  // caller that misses while another one reads the same node waits for that
+  // read instead of starting its own (after a failed read, it reads itself).
+  Result<std::shared_ptr<const BtreeNode>> FindOrRead(
+      const IndirectDataReference& ref, const std::function<Result<BtreeNode>()>& read);
+  // Reads started by FindOrRead so far, and callers waiting now for a read
+  // another caller started (for tests).
+  uint64_t reads() const;
+  uint64_t waiting() const;
 
  private:
   using Key = std::tuple<DataFileId, uint64_t, uint64_t>;  // the node's children depend on base_path too
+  void InsertLocked(const Key& key, uint64_t length, std::shared_ptr<const BtreeNode> node);
   const uint64_t max_bytes_;
   mutable std::mutex mu_;
+  std::condition_variable read_done_;
   std::map<Key, std::shared_ptr<const BtreeNode>> nodes_;
+  std::set<Key> reading_;  // nodes a FindOrRead is reading now
   uint64_t bytes_ = 0;
+  uint64_t reads_ = 0;
+  uint64_t waiting_ = 0;
 };
 
 // Bounds on what a read may decode, and where decoded nodes are kept.
