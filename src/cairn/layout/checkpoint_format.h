@@ -114,7 +114,8 @@ class CheckpointWriter {
   virtual const std::vector<std::string>* required_order() const { return nullptr; }
   // True when an earlier, interrupted run of the same conversion into this
   // (uncommitted) destination already wrote every chunk of array `path`
-  // durably, with the metadata declared now: a resumed conversion skips it.
+  // durably, with the metadata declared now, and each chunk is intact (it
+  // passes the zarr layer's chunk check): a resumed conversion skips it.
   // Writers that cannot tell say false (the array is written again).
   virtual Result<bool> ArrayComplete(std::string_view path) {
     (void)path;
