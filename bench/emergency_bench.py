@@ -16,6 +16,11 @@ disk). One run measures, per process (the table shows the slowest one):
 - recovery after losing one host (its local directory deleted): restore of
   the newest local step, the lost host fetching from its peer;
 - restore of everything from the persistent tier (all local directories gone);
+  the page cache is dropped before each restore (when run as root), so the
+  persistent tier is read from the device while the local tier, on the RAM
+  disk, stays in memory as it would on a real host; the slowest process's
+  restore log (with the time of each fetch and read) is printed under the
+  table;
 - Orbax's emergency CheckpointManager on the same job (replica 1 saves the
   local tier, replica 0 the persistent one): save stall, time to finish, and
   restore of the newest local step (both intact).
@@ -77,6 +82,18 @@ def abstract():
 def barrier(name):
     multihost_utils.sync_global_devices(name)
 
+def drop_caches(name):
+    # The persistent tier is read from the device, not from the page cache
+    # its save left behind (the local tier, on a RAM disk, stays in memory).
+    if pid == 0:
+        os.sync()
+        try:
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("3\n")
+        except OSError:
+            pass
+    barrier(name)
+
 out = {"state_bytes": rows * cols * 4 * narrays}
 tree = state(1)
 jax.block_until_ready(tree)
@@ -124,6 +141,7 @@ want = state(3)
 m = cairn.emergency.CheckpointManager(local("peer"), os.path.join(persistent_root, "peer"), num_replicas=2,
                                       local_save_interval_steps=1, persistent_save_interval_steps=2,
                                       zmq_host="127.0.0.1", timeout_s=600)
+drop_caches("recover_start")
 t0 = time.perf_counter()
 r = m.restore(target=abstract())
 jax.block_until_ready(r)
@@ -131,6 +149,7 @@ out["recover_one_host_s"] = time.perf_counter() - t0
 rep = m.last_restore
 out["recover_tier"], out["recover_step"] = rep["tier"], rep["step"]
 out["recover_bytes_from_peers"] = rep["bytes_from_peers"]
+out["recover_log"] = rep["log"]
 out["recover_exact"] = all(np.array_equal(np.asarray(a.data), np.asarray(b.data))
                            for k in want for a, b in zip(r[k].addressable_shards, want[k].addressable_shards))
 m.close()
@@ -141,11 +160,13 @@ barrier("all_lost")
 m = cairn.emergency.CheckpointManager(local("peer"), os.path.join(persistent_root, "peer"), num_replicas=2,
                                       local_save_interval_steps=1, persistent_save_interval_steps=2,
                                       zmq_host="127.0.0.1", timeout_s=600)
+drop_caches("persistent_start")
 t0 = time.perf_counter()
 r = m.restore(target=abstract())
 jax.block_until_ready(r)
 out["persistent_restore_s"] = time.perf_counter() - t0
 out["persistent_tier"], out["persistent_step"] = m.last_restore["tier"], m.last_restore["step"]
+out["persistent_log"] = m.last_restore["log"]
 m.close()
 del r
 barrier("persistent_done")
@@ -173,7 +194,7 @@ try:
     for step in (2, 3):
         om.save(step, args=ocp.args.Composite(state=ocp.args.PyTreeSave(state(step))))
     om.wait_until_finished()
-    barrier("orbax_saved")
+    drop_caches("orbax_saved")
     t0 = time.perf_counter()
     latest = om.latest_step()
     restored = om.restore(latest, args=ocp.args.Composite(state=ocp.args.PyTreeRestore(
@@ -277,6 +298,13 @@ def main():
         rows.append(["device (persistent dir)", f"write {bw_write:.2f} GB/s", f"read {bw_read:.2f} GB/s ({tool})"])
         rows.append(["load average", f"{load_before:.1f} -> {load_after:.1f}", f"{os.cpu_count()} cores"])
         print_table(["measure", "value", "note"], rows)
+        slowest = max(range(NPROC), key=lambda i: results[i]["recover_one_host_s"])
+        print(f"\nrecovery log of process {slowest} (the slowest):")
+        for line in results[slowest]["recover_log"]:
+            print("  " + line)
+        print(f"persistent restore log of process {slowest}:")
+        for line in results[slowest]["persistent_log"]:
+            print("  " + line)
     finally:
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(local, ignore_errors=True)

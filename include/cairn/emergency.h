@@ -44,6 +44,9 @@ struct EmergencyCheckpointOptions {
   int64_t persistent_save_interval_steps = 10;
   int persistent_max_to_keep = 0;  // 0: keep all
   std::string compression = "default";  // "default", "none", "auto"
+  // The local tier's: "none" (a restore from it is a copy), or as above;
+  // "" for `compression`.
+  std::string local_compression = "none";
   uint64_t memory_budget_bytes = 0;
   std::chrono::nanoseconds timeout = std::chrono::minutes(10);
 };

@@ -43,10 +43,11 @@ from cairn import orbax as _orbax
 __all__ = ["CheckpointManager"]
 
 
-def _process_metadata(process_count: int):
+def _process_metadata(process_count: int, global_mesh=None):
     """(global_process_metadata, mesh_metadata) JSON as Orbax writes them,
     from jax's devices when jax is in use; else "" (one pseudo-device per
-    process)."""
+    process). The mesh's device ids are `global_mesh`'s, flattened, or all
+    devices in jax.devices() order without one."""
     jax = sys.modules.get("jax")
     if jax is None:
         return "", ""
@@ -58,7 +59,11 @@ def _process_metadata(process_count: int):
     for d in devices:
         if 0 <= d.process_index < process_count:
             per_process[d.process_index].append(int(d.id))
-    return json.dumps(per_process), json.dumps([int(d.id) for d in devices])
+    if global_mesh is not None:
+        mesh_ids = [int(i) for i in global_mesh.device_ids.flatten()]
+    else:
+        mesh_ids = [int(d.id) for d in devices]
+    return json.dumps(per_process), json.dumps(mesh_ids)
 
 
 class CheckpointManager:
@@ -73,7 +78,13 @@ class CheckpointManager:
     advertised as `zmq_host`, default this host's name) or "none".
     Intervals and retention
     per tier (`persistent_max_to_keep` None: keep all). Storage options as
-    ``cairn.save``.
+    ``cairn.save``; `local_compression` is the local tier's ("none" by
+    default: a restore from a RAM disk or local SSD is then a copy of the
+    bytes rather than a decode; None: `compression`). `global_mesh`: the job's jax Mesh, recorded in each local
+    step's ``process_metadata/mesh_metadata.json`` as Orbax's emergency
+    manager records it (it rebuilds its restore mesh from it); without it,
+    jax.devices() order, which is right for meshes built by reshaping
+    jax.devices().
     """
 
     def __init__(self, local_directory, persistent_directory, *, num_replicas: int = 1,
@@ -81,8 +92,9 @@ class CheckpointManager:
                  local_max_to_keep: int = 2, persistent_save_interval_steps: int = 10,
                  persistent_max_to_keep: Optional[int] = None, use_ocdbt: bool = True,
                  use_zarr3: bool = True, compression: str = "default",
+                 local_compression: Optional[str] = "none",
                  memory_budget: Optional[int] = None, coordinator=None, transport: Optional[str] = None,
-                 zmq_host: str = "", timeout_s: float = 600.0):
+                 zmq_host: str = "", timeout_s: float = 600.0, global_mesh=None):
         from cairn import dist
 
         self.local_directory = os.path.abspath(os.fspath(local_directory))
@@ -101,7 +113,7 @@ class CheckpointManager:
         if peer_copies > 0 and transport == "none":
             raise ValueError("cairn.emergency: peer copies need a transport ('mpi' under mpirun, "
                              "'zmq' otherwise)")
-        process_md, mesh_md = _process_metadata(count)
+        process_md, mesh_md = _process_metadata(count, global_mesh)
         self._native = _core._emergency_open(
             self.local_directory, self.persistent_directory, self._coordinator, transport=transport,
             num_replicas=num_replicas, peer_copies=peer_copies,
@@ -110,7 +122,7 @@ class CheckpointManager:
             persistent_max_to_keep=persistent_max_to_keep or 0, use_ocdbt=use_ocdbt,
             use_zarr3=use_zarr3, compression=compression, memory_budget=memory_budget or 0,
             timeout_s=timeout_s, global_process_metadata=process_md, mesh_metadata=mesh_md,
-            zmq_host=zmq_host)
+            zmq_host=zmq_host, local_compression=local_compression or "")
         self.last_restore: Optional[dict] = None
 
     def should_save(self, step: int) -> bool:

@@ -150,7 +150,7 @@ void RegisterEmergency(nb::module_& m) {
          int local_max_to_keep, int64_t persistent_interval, int persistent_max_to_keep, bool use_ocdbt,
          bool use_zarr3, const std::string& compression, uint64_t memory_budget, double timeout_s,
          const std::string& global_process_metadata, const std::string& mesh_metadata,
-         const std::string& zmq_host) {
+         const std::string& zmq_host, const std::string& local_compression) {
         emergency::EmergencyOptions o;
         o.local_directory = local_directory;
         o.persistent_directory = persistent_directory;
@@ -163,6 +163,8 @@ void RegisterEmergency(nb::module_& m) {
         o.save.use_ocdbt = use_ocdbt;
         o.save.use_zarr3 = use_zarr3;
         o.save.compression = ConvertCompression(compression);
+        if (local_compression.empty()) o.local_compression = std::nullopt;
+        else o.local_compression = ConvertCompression(local_compression);
         o.save.memory_budget_bytes = memory_budget;
         o.save.timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(timeout_s));
         o.global_process_metadata_json = global_process_metadata;
@@ -184,7 +186,7 @@ void RegisterEmergency(nb::module_& m) {
       nb::arg("persistent_save_interval_steps") = 10, nb::arg("persistent_max_to_keep") = 0,
       nb::arg("use_ocdbt") = true, nb::arg("use_zarr3") = true, nb::arg("compression") = "default",
       nb::arg("memory_budget") = 0, nb::arg("timeout_s") = 600.0, nb::arg("global_process_metadata") = "",
-      nb::arg("mesh_metadata") = "", nb::arg("zmq_host") = "",
+      nb::arg("mesh_metadata") = "", nb::arg("zmq_host") = "", nb::arg("local_compression") = "none",
       // The manager uses the coordinator for as long as it lives.
       nb::keep_alive<0, 3>());
 }

@@ -1,5 +1,6 @@
 #include "cairn/emergency/local_step.h"
 
+#include "cairn/emergency/orbax_local_step.h"
 #include "cairn/layout/orbax/metadata_files.h"
 #include "cairn/layout/orbax/step.h"
 
@@ -108,11 +109,15 @@ Status CollectSteps(const orbax::Location& dir, Holding::Kind kind, std::vector<
   }
   for (const orbax::StepInfo& s : *steps) {
     auto text = orbax::ReadSmallFile(s.location, kLocalStepRecord, uint64_t{64} << 20);
-    if (!text.ok()) continue;  // not a cairn local step (or unreadable): not held
-    auto json = ParseJson(*text, s.path());
-    if (!json.ok()) continue;
-    auto record = LocalStepRecordFromJson(*json, s.path() + "/" + std::string(kLocalStepRecord));
-    if (!record.ok() || record->step != s.step) continue;
+    Result<LocalStepRecord> record = NotFoundError("no record");
+    if (text.ok()) {
+      auto json = ParseJson(*text, s.path());
+      if (json.ok()) record = LocalStepRecordFromJson(*json, s.path() + "/" + std::string(kLocalStepRecord));
+    } else if (text.status().code() == StatusCode::kNotFound) {
+      // No record: a step Orbax's emergency manager wrote, if its files say so.
+      record = RecordFromOrbaxLocalStep(s.location, s.step);
+    }
+    if (!record.ok() || record->step != s.step) continue;  // unreadable: not held
     Holding h;
     h.kind = kind;
     h.record = std::move(*record);

@@ -69,7 +69,9 @@ struct Holding {
 };
 
 // The finalized local steps (<local>/<step>/ with commit_success.txt and a
-// readable record) and the peer copies below <local>/peer_copies/. Entries
+// readable record, or for a step without a record one Orbax's emergency
+// manager wrote: orbax_local_step.h) and the peer copies below
+// <local>/peer_copies/. Entries
 // that are unfinished, temporary or unreadable are skipped (a crash during a
 // save or a transfer never makes a step look present). A missing local
 // directory holds nothing.

@@ -168,6 +168,7 @@ Result<bool> EmergencyCheckpointManager::Save(int64_t step, const std::vector<en
     r.leaves = leaves;
     r.options = options_.save;
     r.options.write_all_held_shards = true;
+    r.options.compression = options_.local_compression.value_or(options_.save.compression);
     r.options.own_process_index = p;
     const std::string pm = std::string(kProcessMetadataItem) + "/";
     r.extra_files = {
@@ -176,6 +177,10 @@ Result<bool> EmergencyCheckpointManager::Save(int64_t step, const std::vector<en
                                                   : options_.global_process_metadata_json},
         {pm + "mesh_metadata.json", options_.mesh_metadata_json.empty() ? DefaultMeshMetadata(layout_.process_count)
                                                                          : options_.mesh_metadata_json},
+        // Orbax marks each item of a step committed; it does not read the
+        // marker back, so this is for the layout's sake.
+        {pm + "commit_success.txt", "Checkpoint commit was successful to " + r.directory + "/" +
+                                        std::string(kProcessMetadataItem)},
         {std::string(kLocalStepRecord), DumpJson(LocalStepRecordToJson(RecordFor(step, p, layout_, leaves)))},
     };
     // A failure here is this process's alone: it still takes part in the

@@ -77,6 +77,10 @@ struct EmergencyOptions {
   // Storage options of both tiers (use_ocdbt, use_zarr3, compression,
   // memory_budget_bytes, timeout); the tier-specific ones are set here.
   engine::SaveOptions save;
+  // The local tier's compression; nullopt: save.compression. None by
+  // default: the local tier is a RAM disk or local SSD, where a restore
+  // should cost a copy of the bytes, not a decode of them.
+  std::optional<engine::Compression> local_compression = engine::Compression::kNone;
   uint64_t transfer_piece_bytes = uint64_t{16} << 20;
   // Test hook: called with a named point and the step being saved: the
   // engine's points of the local save (checkpoint_manager.h: data_written,

@@ -1,5 +1,7 @@
 // The restore protocol of manager.h (steps 1-4 of "Restore protocol").
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <set>
 #include <thread>
 
@@ -12,6 +14,15 @@ namespace {
 constexpr int kFirstFetchTag = 2;
 
 std::string Bytes(uint64_t n) { return std::to_string(n) + " bytes"; }
+
+using Clock = std::chrono::steady_clock;
+
+// " in 1.234 s" since `start`, for the log.
+std::string Took(Clock::time_point start) {
+  char text[32];
+  std::snprintf(text, sizeof(text), " in %.3f s", std::chrono::duration<double>(Clock::now() - start).count());
+  return text;
+}
 
 // The owner whose step a process without any copy fetches to read the tree
 // metadata: its own old step, else one of the same replica slot (the same
@@ -72,6 +83,7 @@ Status EmergencyCheckpointManager::Fetch(PreparedRestore& prepared, const std::v
   }
   TransferOptions t{options_.transfer_piece_bytes, budget_.get(), options_.save.timeout, {}};
   const int64_t step = prepared.choice.step;
+  const Clock::time_point start = Clock::now();
   std::vector<Status> results(transfers.size());
   std::vector<uint64_t> bytes(transfers.size(), 0);
   std::vector<std::thread> threads;
@@ -102,6 +114,7 @@ Status EmergencyCheckpointManager::Fetch(PreparedRestore& prepared, const std::v
     }
   }
   for (std::thread& th : threads) th.join();
+  const std::string took = Took(start);
   Status local;
   for (size_t i = 0; i < transfers.size(); ++i) {
     const Transfer& tr = transfers[i];
@@ -113,7 +126,7 @@ Status EmergencyCheckpointManager::Fetch(PreparedRestore& prepared, const std::v
       prepared.on_disk_source[tr.owner] = "fetched from process " + std::to_string(tr.holder);
       prepared.bytes_fetched += bytes[i];
       prepared.log.push_back("fetched process " + std::to_string(tr.owner) + "'s step " + std::to_string(step) +
-                             " from process " + std::to_string(tr.holder) + " (" + Bytes(bytes[i]) + ")");
+                             " from process " + std::to_string(tr.holder) + " (" + Bytes(bytes[i]) + took + ")");
     }
   }
   return AgreeOnStatus(coordinator_, name + "/fetched", local, options_.save.timeout);
@@ -172,7 +185,9 @@ Result<RestoreReport> EmergencyCheckpointManager::RestorePersistent(
   r.directory = persistent_.Child(std::to_string(step)).Path();
   r.item_name = "default";
   r.arrays = arrays;
+  const Clock::time_point start = Clock::now();
   Status s = engine::Restore(r);
+  const std::string took = Took(start);
   for (const engine::ArrayToRestore& a : arrays) {
     if (!a.dtype) continue;
     for (const engine::BoxToRestore& b : a.boxes) {
@@ -181,7 +196,7 @@ Result<RestoreReport> EmergencyCheckpointManager::RestorePersistent(
   }
   CAIRN_RETURN_IF_ERROR(AgreeOnStatus(coordinator_, "cairn/emergency/restore/persistent", s, options_.save.timeout));
   report.log.push_back("read step " + std::to_string(step) + " from the persistent tier " + r.directory + " (" +
-                       Bytes(report.bytes_from_persistent) + ")");
+                       Bytes(report.bytes_from_persistent) + ")" + took);
   return report;
 }
 
@@ -278,10 +293,11 @@ Result<RestoreReport> EmergencyCheckpointManager::Restore(PreparedRestore& prepa
       for (auto it = req.arrays.begin(); it != req.arrays.end();) {
         it = it->boxes.empty() ? req.arrays.erase(it) : it + 1;
       }
+      const Clock::time_point start = Clock::now();
       local = engine::Restore(req);
       if (!local.ok()) break;
       prepared.log.push_back("read process " + std::to_string(owner) + "'s step " + std::to_string(choice.step) +
-                             " from " + prepared.on_disk_source[owner] + " (" + req.directory + ")");
+                             " from " + prepared.on_disk_source[owner] + " (" + req.directory + ")" + Took(start));
     }
   }
   // Step 4.

@@ -86,10 +86,20 @@ Result<std::unique_ptr<EmergencyCheckpointManager>> OpenEmergencyCheckpointManag
   o.local_max_to_keep = options.local_max_to_keep;
   o.persistent_save_interval_steps = options.persistent_save_interval_steps;
   o.persistent_max_to_keep = options.persistent_max_to_keep;
-  if (options.compression == "default") o.save.compression = engine::Compression::kOrbaxDefault;
-  else if (options.compression == "none") o.save.compression = engine::Compression::kNone;
-  else if (options.compression == "auto") o.save.compression = engine::Compression::kAuto;
-  else return InvalidArgumentError("compression `" + options.compression + "` is not one of default, none, auto");
+  auto parse = [](const std::string& name) -> Result<engine::Compression> {
+    if (name == "default") return engine::Compression::kOrbaxDefault;
+    if (name == "none") return engine::Compression::kNone;
+    if (name == "auto") return engine::Compression::kAuto;
+    return InvalidArgumentError("compression `" + name + "` is not one of default, none, auto");
+  };
+  CAIRN_ASSIGN_OR_RETURN(o.save.compression, parse(options.compression));
+  if (options.local_compression.empty()) {
+    o.local_compression = std::nullopt;
+  } else {
+    auto local = parse(options.local_compression);
+    if (!local.ok()) return local.status().Annotate("local_compression");
+    o.local_compression = *local;
+  }
   o.save.memory_budget_bytes = options.memory_budget_bytes;
   o.save.timeout = options.timeout;
   std::shared_ptr<emergency::PeerTransport> transport;

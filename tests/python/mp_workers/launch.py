@@ -34,10 +34,13 @@ def _tail(path: pathlib.Path, lines: int = 40) -> str:
 
 
 def run(workdir, num_processes: int, jobs: list, *, python: str = sys.executable,
-        timeout: float = 240.0, orbax_version: str | None = None) -> None:
+        timeout: float = 240.0, orbax_version: str | None = None, worker: pathlib.Path = WORKER,
+        extra_config: dict | None = None) -> None:
     """Runs `num_processes` workers (each with 8 / num_processes CPU devices)
     executing `jobs`; raises AssertionError with every process's exit code
-    and stderr tail if any fails or the run exceeds `timeout` seconds."""
+    and stderr tail if any fails or the run exceeds `timeout` seconds.
+    `worker`: the worker script (worker.py by default); `extra_config`: more
+    keys for every process's config."""
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     assert mp_tree.TOTAL_DEVICES % num_processes == 0
@@ -52,12 +55,12 @@ def run(workdir, num_processes: int, jobs: list, *, python: str = sys.executable
     tag = f"run{time.monotonic_ns()}"
     for i in range(num_processes):
         config = {"num_processes": num_processes, "process_id": i, "coordinator": coordinator,
-                  "jobs": jobs, "orbax_version": orbax_version}
+                  "jobs": jobs, "orbax_version": orbax_version, **(extra_config or {})}
         cfg = workdir / f"{tag}.process_{i}.json"
         cfg.write_text(json.dumps(config))
         out = workdir / f"{tag}.process_{i}.log"
         with open(out, "wb") as f:
-            procs.append(subprocess.Popen([python, str(WORKER), str(cfg)], env=env, cwd=str(HERE.parent),
+            procs.append(subprocess.Popen([python, str(worker), str(cfg)], env=env, cwd=str(HERE.parent),
                                           stdout=f, stderr=subprocess.STDOUT))
         logs.append(out)
     deadline = time.monotonic() + timeout
