@@ -16,12 +16,14 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "cairn/dtype/dtype.h"
 #include "cairn/util/box.h"
+#include "cairn/util/buffer.h"
 #include "cairn/util/result.h"
 #include "cairn/util/status.h"
 
@@ -73,6 +75,16 @@ class CheckpointReader {
   // NotFound for an unknown path, InvalidArgument for a box outside the
   // array, DataLoss for corrupt stored bytes; errors name the array and URL.
   virtual Status ReadBox(std::string_view path, const Box& box, void* dest) = 0;
+  // When `box` of array `path` is exactly one stored chunk, wholly inside
+  // the array, reads it and hands over the decoder's buffer (dense, C-order,
+  // box-shaped), so a caller that passes whole chunks along copies nothing.
+  // nullopt when the format cannot do that without a copy (the caller then
+  // uses ReadBox); the default always says nullopt. Errors as ReadBox's.
+  virtual Result<std::optional<Buffer>> ReadWholeChunk(std::string_view path, const Box& box) {
+    (void)path;
+    (void)box;
+    return std::optional<Buffer>();
+  }
   // Reads and checks every stored piece of every array, calling `problem`
   // for each damage found (the error return is for failures to list or
   // open, not for damage). Formats of zarr arrays check each chunk with the
@@ -102,7 +114,8 @@ class CheckpointWriter {
   virtual const std::vector<std::string>* required_order() const { return nullptr; }
   // True when an earlier, interrupted run of the same conversion into this
   // (uncommitted) destination already wrote every chunk of array `path`
-  // durably, with the metadata declared now: a resumed conversion skips it.
+  // durably, with the metadata declared now, and each chunk is intact (it
+  // passes the zarr layer's chunk check): a resumed conversion skips it.
   // Writers that cannot tell say false (the array is written again).
   virtual Result<bool> ArrayComplete(std::string_view path) {
     (void)path;

@@ -82,6 +82,15 @@ class ZarrArray {
   // the chunk key: "reading key `c/0/1` of memory://: ...".
   Status Read(const Box& box, void* dst, const StridedLayout& layout = {}) const;
 
+  // When `box` is exactly one chunk of the grid, wholly inside the array,
+  // reads that chunk and hands over the decoded buffer itself (C order over
+  // the chunk shape): no copy into a caller's buffer, for callers that
+  // pass whole chunks along (the converter). nullopt when that cannot be
+  // done without a copy: `box` is not one whole chunk, the chunk is
+  // missing, or it is a shard of several inner chunks; the caller then uses
+  // Read. Errors as Read's (zarr/array_whole_chunk.cc).
+  Result<std::optional<Buffer>> ReadWholeChunk(const Box& box) const;
+
   // Writes `src` (laid out as `layout` over box.shape) to `box`. Chunks only
   // partly covered are read, modified and rewritten. A chunk (or shard)
   // equal entirely to the fill value is deleted instead of stored unless

@@ -192,6 +192,11 @@ class Copier {
   Status CopySlab(size_t i, const Box& slab, uint64_t ticket) {
     const ArrayMapping& m = plan_[i];
     const uint64_t n = static_cast<uint64_t>(slab.num_elements());
+    if (WholeChunkPath(m, slab)) {
+      bool copied = false;
+      CAIRN_RETURN_IF_ERROR(CopyWholeChunk(i, slab, copied));
+      if (copied) return Status::OK();
+    }
     const uint64_t bytes = n * SlabBytesPerElement(m);
     // The slab and what the reader and writer hold beside it.
     const uint64_t charge = SlabCharge(m, n, source_.format(), writer_.format());
@@ -222,10 +227,54 @@ class Copier {
       turn_cv_.notify_all();
     }
     CAIRN_RETURN_IF_ERROR(written);
+    Done(i, n);
+    return Status::OK();
+  }
+
+  // The whole-chunk path: `slab` is one source chunk and one destination
+  // chunk of the same grid and dtype, so the chunk the reader decodes is
+  // handed to the writer as it is, which encodes straight from it: no slab
+  // is allocated and nothing is copied.
+  bool WholeChunkPath(const ArrayMapping& m, const Box& slab) const {
+    if (ordered_ || m.dest.dtype != m.source.dtype || m.source.write_shape != m.dest.write_shape ||
+        slab.rank() != m.source.shape.size() || m.source.write_shape.size() != slab.rank()) {
+      return false;
+    }
+    for (size_t d = 0; d < slab.rank(); ++d) {
+      const Index c = m.source.write_shape[d];
+      if (c <= 0 || slab.shape[d] != c || slab.origin[d] % c != 0) return false;
+    }
+    return true;
+  }
+
+  // Sets `copied` when the reader could hand the chunk over; otherwise the
+  // caller copies through a slab.
+  Status CopyWholeChunk(size_t i, const Box& slab, bool& copied) {
+    const ArrayMapping& m = plan_[i];
+    const uint64_t n = static_cast<uint64_t>(slab.num_elements());
+    const uint64_t charge = WholeChunkCharge(m, n, writer_.format());
+    if (!budget_.Acquire(charge, 0, failed_)) {
+      copied = true;  // failed elsewhere: nothing more to do
+      return Status::OK();
+    }
+    struct Releaser {
+      SlabBudget& b;
+      uint64_t bytes;
+      ~Releaser() { b.Release(bytes); }
+    } release{budget_, charge};
+    CAIRN_ASSIGN_OR_RETURN(std::optional<Buffer> chunk, source_.ReadWholeChunk(m.source.path, slab));
+    if (!chunk) return Status::OK();
+    CAIRN_RETURN_IF_ERROR(writer_.WriteBox(m.dest.path, slab, chunk->data()));
+    copied = true;
+    Done(i, n);
+    return Status::OK();
+  }
+
+  void Done(size_t i, uint64_t n) {
+    const ArrayMapping& m = plan_[i];
     bytes_read_ += n * DTypeSize(m.source.dtype);
     bytes_written_ += n * DTypeSize(m.dest.dtype);
     Report(i);
-    return Status::OK();
   }
 
   void Report(size_t i) {

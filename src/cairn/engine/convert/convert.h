@@ -10,6 +10,12 @@
 // slab is written, so an interrupted conversion leaves nothing that its
 // format treats as a checkpoint.
 //
+// Whole-chunk path: when a destination chunk is one whole source chunk
+// (the same chunk grid, the same dtype, an unordered writer), the reader
+// hands over the chunk it decoded (CheckpointReader::ReadWholeChunk) and
+// the writer encodes straight from it, so no slab is allocated and no byte
+// is copied between decoding and encoding.
+//
 // Memory: the slabs in flight, the readers' and writers' buffers for them
 // (a chunk being decoded or encoded) and the block cache of freed buffers
 // together stay within `memory_budget` (convert_memory.h says how), so the

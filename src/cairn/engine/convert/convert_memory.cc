@@ -35,6 +35,17 @@ uint64_t SlabCharge(const ArrayMapping& m, uint64_t elements, std::string_view s
          CodecBytes(dest_format, m.dest);
 }
 
+uint64_t StoredBound(uint64_t chunk_bytes) {
+  return chunk_bytes + chunk_bytes / 128 + kCodecSlackBytes;
+}
+
+uint64_t WholeChunkCharge(const ArrayMapping& m, uint64_t elements, std::string_view dest_format) {
+  const uint64_t chunk = elements * DTypeSize(m.source.dtype);
+  const uint64_t writer =
+      dest_format == "axlearn" ? StoredBound(chunk) : CodecBytes(dest_format, m.dest);
+  return chunk + std::max(StoredBound(chunk), writer);
+}
+
 uint64_t FitShare(uint64_t budget) { return std::max<uint64_t>(SlabShare(budget) / 2, 4096); }
 
 uint64_t FitBytesPerElement(const ArrayMapping& m) {

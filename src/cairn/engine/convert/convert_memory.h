@@ -15,6 +15,14 @@
 //      at a time (a copy of it and its encoded bytes); safetensors reads
 //      into and writes from the slab itself.
 //
+// A destination chunk that is also one whole source chunk of the same
+// dtype is not copied through a slab: the reader hands over the chunk it
+// decoded and the writer encodes straight from it (WholeChunkCharge). It
+// holds the decoded chunk, beside it first the stored source bytes (freed
+// once decoded) and then what the writer holds (AXLearn: the encoded
+// bytes; others: CodecBytes), so it is charged the decoded chunk plus the
+// larger of the two.
+//
 // A slab is charged (2) + (3) before its buffer is allocated and released
 // after it is written, so slabs in flight never charge more than
 // budget - BlockCacheShare(budget). Destination chunks are shrunk so that
@@ -54,6 +62,14 @@ uint64_t CodecBytes(std::string_view format, const layout::ArrayInfo& a);
 // The charge of a slab of `elements` elements of mapping `m`.
 uint64_t SlabCharge(const ArrayMapping& m, uint64_t elements, std::string_view source_format,
                     std::string_view dest_format);
+
+// At most what a chunk of `chunk_bytes` decoded bytes takes when
+// compressed (zstd's bound with room to spare, a shard index).
+uint64_t StoredBound(uint64_t chunk_bytes);
+
+// The charge of a whole chunk of `elements` elements of mapping `m` copied
+// by the whole-chunk path (above).
+uint64_t WholeChunkCharge(const ArrayMapping& m, uint64_t elements, std::string_view dest_format);
 
 // The most a destination chunk may charge: SlabShare(budget) / 2 (at
 // least 4096), so that two can be in flight, one written while the next is

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <random>
 
@@ -155,6 +156,79 @@ TEST(Convert, AFailedWriteLeavesNothingCommitted) {
     EXPECT_FALSE(dest_base->Get("out/index")->has_value()) << "write " << n;
     EXPECT_EQ(axlearn::OpenReader(dest_base, "out").status().code(), StatusCode::kNotFound);
   }
+}
+
+// Forwards to a reader, counting the calls of each way of reading.
+class CountingReader : public layout::CheckpointReader {
+ public:
+  explicit CountingReader(layout::CheckpointReader& base) : base_(base) {}
+  std::string_view format() const override { return base_.format(); }
+  const std::vector<ArrayInfo>& arrays() const override { return base_.arrays(); }
+  Status ReadBox(std::string_view path, const Box& box, void* dest) override {
+    ++boxes;
+    return base_.ReadBox(path, box, dest);
+  }
+  Result<std::optional<Buffer>> ReadWholeChunk(std::string_view path, const Box& box) override {
+    auto got = base_.ReadWholeChunk(path, box);
+    if (got.ok() && got->has_value()) ++whole_chunks;
+    return got;
+  }
+  std::atomic<int> boxes{0}, whole_chunks{0};
+
+ private:
+  layout::CheckpointReader& base_;
+};
+
+TEST(Convert, SameChunkGridsPassWholeChunksAlong) {
+  auto store = std::make_shared<MemoryKvStore>();
+  auto data = WriteAxlearnSource(store);
+  auto opened = axlearn::OpenReader(store, "src/step_00000005");
+  ASSERT_TRUE(opened.ok());
+  auto run = [&](const std::string& out) {
+    CountingReader source(**opened);
+    ConvertOptions options;
+    options.plan.dest_separator = '/';
+    options.memory_budget = 1 << 20;
+    auto make = [&](const std::vector<ArrayInfo>& arrays) -> Result<std::unique_ptr<layout::CheckpointWriter>> {
+      axlearn::WriterOptions o;
+      o.step = 5;
+      return axlearn::CreateWriter(store, out + "/step_00000005", arrays, o);
+    };
+    auto stats = Convert(source, make, nullptr, options);
+    EXPECT_TRUE(stats.ok()) << stats.status().ToString();
+    if (stats.ok()) EXPECT_LE(stats->peak_slab_bytes, options.memory_budget);
+    return std::make_pair(source.whole_chunks.load(), source.boxes.load());
+  };
+  // 4 + 1 + 1 + 6 chunks, each handed over whole; none read into a slab.
+  EXPECT_EQ(run("a"), std::make_pair(12, 0));
+  auto a = axlearn::OpenReader(store, "a/step_00000005");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  for (const auto& [path, bytes] : data) {
+    std::vector<uint8_t> got(bytes.size());
+    const ArrayInfo* info = layout::FindArray((*a)->arrays(), path);
+    ASSERT_NE(info, nullptr) << path;
+    ASSERT_TRUE((*a)->ReadBox(path, Box::FromShape(info->shape), got.data()).ok());
+    EXPECT_EQ(got, bytes) << path;
+  }
+  // Encoded straight from the handed-over chunk, each chunk is stored with
+  // the very bytes the zarr layer's own write stored in the source.
+  for (const std::string key : {"gda/model/w/2.0", "gda/learner/mu/w/1.2", "gda/learner/count/0"}) {
+    EXPECT_EQ(store->Get("a/step_00000005/" + key)->value().ToString(),
+              store->Get("src/step_00000005/" + key)->value().ToString())
+        << key;
+  }
+  // A missing source chunk is not handed over: it goes through a slab
+  // (ReadBox fills it with the fill value), and the rest still whole.
+  ASSERT_TRUE(store->Delete("src/step_00000005/gda/model/w/1.0").ok());
+  EXPECT_EQ(run("b"), std::make_pair(11, 1));
+  auto b = axlearn::OpenReader(store, "b/step_00000005");
+  ASSERT_TRUE(b.ok());
+  std::vector<float> w(64 * 48, 1.0f);
+  ASSERT_TRUE((*b)->ReadBox("model/w", Box::FromShape({64, 48}), w.data()).ok());
+  std::vector<float> want(64 * 48);
+  std::memcpy(want.data(), data["model/w"].data(), want.size() * 4);
+  std::fill(want.begin() + 16 * 48, want.begin() + 32 * 48, 0.0f);
+  EXPECT_EQ(std::memcmp(w.data(), want.data(), w.size() * 4), 0);
 }
 
 TEST(Convert, VerifyCatchesADifferentDestination) {

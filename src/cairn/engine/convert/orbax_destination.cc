@@ -10,6 +10,7 @@
 #include "cairn/engine/orbax_item.h"
 #include "cairn/engine/save_plan.h"
 #include "cairn/kvstore/batch_writer.h"
+#include "cairn/zarr/chunk_check.h"
 #include "cairn/zarr/chunk_encoder.h"
 #include "cairn/zarr/shard_io.h"
 
@@ -132,7 +133,18 @@ class OrbaxDestination final : public layout::CheckpointWriter {
     for (const KeyInfo& k : keys) {
       if (k.key != prefix + f.stored_key) ++stored;
     }
-    return stored == chunks;
+    if (stored != chunks) return false;
+    // Every chunk must also be intact (decode to a whole chunk through the
+    // array's codecs, checksums included): a generation committed by an
+    // interrupted run is trusted for what it lists, not for its bytes.
+    for (const KeyInfo& k : keys) {
+      if (k.key == prefix + f.stored_key) continue;
+      // Unreadable (a reference past the end of a cut data file) is
+      // damaged too: the array is written again.
+      auto value = store_->Get(k.key);
+      if (!value.ok() || !CheckStoredChunk(f.encode, *value, /*require_all=*/true).ok()) return false;
+    }
+    return true;
   }
 
   Status Flush() override {

@@ -5,6 +5,7 @@
 
 #include "cairn/zarr/array.h"
 #include "cairn/zarr/chunk_check.h"
+#include "cairn/zarr/chunk_encoder.h"
 
 namespace cairn::axlearn {
 namespace {
@@ -45,6 +46,16 @@ class AxlearnReader final : public layout::CheckpointReader {
       return Status(StatusCode::kNotFound, "no tensor `" + std::string(path) + "` in " + url_);
     }
     return it->second->Read(box, dest).Annotate("tensor `" + std::string(path) + "`");
+  }
+
+  Result<std::optional<Buffer>> ReadWholeChunk(std::string_view path, const Box& box) override {
+    auto it = zarr_.find(std::string(path));
+    if (it == zarr_.end()) {
+      return Status(StatusCode::kNotFound, "no tensor `" + std::string(path) + "` in " + url_);
+    }
+    auto got = it->second->ReadWholeChunk(box);
+    if (!got.ok()) return got.status().Annotate("tensor `" + std::string(path) + "`");
+    return got;
   }
 
   // Every chunk of every tensor through the zarr layer's check; JAX stores
@@ -96,6 +107,19 @@ class AxlearnReader final : public layout::CheckpointReader {
   std::map<std::string, std::shared_ptr<ZarrArray>> zarr_;
 };
 
+// True when `box` is exactly the in-bounds part of one chunk of `md`'s grid
+// (its cell in `cell`).
+bool OneChunk(const ArrayMetadata& md, const Box& box, std::vector<Index>& cell) {
+  if (box.rank() != md.shape.size()) return false;
+  cell.assign(box.rank(), 0);
+  for (size_t d = 0; d < box.rank(); ++d) {
+    const Index c = md.chunk_shape[d];
+    if (c <= 0 || box.origin[d] < 0 || box.origin[d] % c != 0) return false;
+    cell[d] = box.origin[d] / c;
+  }
+  return ChunkValidBox(md, cell) == box;
+}
+
 class AxlearnWriter final : public layout::CheckpointWriter {
  public:
   std::string_view format() const override { return "axlearn"; }
@@ -106,7 +130,21 @@ class AxlearnWriter final : public layout::CheckpointWriter {
       return Status(StatusCode::kNotFound,
                     "no tensor `" + std::string(path) + "` declared for " + store_->url());
     }
-    return it->second->Write(box, src).Annotate("tensor `" + std::string(path) + "`");
+    const ZarrArray& z = *it->second;
+    std::vector<Index> cell;
+    if (!box.empty() && OneChunk(z.metadata(), box, cell)) {
+      // One chunk: encoded straight from the caller's bytes (no staging
+      // copy, as ZarrArray::Write makes), and stored like it.
+      const ByteView data(static_cast<const uint8_t*>(src),
+                          static_cast<size_t>(box.num_elements()) * DTypeSize(z.dtype()));
+      auto encoded = EncodeChunk(z.metadata(), cell, data, /*store_fill=*/true);
+      if (!encoded.ok()) return encoded.status().Annotate("tensor `" + std::string(path) + "`");
+      const std::string key = z.prefix() + encoded->key;
+      return store_->Put(key, encoded->as_is ? data : encoded->bytes.view())
+          .Annotate("writing " + store_->Describe(key))
+          .Annotate("tensor `" + std::string(path) + "`");
+    }
+    return z.Write(box, src).Annotate("tensor `" + std::string(path) + "`");
   }
 
   Result<bool> ArrayComplete(std::string_view path) override {
@@ -144,9 +182,10 @@ Result<bool> TakeResumeToken(KvStore& store, const std::string& step_prefix, con
 }
 
 // True when every chunk of the zarr v2 array at `prefix` with metadata
-// `text` is stored, under that very metadata.
-Result<bool> StoredWhole(KvStore& store, const std::string& prefix, const std::string& text,
-                         const Shape& shape, const Json& chunks) {
+// `md` (whose document is `text`) is stored, under that very metadata, and
+// intact (the zarr layer's chunk check: it decodes to a whole chunk).
+Result<bool> StoredWhole(KvStore& store, const std::string& prefix, const ArrayMetadata& md_parsed,
+                         const std::string& text, const Shape& shape, const Json& chunks) {
   auto md = store.Get(prefix + ".zarray");
   if (!md.ok()) return md.status();
   if (!*md || std::string_view(reinterpret_cast<const char*>((*md)->data()), (*md)->size()) != text) {
@@ -159,11 +198,18 @@ Result<bool> StoredWhole(KvStore& store, const std::string& prefix, const std::s
   }
   auto keys = store.List(prefix);
   if (!keys.ok()) return keys.status();
-  uint64_t stored = 0;
+  std::vector<std::string> chunk_keys;
   for (const KeyInfo& k : *keys) {
-    if (k.key.find('/', prefix.size()) == std::string::npos && k.key != prefix + ".zarray") ++stored;
+    if (k.key.find('/', prefix.size()) == std::string::npos && k.key != prefix + ".zarray") {
+      chunk_keys.push_back(k.key);
+    }
   }
-  return stored == want;
+  if (chunk_keys.size() != want) return false;
+  for (const std::string& key : chunk_keys) {
+    auto value = store.Get(key);  // unreadable is damaged too: written again
+    if (!value.ok() || !CheckStoredChunk(md_parsed, *value, /*require_all=*/true).ok()) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -265,8 +311,8 @@ Result<std::unique_ptr<layout::CheckpointWriter>> NewWriter(
     if (resuming) {
       auto md = MetadataFromPartial(ZarrFormat::kV2, meta);
       if (md.ok()) {
-        auto whole = StoredWhole(*store, ArrayPrefix(step_prefix, a.path), md->ToJsonString(),
-                                 a.shape, chunks);
+        auto whole = StoredWhole(*store, ArrayPrefix(step_prefix, a.path), *md,
+                                 md->ToJsonString(), a.shape, chunks);
         writer->complete_[a.path] = whole.ok() && *whole;
       }
     }

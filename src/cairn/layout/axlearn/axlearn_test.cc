@@ -116,6 +116,43 @@ TEST(AxlearnCheckpoint, WritesTheRegularLayoutAndReadsItBack) {
             StatusCode::kAlreadyExists);
 }
 
+TEST(AxlearnCheckpoint, ResumeKeepsOnlyArraysWhoseChunksAreAllThereAndIntact) {
+  auto store = std::make_shared<MemoryKvStore>("memory://ax/");
+  std::vector<layout::ArrayInfo> arrays = {
+      {"a", DType::kFloat32, {4, 4}, {2, 4}, 0, {}},
+      {"b", DType::kFloat32, {4, 4}, {2, 4}, 0, {}},
+      {"c", DType::kFloat32, {4, 4}, {2, 4}, 0, {}},
+      {"d", DType::kFloat32, {4, 4}, {2, 4}, 0, {}},
+  };
+  WriterOptions options;
+  options.resume_token = "conversion-1";
+  std::vector<float> v(16);
+  for (int i = 0; i < 16; ++i) v[i] = i * 1.5f;
+  {
+    auto first = CreateWriter(store, "s/", arrays, options);
+    ASSERT_TRUE(first.ok()) << first.status().ToString();
+    for (const char* path : {"a", "b", "c"}) {
+      ASSERT_TRUE((*first)->WriteBox(path, Box::FromShape({4, 4}), v.data()).ok());
+    }
+    ASSERT_TRUE((*first)->WriteBox("d", Box({0, 0}, {2, 4}), v.data()).ok());  // half of d
+  }
+  // Interrupted: b's second chunk was cut to 0 bytes, c's is not zstd.
+  ASSERT_TRUE(store->Put("s/gda/b/1.0", ByteView()).ok());
+  ASSERT_TRUE(store->Put("s/gda/c/1.0", AsBytes(std::string("garbage"))).ok());
+  auto again = CreateWriter(store, "s/", arrays, options);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(*(*again)->ArrayComplete("a"));   // control: whole and intact
+  EXPECT_FALSE(*(*again)->ArrayComplete("b"));  // a 0-byte chunk
+  EXPECT_FALSE(*(*again)->ArrayComplete("c"));  // a corrupt chunk
+  EXPECT_FALSE(*(*again)->ArrayComplete("d"));  // a chunk missing
+  // Another conversion's leftovers are never kept, whole or not.
+  WriterOptions other = options;
+  other.resume_token = "conversion-2";
+  auto fresh = CreateWriter(store, "s/", arrays, other);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_FALSE(*(*fresh)->ArrayComplete("a"));
+}
+
 TEST(AxlearnCheckpoint, IndexAndArraysMustAgree) {
   auto store = std::make_shared<MemoryKvStore>();
   std::vector<layout::ArrayInfo> arrays = {{"w", DType::kFloat32, {4}, {4}, 0, {}}};

@@ -21,6 +21,19 @@ class OrbaxReader final : public layout::CheckpointReader {
                                                 item_.dir);
   }
 
+  Result<std::optional<Buffer>> ReadWholeChunk(std::string_view path, const Box& box) override {
+    auto it = zarr_.find(std::string(path));
+    if (it == zarr_.end()) {
+      return Status(StatusCode::kNotFound,
+                    "no array `" + std::string(path) + "` in Orbax item " + item_.dir);
+    }
+    auto got = it->second->ReadWholeChunk(box);
+    if (!got.ok()) {
+      return got.status().Annotate("array `" + std::string(path) + "` of Orbax item " + item_.dir);
+    }
+    return got;
+  }
+
   OrbaxItem item_;
   std::vector<layout::ArrayInfo> arrays_;
   std::map<std::string, std::shared_ptr<ZarrArray>> zarr_;
