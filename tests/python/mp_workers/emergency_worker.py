@@ -40,6 +40,7 @@ import time
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
+from process_main import run_exiting_at_once_on_error  # noqa: E402  (this directory is sys.path[0])
 
 T0 = time.monotonic()
 
@@ -226,13 +227,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except BaseException:
-        # Exit at once: jax.distributed's exit handler would wait for the
-        # other processes, which block at a barrier waiting for this one.
-        import traceback
-        traceback.print_exc()
-        sys.stderr.flush()
-        sys.stdout.flush()
-        os._exit(1)
+    run_exiting_at_once_on_error(main)

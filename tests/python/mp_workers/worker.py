@@ -34,6 +34,7 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 from mp_workers import mp_tree  # noqa: E402
+from mp_workers.process_main import run_exiting_at_once_on_error  # noqa: E402
 
 
 def log(msg):
@@ -189,13 +190,4 @@ def main():
 
 T0 = time.monotonic()
 if __name__ == "__main__":
-    try:
-        main()
-    except BaseException:
-        # Exit at once: jax.distributed's exit handler would wait for the
-        # other processes, which are blocked at a barrier waiting for this one.
-        import traceback
-        traceback.print_exc()
-        sys.stderr.flush()
-        sys.stdout.flush()
-        os._exit(1)
+    run_exiting_at_once_on_error(main)
