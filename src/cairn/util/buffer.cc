@@ -23,6 +23,7 @@ constexpr size_t kCacheDefaultMaxTotalBytes = size_t{512} << 20;
 constexpr size_t kMaxAllocationBytes = size_t{1} << 47;
 
 std::atomic<uint64_t> total_allocated{0};
+std::atomic<uint64_t> fresh_allocated{0};  // from the allocator, not the cache
 
 struct BlockCache {
   std::mutex mu;
@@ -36,22 +37,30 @@ BlockCache& Cache() {
   return *cache;
 }
 
-// A cached block of at least `capacity` bytes and at most twice that, or null.
+// The smallest cached block of at least `capacity` bytes and at most twice
+// that, or null. Smallest, not first: chunk buffers of one size class
+// differ a little (stored bytes, decoded bytes, zstd's bound), and a
+// larger block taken for a smaller request leaves the next larger request
+// without one, to be mapped and page-faulted afresh.
 void* TakeCachedBlock(size_t capacity, size_t* got) {
   if (capacity < kCacheMinBytes) return nullptr;
   BlockCache& c = Cache();
   std::lock_guard<std::mutex> lock(c.mu);
+  size_t best = c.blocks.size();
   for (size_t i = 0; i < c.blocks.size(); ++i) {
-    auto [p, size] = c.blocks[i];
-    if (size >= capacity && size / 2 <= capacity) {
-      c.blocks[i] = c.blocks.back();
-      c.blocks.pop_back();
-      c.total -= size;
-      *got = size;
-      return p;
+    const size_t size = c.blocks[i].second;
+    if (size >= capacity && size / 2 <= capacity &&
+        (best == c.blocks.size() || size < c.blocks[best].second)) {
+      best = i;
     }
   }
-  return nullptr;
+  if (best == c.blocks.size()) return nullptr;
+  auto [p, size] = c.blocks[best];
+  c.blocks[best] = c.blocks.back();
+  c.blocks.pop_back();
+  c.total -= size;
+  *got = size;
+  return p;
 }
 
 // Keeps `p` for reuse when it is large and the cache has room.
@@ -106,8 +115,11 @@ bool Buffer::TryReserve(size_t capacity) {
   if (capacity > kMaxAllocationBytes) return false;
   size_t rounded = (capacity + kAlignment - 1) / kAlignment * kAlignment;
   void* p = TakeCachedBlock(rounded, &rounded);
-  if (p == nullptr) p = std::aligned_alloc(kAlignment, rounded);
-  if (p == nullptr) return false;
+  if (p == nullptr) {
+    p = std::aligned_alloc(kAlignment, rounded);
+    if (p == nullptr) return false;
+    fresh_allocated.fetch_add(rounded, std::memory_order_relaxed);
+  }
   total_allocated.fetch_add(rounded, std::memory_order_relaxed);
   if (size_ > 0) std::memcpy(p, data_.get(), size_);
   data_.reset(static_cast<uint8_t*>(p));  // frees the old block with its old capacity
@@ -137,6 +149,10 @@ Status Buffer::TryResize(size_t size, std::string_view what) {
 
 uint64_t Buffer::TotalBytesAllocated() {
   return total_allocated.load(std::memory_order_relaxed);
+}
+
+uint64_t Buffer::FreshBytesAllocated() {
+  return fresh_allocated.load(std::memory_order_relaxed);
 }
 
 void Buffer::resize(size_t size) {

@@ -96,6 +96,9 @@ class Buffer {
   // Bytes obtained for Buffers since the process started (from the
   // allocator or the block cache), for tests that bound a code path's memory.
   static uint64_t TotalBytesAllocated();
+  // Of those, the bytes that came from the allocator rather than the block
+  // cache (fresh pages, each faulted in on first touch).
+  static uint64_t FreshBytesAllocated();
 
   bool operator==(const Buffer& other) const {
     return size_ == other.size_ && (size_ == 0 || std::memcmp(data(), other.data(), size_) == 0);

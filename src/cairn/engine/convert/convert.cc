@@ -17,6 +17,7 @@
 #include "cairn/dtype/cast.h"
 #include "cairn/engine/convert/convert_memory.h"
 #include "cairn/util/buffer.h"
+#include "cairn/util/buffer_cache.h"
 
 namespace cairn::engine {
 namespace {
@@ -37,10 +38,16 @@ struct Task {
 // The bytes held by slabs in flight. With `ordered`, tickets are served in
 // order: ticket k gets its bytes only after ticket k-1 got its own, so the
 // oldest unwritten slab always holds its bytes and the writer can always
-// make progress.
+// make progress. Every change of the charges in flight moves the block
+// cache's cap to what the memory budget leaves beside them
+// (CacheShareBeside, convert_memory.h).
 class SlabBudget {
  public:
-  SlabBudget(uint64_t limit, bool ordered) : limit_(limit), ordered_(ordered) {}
+  SlabBudget(uint64_t limit, bool ordered, uint64_t memory_budget)
+      : limit_(limit), ordered_(ordered), memory_budget_(memory_budget) {
+    std::lock_guard lock(mu_);
+    SetBufferBlockCacheLimit(CacheShareBeside(memory_budget_, used_));
+  }
 
   // Returns false when `abort` was raised while waiting.
   bool Acquire(uint64_t bytes, uint64_t ticket, const std::atomic<bool>& abort) {
@@ -52,6 +59,9 @@ class SlabBudget {
     if (abort.load()) return false;
     used_ += bytes;
     peak_ = std::max(peak_, used_);
+    // Evicts what the new charge may need: cached blocks and charges stay
+    // within the memory budget together.
+    SetBufferBlockCacheLimit(CacheShareBeside(memory_budget_, used_));
     if (ordered_) ++next_ticket_;
     cv_.notify_all();
     return true;
@@ -61,6 +71,7 @@ class SlabBudget {
     bytes = std::min(bytes, limit_);
     std::lock_guard lock(mu_);
     used_ -= bytes;
+    SetBufferBlockCacheLimit(CacheShareBeside(memory_budget_, used_));
     cv_.notify_all();
   }
 
@@ -77,6 +88,7 @@ class SlabBudget {
  private:
   const uint64_t limit_;
   const bool ordered_;
+  const uint64_t memory_budget_;
   std::mutex mu_;
   std::condition_variable cv_;
   uint64_t used_ = 0;
@@ -98,7 +110,7 @@ class Copier {
          const std::vector<bool>& skip, int rank = 0, int ranks = 1)
       : source_(source), writer_(writer), plan_(plan), options_(options), threads_(threads),
         ordered_(writer.required_order() != nullptr),
-        budget_(SlabShare(options.memory_budget), ordered_), skip_(skip), rank_(rank), ranks_(ranks) {
+        budget_(SlabShare(options.memory_budget), ordered_, options.memory_budget), skip_(skip), rank_(rank), ranks_(ranks) {
     // Test hook: die (SIGKILL, as an OOM kill or a preemption would) once
     // this many arrays are copied, to test resuming.
     if (const char* kill = std::getenv("CAIRN_CONVERT_TEST_KILL_AFTER_ARRAYS")) {

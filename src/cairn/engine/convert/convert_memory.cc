@@ -16,6 +16,10 @@ uint64_t BlockCacheShare(uint64_t budget) { return budget / 4; }
 
 uint64_t SlabShare(uint64_t budget) { return budget - BlockCacheShare(budget); }
 
+uint64_t CacheShareBeside(uint64_t budget, uint64_t in_flight) {
+  return budget - std::min(in_flight, SlabShare(budget));
+}
+
 uint64_t SlabBytesPerElement(const ArrayMapping& m) {
   uint64_t n = DTypeSize(m.source.dtype);
   if (m.dest.dtype != m.source.dtype) n += DTypeSize(m.dest.dtype);
