@@ -175,6 +175,36 @@ TEST(CodecChain, DecodeBoundsCompressedOutputBySpec) {
   EXPECT_EQ(chain->Decode(spec, *bomb).status().code(), StatusCode::kDataLoss);
 }
 
+// A chunk that compresses far more than 64x (a zstd frame may claim a size
+// its bytes could not plausibly produce, so the codec alone grows its
+// output in steps there) is decoded in one shot into a buffer of the
+// chunk's size, taken from the spec: the only large allocation. Before,
+// the steps allocated about twice the chunk. A frame cut short still
+// fails as DataLoss, having allocated no more than the chunk.
+TEST(CodecChain, HighlyCompressedChunkDecodesIntoOneBufferOfTheChunk) {
+  ChunkSpec spec = MakeSpec(DType::kFloat32, {1 << 22});  // 16 MiB
+  auto chain = CodecChain::FromJson(
+      ParseOrDie(R"([{"configuration":{"endian":"little"},"name":"bytes"},)"
+                 R"({"configuration":{"checksum":false,"level":1},"name":"zstd"}])"),
+      spec);
+  ASSERT_TRUE(chain.ok());
+  Buffer values(spec.num_bytes());
+  for (size_t i = 0; i < values.size(); ++i) values.data()[i] = static_cast<uint8_t>(i / 4096);
+  auto frame = chain->Encode(spec, values);
+  ASSERT_TRUE(frame.ok());
+  ASSERT_LT(frame->size() * 1000, spec.num_bytes());  // compresses over 1000x
+  const uint64_t before = Buffer::TotalBytesAllocated();
+  auto decoded = chain->Decode(spec, *frame);
+  const uint64_t allocated = Buffer::TotalBytesAllocated() - before;
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_TRUE(*decoded == values);
+  EXPECT_LE(allocated, spec.num_bytes() + (64 << 10));
+  const uint64_t cut_before = Buffer::TotalBytesAllocated();
+  auto cut = chain->Decode(spec, frame->view().first(frame->size() - 8));
+  EXPECT_EQ(cut.status().code(), StatusCode::kDataLoss);
+  EXPECT_LE(Buffer::TotalBytesAllocated() - cut_before, spec.num_bytes() + (64 << 10));
+}
+
 TEST(CodecChain, CorruptInputNeverCrashes) {
   for (const Observed& o : kObserved) {
     if (NumElements(o.chunk) > 1000) continue;
