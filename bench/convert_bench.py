@@ -37,8 +37,17 @@ process tree (getrusage(RUSAGE_CHILDREN).ru_maxrss: the largest single
 process, so for mpirun the largest rank). The device's sequential O_DIRECT
 read/write bandwidth (fio, 4 MiB blocks) is measured in the same run.
 
-    python3 bench/convert_bench.py [--gib 8] [--dir /path/on/device] [--budget 512MiB]
-        [--no-naive] [--extra] [--rss-sizes 1,2,4] [--keep]
+    python3 bench/convert_bench.py [--gib 8 | --size 8GiB] [--dir /path/on/device]
+        [--budget 512MiB] [--no-naive] [--extra] [--rss-sizes 1,2,4] [--keep]
+
+Before it starts, the run checks that --dir has the disk space it needs
+(about twice the checkpoint plus 1.5 GiB: 17.3 GiB for --gib 8) and prints
+the memory available. The naive way needs about 1.6x the checkpoint in RAM
+(measured: 1.63 GiB for 0.95 GiB, 3.05 GiB for 1.98 GiB; about 11.6 GiB
+expected for --gib 8): for the 8 GiB row, run on a quiet machine. When it is
+killed for lack of memory, the run says so in one line and goes on without
+its row. The CPU-bound measurement runs in a child process, so this process
+holds nothing large while the tools run.
 """
 from __future__ import annotations
 
@@ -142,6 +151,17 @@ index[1:] = sorted(index[1:])
 with open(os.path.join(step_dir, "index"), "w") as f:
     json.dump(index, f)
 """
+
+
+def parse_gib(text):
+    """A checkpoint size: GiB as a number (`8`, `0.5`), or with a unit
+    (`8GiB`, `512MiB`, `8GB`)."""
+    t = str(text).strip()
+    units = {"gib": 1.0, "mib": 1 / 1024, "gb": 1e9 / GIB, "mb": 1e6 / GIB, "g": 1.0, "m": 1 / 1024}
+    for unit in sorted(units, key=len, reverse=True):
+        if t.lower().endswith(unit):
+            return float(t[: -len(unit)]) * units[unit]
+    return float(t)
 
 
 def layout(gib: float):
@@ -262,6 +282,50 @@ def cpu_ceiling(gib, sample_bytes=1 << 30, chunk_bytes=32 << 20):
     return total / seconds / GB, total / cpu * os.cpu_count() / GB, total
 
 
+def meminfo_mib():
+    """(MemTotal, MemAvailable) in MiB, from /proc/meminfo (None where absent)."""
+    got = {}
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                key, value = line.split(":", 1)
+                got[key] = int(value.split()[0]) // 1024
+    except OSError:
+        return None, None
+    return got.get("MemTotal"), got.get("MemAvailable")
+
+
+# The naive way's peak RSS per byte of checkpoint, with some room: this
+# script's NAIVE on this layout peaked at 1,667 MiB for 0.95 GiB and at
+# 3,123 MiB for 1.98 GiB (about 0.3 GiB + 1.39x the checkpoint; so about
+# 11.6 GiB for the 7.91 GiB of --gib 8). It holds the whole restored tree,
+# and TensorStore's copies and encoded chunks of the writes in flight.
+NAIVE_PEAK_PER_BYTE = 1.6
+
+
+def disk_needed(nbytes):
+    """Bytes of free space the run needs in --dir at its peak: while the
+    source is made, the generated safetensors file and the Orbax source
+    (random values barely compress: ~0.93 of the bytes) side by side; then
+    the source and one tool's output (~the bytes again); plus 1 GiB for the
+    device measurement and some slack."""
+    return int(2.0 * nbytes + 1.5 * GIB)
+
+
+def cpu_ceiling_in_child(gib):
+    """cpu_ceiling(gib) in a child process: it holds about three times its
+    1 GiB sample (values, frames, touched output buffers), which a child
+    gives back to the system when it exits; in this process the allocator
+    could keep it resident while the naive way, which needs the memory,
+    runs."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import convert_bench as cb; "
+            "print(json.dumps(cb.cpu_ceiling(float(sys.argv[2]))))")
+    out = subprocess.run([sys.executable, "-c", code, here, str(gib)], check=True,
+                         stdout=subprocess.PIPE, text=True).stdout
+    return tuple(json.loads(out.strip().splitlines()[-1]))
+
+
 def cairn_exe():
     exe = os.path.join(sysconfig.get_path("scripts"), "cairn")
     return exe if os.access(exe, os.X_OK) else shutil.which("cairn")
@@ -273,9 +337,11 @@ def measured(cmd, cache_paths):
     r = subprocess.run([sys.executable, "-c", WRAPPER, *cmd], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True)
     stats = json.loads(r.stderr.strip().splitlines()[-1])
+    measured.cpu_seconds = stats["cpu_seconds"]
+    measured.maxrss_mib = stats["maxrss_kib"] / 1024
+    measured.rc = stats["rc"]
     if stats["rc"] != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({stats['rc']}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
-    measured.cpu_seconds = stats["cpu_seconds"]
     return stats["seconds"], stats["maxrss_kib"] / 1024, r.stdout
 
 
@@ -303,7 +369,8 @@ def mpi_supported(exe):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--gib", type=float, default=8.0, help="checkpoint size in GiB (default 8)")
+    ap.add_argument("--gib", "--size", type=parse_gib, default=8.0,
+                    help="checkpoint size: GiB, or with a unit (8GiB, 512MiB; default 8)")
     ap.add_argument("--dir", default=os.environ.get("CAIRN_BENCH_DIR", "/work"),
                     help="a directory on the device under test")
     ap.add_argument("--step", type=int, default=100)
@@ -320,11 +387,19 @@ def main():
     if not exe:
         raise SystemExit("the `cairn` command is not installed (pip install . installs it)")
 
+    nbytes = total_bytes(args.gib)
+    free = shutil.disk_usage(args.dir).free
+    if free < disk_needed(nbytes):
+        raise SystemExit(f"{args.dir} has {free / GIB:.1f} GiB free; a {nbytes / GIB:.2f} GiB run needs "
+                         f"about {disk_needed(nbytes) / GIB:.1f} GiB (source, output, device test)")
     work = tempfile.mkdtemp(prefix="convert-bench-", dir=args.dir)
     try:
-        nbytes = total_bytes(args.gib)
         src = os.path.join(work, "orbax")
         print(f"load average {os.getloadavg()} on {os.cpu_count()} cores at the start", flush=True)
+        total_mib, avail_mib = meminfo_mib()
+        if total_mib:
+            print(f"memory: {total_mib / 1024:.1f} GiB, {avail_mib / 1024:.1f} GiB available; "
+                  f"{free / GIB:.0f} GiB free in {args.dir}", flush=True)
         print(f"writing the Orbax source: {len(layout(args.gib))} arrays, {nbytes / GIB:.2f} GiB "
               f"(OCDBT + zarr3) in {work}", flush=True)
         made = make_source(exe, src, args.gib, args.step)
@@ -339,7 +414,7 @@ def main():
         # The CPU's bound: the same zstd work (level-3 decode, level-1
         # encode) on the same values on every core, without I/O. Which of
         # the two bounds is lower is the one that applies.
-        cpu_bound, cpu_unshared, sampled = cpu_ceiling(args.gib)
+        cpu_bound, cpu_unshared, sampled = cpu_ceiling_in_child(args.gib)
         print(f"CPU: zstd-3 decode + zstd-1 encode of {sampled / GIB:.2f} GiB of the source's values "
               f"on one thread, no I/O: {cpu_bound:.2f} GB/s now (load {os.getloadavg()[0]:.1f}); "
               f"{cpu_unshared:.2f} GB/s on {os.cpu_count()} unshared cores (its CPU time / cores)",
@@ -366,8 +441,19 @@ def main():
                          ["mpirun", "--allow-run-as-root", "--oversubscribe", "-n", "2", exe, "convert",
                           src, out, "--to", "axlearn", "--json", *budget]))
         cpu = {}
+        naive_failed = None
         for name, cmd in jobs:
             shutil.rmtree(out, ignore_errors=True)
+            if name.startswith("naive"):
+                # The page cache is dropped by measured(); what is left
+                # available is what the naive way may take.
+                drop_caches([src])
+                _, avail_mib = meminfo_mib()
+                need = NAIVE_PEAK_PER_BYTE * nbytes / (1 << 20)
+                if avail_mib is not None:
+                    print(f"  {name}: needs about {need / 1024:.1f} GiB ({NAIVE_PEAK_PER_BYTE}x the "
+                          f"checkpoint); {avail_mib / 1024:.1f} GiB available now"
+                          + ("" if avail_mib > need else " -- it will likely be killed"), flush=True)
             try:
                 seconds, rss, stdout = measured(cmd, [src])
             except SystemExit as e:
@@ -375,7 +461,14 @@ def main():
                     raise
                 # The naive way holds the whole tree: on a machine without
                 # the memory it is killed; the rest still runs.
-                print(f"  {name}: failed ({str(e).splitlines()[0][:200]})", flush=True)
+                rc = measured.rc
+                if rc in (-9, 137):
+                    naive_failed = (f"killed by SIGKILL (out of memory: most likely the kernel's OOM killer) at "
+                                    f"{measured.maxrss_mib / 1024:.1f} GiB peak RSS, after "
+                                    f"{measured.cpu_seconds:.0f} CPU seconds")
+                else:
+                    naive_failed = f"failed (exit {rc}): {str(e).splitlines()[-1][:200]}"
+                print(f"  {name}: {naive_failed}", flush=True)
                 continue
             index = os.path.join(out, f"step_{args.step:08d}", "index")
             if not os.path.exists(index):
@@ -399,13 +492,16 @@ def main():
             print("  cairn convert under mpirun -n 2: skipped (no mpirun)")
 
         naive = runs.get("naive (orbax restore + tensorstore)", (float("nan"),))[0]
+        if naive_failed:
+            print(f"\nnaive (orbax restore + tensorstore): no row -- {naive_failed}; the speed-up "
+                  f"column is n/a")
         rows = []
         for name, (seconds, rss) in runs.items():
             gbs = nbytes / seconds / GB
             # What the tool's CPU time would give on every core unshared:
             # comparable across loads, and with the unshared CPU bound.
             unshared = nbytes / cpu[name] * os.cpu_count() / GB
-            rows.append([name, f"{seconds:.2f}", f"{gbs:.2f}", f"{rss:.0f}", f"{naive / seconds:.2f}x",
+            rows.append([name, f"{seconds:.2f}", f"{gbs:.2f}", f"{rss:.0f}", f"{naive / seconds:.2f}x" if naive == naive else "n/a",
                          f"{gbs / bound:.0%}", f"{gbs / cpu_unshared:.0%}",
                          f"{cpu[name] / seconds / os.cpu_count():.0%}", f"{unshared:.2f}",
                          f"{min(unshared, bound) / min(cpu_unshared, bound):.0%}"])
@@ -423,7 +519,7 @@ def main():
         # (layout(gib): larger arrays for larger checkpoints), same budget.
         cairn_rss = runs["cairn convert"][1]
         shutil.rmtree(src, ignore_errors=True)
-        sizes = sorted({float(x) for x in args.rss_sizes.split(",") if x} - {args.gib})
+        sizes = sorted({parse_gib(x) for x in args.rss_sizes.split(",") if x} - {args.gib})
         rss_rows = []
         for gib in sizes:
             small = os.path.join(work, f"orbax-{gib:g}gib")
