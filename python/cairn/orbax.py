@@ -500,6 +500,10 @@ def _restore(directory, target, item_name, step, _read_boxes):
     arrays = {}      # param -> numpy array (whole)
     placed = {}      # param -> (sharding, shape, [(device, box key)], {box key: buffer})
     requests = []
+    # Per request, the boxes the other processes restore: the engine reads
+    # through the page cache when they share chunks with this process's.
+    others = []
+    me = jax.process_index() if jax is not None and jax.process_count() > 1 else None
     for param in leaves:
         dtype_name, shape, _ = info[param]
         np_dtype = _dtypes.to_numpy(dtype_name)
@@ -518,15 +522,24 @@ def _restore(directory, target, item_name, step, _read_boxes):
                     boxes.append((origin, _dtypes.raw_view(buffers[key])))
                 devices.append((device, key))
             placed[param] = (sharding, tuple(shape), devices, buffers)
+            theirs = set()
+            if me is not None:
+                for device, index in sharding.devices_indices_map(tuple(shape)).items():
+                    if device.process_index != me:
+                        origin, extent = _box_of(index, shape)
+                        theirs.add((tuple(origin), tuple(extent)))
+            others.append(sorted(theirs))
         else:
             arr = np.empty(shape, dtype=np_dtype)
             arrays[param] = arr
             boxes = [([0] * len(shape), _dtypes.raw_view(arr))]
+            # Every process reads the whole array.
+            others.append([] if me is None else [((0,) * len(shape), tuple(shape))])
         requests.append((param, dtype_name, boxes))
     if _read_boxes is not None:
         _read_boxes(requests)
     else:
-        _core._engine_restore(item.dir, "", requests)
+        _core._engine_restore(item.dir, "", requests, others)
     # Every shard of every array goes to its device in one device_put (one
     # call per shard costs ~0.2 ms of Python each, seconds for big trees).
     host, where = [], []

@@ -15,6 +15,7 @@
 #include "cairn/engine/save.h"
 #include "cairn/util/thread_pool.h"
 #include "cairn/engine/save_plan.h"
+#include "cairn/engine/testing/save_helpers.h"
 #include "cairn/engine/testing/thread_coordinator.h"
 #include "cairn/kvstore/testing/fault_kvstore.h"
 #include "cairn/layout/orbax/item_store.h"
@@ -26,49 +27,7 @@ namespace cairn::engine {
 namespace {
 namespace fs = std::filesystem;
 using orbax::KeyType;
-
-// The location of a local directory (the test's paths).
-orbax::Location Loc(const std::string& path) {
-  auto loc = orbax::OpenLocation(path);
-  EXPECT_TRUE(loc.ok()) << loc.status().ToString();
-  return loc.ok() ? *loc : orbax::Location{};
-}
-
-std::string TempDir(const std::string& name) {
-  std::string dir = (fs::temp_directory_path() /
-                     ("cairn_engine_test_" + std::to_string(::getpid()) + "_" + name)).string();
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-std::vector<float> Iota(size_t n, float start = 0) {
-  std::vector<float> v(n);
-  std::iota(v.begin(), v.end(), start);
-  return v;
-}
-
-SaveLeaf ArrayLeaf(const std::string& name, Shape shape, Shape write_shape = {}) {
-  SaveLeaf l;
-  l.path = {{"params", KeyType::kDict}, {name, KeyType::kDict}};
-  l.dtype = DType::kFloat32;
-  l.shape = std::move(shape);
-  l.write_shape = std::move(write_shape);
-  return l;
-}
-
-ShardToSave Shard(const std::vector<float>& full, const Shape& shape, Box box, int replica = 0) {
-  // Points into `full` (C order over `shape`) with strides.
-  ShardToSave s;
-  auto strides = CStrides(shape, sizeof(float));
-  const uint8_t* p = reinterpret_cast<const uint8_t*>(full.data());
-  for (size_t d = 0; d < shape.size(); ++d) p += box.origin[d] * strides[d];
-  s.box = std::move(box);
-  s.data = p;
-  s.byte_strides = strides;
-  s.replica_id = replica;
-  return s;
-}
+using namespace testing;  // NOLINT: the save helpers
 
 TEST(SavePlan, ReplicaZeroVsReplicaParallel) {
   std::vector<float> data = Iota(32);
