@@ -106,6 +106,10 @@ class HttpClient {
   const HttpClientOptions& options() const { return options_; }
   // Attempts that were retried since the client was made (for tests).
   uint64_t retries() const;
+  // Times the transfer thread went round its loop (woke from its poll) since
+  // the client was made (for tests: it must sleep, not spin, while calls
+  // wait for room).
+  uint64_t loop_iterations() const;
 
   struct Impl;
 
