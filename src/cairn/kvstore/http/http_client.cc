@@ -113,6 +113,7 @@ struct HttpClient::Impl {
   std::vector<Transfer*> active;  // loop thread only
   std::atomic<uint64_t> retries{0};
   std::atomic<uint64_t> loop_iterations{0};
+  std::atomic<uint64_t> calls{0};
   std::mt19937_64 rng{std::random_device{}()};  // loop thread only
   std::thread thread;
 
@@ -416,6 +417,8 @@ uint64_t HttpClient::retries() const { return impl_->retries.load(); }
 
 uint64_t HttpClient::loop_iterations() const { return impl_->loop_iterations.load(); }
 
+uint64_t HttpClient::calls() const { return impl_->calls.load(); }
+
 Result<HttpResponse> HttpClient::Execute(HttpCall call) {
   std::vector<HttpCall> calls;
   calls.push_back(std::move(call));
@@ -423,6 +426,7 @@ Result<HttpResponse> HttpClient::Execute(HttpCall call) {
 }
 
 std::vector<Result<HttpResponse>> HttpClient::ExecuteAll(std::vector<HttpCall> calls) {
+  impl_->calls.fetch_add(calls.size(), std::memory_order_relaxed);
   Batch batch;
   batch.remaining = calls.size();
   std::vector<std::optional<Result<HttpResponse>>> slots(calls.size());

@@ -110,6 +110,9 @@ class HttpClient {
   // the client was made (for tests: it must sleep, not spin, while calls
   // wait for room).
   uint64_t loop_iterations() const;
+  // Calls submitted (Execute / ExecuteAll) since the client was made, each
+  // counted once whatever its attempts (for tests counting requests).
+  uint64_t calls() const;
 
   struct Impl;
 
