@@ -146,7 +146,7 @@ TEST(EmergencyManager, ImmutableShardsAreReadAfterSaveReturnsAndHeldUntilWritten
       engine::RestoreRequest q;
       q.directory = dir;
       q.item_name = item;
-      q.arrays = {{"params.f", std::nullopt, {{Box({0, 0}, {64, 256}), back.data(), {}}}}};
+      q.arrays = {{"params.f", std::nullopt, {{Box({0, 0}, {64, 256}), back.data(), {}}}, {}}};
       Status read = engine::Restore(q);
       ASSERT_TRUE(read.ok()) << dir << ": " << read.ToString();
       EXPECT_EQ(back[0], immutable ? -1.0f : 0.0f) << dir;

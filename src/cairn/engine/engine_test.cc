@@ -276,7 +276,7 @@ TEST(Save, PeakOwnedBytesStayWithinTheBudget) {
   std::vector<float> back(w.size());
   RestoreRequest q;
   q.directory = dir;
-  q.arrays = {{"params.w", std::nullopt, {{Box({0, 0}, {512, 512}), back.data(), {}}}}};
+  q.arrays = {{"params.w", std::nullopt, {{Box({0, 0}, {512, 512}), back.data(), {}}}, {}}};
   ASSERT_TRUE(Restore(q).ok());
   for (size_t i = 0; i < back.size(); i += 4099) EXPECT_EQ(back[i], static_cast<float>(i % 977) * 0.25f);
 }
@@ -326,8 +326,8 @@ TEST(Save, ImmutableShardsAreReadInTheBackgroundWithinTheBudget) {
   RestoreRequest q;
   q.directory = dir;
   std::vector<float> fback(64 * 256, -1.0f);
-  q.arrays = {{"params.w", std::nullopt, {{Box({0, 0}, {512, 512}), back.data(), {}}}},
-              {"params.f", std::nullopt, {{Box({0, 0}, {64, 256}), fback.data(), {}}}}};
+  q.arrays = {{"params.w", std::nullopt, {{Box({0, 0}, {512, 512}), back.data(), {}}}, {}},
+              {"params.f", std::nullopt, {{Box({0, 0}, {64, 256}), fback.data(), {}}}, {}}};
   ASSERT_TRUE(Restore(q).ok());
   EXPECT_EQ(back, w);
   for (size_t i = 0; i < fback.size(); ++i) ASSERT_EQ(fback[i], static_cast<float>(i)) << i;
@@ -387,8 +387,8 @@ TEST(Save, ThreeProcessesWriteTheirOwnShardsAndThePrimaryCommits) {
   std::vector<float> a(48), b(12);
   RestoreRequest q;
   q.directory = dir;  // a step directory
-  q.arrays = {{"params.sharded", std::nullopt, {{Box({0, 0}, {12, 4}), a.data(), {}}}},
-              {"params.replicated", std::nullopt, {{Box({0, 0}, {6, 2}), b.data(), {}}}}};
+  q.arrays = {{"params.sharded", std::nullopt, {{Box({0, 0}, {12, 4}), a.data(), {}}}, {}},
+              {"params.replicated", std::nullopt, {{Box({0, 0}, {6, 2}), b.data(), {}}}, {}}};
   Status s = Restore(q);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(a, sharded);
