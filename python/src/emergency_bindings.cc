@@ -57,11 +57,36 @@ struct PyEmergencyManager {
   std::unique_ptr<EmergencyCheckpointManager> native;
   std::optional<emergency::PreparedRestore> prepared;
 
+  PyEmergencyManager(std::unique_ptr<EmergencyCheckpointManager> n, std::optional<emergency::PreparedRestore> p)
+      : native(std::move(n)), prepared(std::move(p)) {}
+  PyEmergencyManager(PyEmergencyManager&&) = default;
+  PyEmergencyManager& operator=(PyEmergencyManager&&) = default;
+  // The background thread may take the GIL to drop a save's arrays
+  // (HoldArrays): wait for it without the GIL.
+  ~PyEmergencyManager() {
+    if (native == nullptr) return;
+    nb::gil_scoped_release release;
+    native.reset();
+  }
+
   EmergencyCheckpointManager& get() {
     if (!native) ThrowStatus(FailedPreconditionError("the emergency CheckpointManager is closed"));
     return *native;
   }
 };
+
+// Owns the Python arrays a save's immutable shards point into; the manager
+// drops it on its background thread once both tiers' writes have read them,
+// taking the GIL to release the references (not once the interpreter is
+// shutting down: the arrays are then left alone).
+std::shared_ptr<void> HoldArrays(std::shared_ptr<void> keep) {
+  return std::shared_ptr<void>(new std::shared_ptr<void>(std::move(keep)), [](void* p) {
+    auto* kept = static_cast<std::shared_ptr<void>*>(p);
+    if (!nb::is_alive()) return;
+    nb::gil_scoped_acquire gil;
+    delete kept;
+  });
+}
 
 }  // namespace
 
@@ -73,9 +98,13 @@ void RegisterEmergency(nb::module_& m) {
            [](PyEmergencyManager& s, int64_t step) { return s.get().ShouldSavePersistent(step); })
       .def("save",
            [](PyEmergencyManager& s, int64_t step, nb::handle leaves, bool force) {
-             ConvertedLeaves converted = ConvertSaveLeaves(leaves);
+             // A jax.Array's shards are read in the background, not copied
+             // first (they never change); the manager holds them until then.
+             ConvertedLeaves converted = ConvertSaveLeaves(leaves, /*honor_immutable=*/true);
              EmergencyCheckpointManager& native = s.get();
-             Result<bool> saved = Released([&] { return native.Save(step, converted.leaves, force); });
+             std::shared_ptr<void> hold = HoldArrays(std::move(converted.keep));
+             Result<bool> saved =
+                 Released([&] { return native.Save(step, converted.leaves, force, std::move(hold)); });
              return ValueOrThrow(std::move(saved));
            },
            nb::arg("step"), nb::arg("leaves"), nb::arg("force") = false)

@@ -118,6 +118,8 @@ struct PyPendingSave {
 // (param, dtype name or None, [(origin, writable raw array)])
 using PyRestoreArray = std::tuple<std::string, std::optional<std::string>,
                                   std::vector<std::pair<std::vector<int64_t>, RawOut>>>;
+// Per array: [(origin, shape)] of the boxes the other processes restore.
+using PyOtherBoxes = std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>;
 
 }  // namespace
 
@@ -177,7 +179,10 @@ void RegisterEngine(nb::module_& m) {
   m.def(
       "_engine_restore",
       [](const std::string& directory, const std::string& item_name,
-         const std::vector<PyRestoreArray>& arrays) {
+         const std::vector<PyRestoreArray>& arrays, const std::vector<PyOtherBoxes>& others) {
+        if (!others.empty() && others.size() != arrays.size()) {
+          throw nb::value_error("_engine_restore: boxes_of_other_processes needs one list per array");
+        }
         engine::RestoreRequest r;
         r.directory = directory;
         r.item_name = item_name;
@@ -190,6 +195,11 @@ void RegisterEngine(nb::module_& m) {
             for (size_t d = 0; d < out.ndim(); ++d) shape[d] = static_cast<Index>(out.shape(d));
             a.boxes.push_back({Box(origin, shape), out.data(), ByteStrides(out.ndim(), out.stride_ptr(), out.itemsize())});
           }
+          if (!others.empty()) {
+            for (const auto& [origin, shape] : others[r.arrays.size()]) {
+              a.boxes_of_other_processes.push_back(Box(origin, shape));
+            }
+          }
           r.arrays.push_back(std::move(a));
         }
         Status s;
@@ -199,7 +209,8 @@ void RegisterEngine(nb::module_& m) {
         }
         ThrowIfError(s);
       },
-      nb::arg("directory"), nb::arg("item_name"), nb::arg("arrays"));
+      nb::arg("directory"), nb::arg("item_name"), nb::arg("arrays"),
+      nb::arg("boxes_of_other_processes") = std::vector<PyOtherBoxes>());
 }
 
 }  // namespace cairn::python

@@ -131,7 +131,9 @@ Result<std::unique_ptr<EmergencyCheckpointManager>> EmergencyCheckpointManager::
                                         m->options_.num_replicas)
                             .Annotate("emergency checkpointing: recording the run's directories"));
   const uint64_t budget = m->options_.save.memory_budget_bytes;
-  m->budget_ = std::make_unique<engine::ByteBudget>(budget != 0 ? budget : engine::ByteBudget::kDefaultBytes);
+  m->budget_ = m->options_.budget != nullptr
+                   ? m->options_.budget
+                   : std::make_shared<engine::ByteBudget>(budget != 0 ? budget : engine::ByteBudget::kDefaultBytes);
   return m;
 }
 
@@ -144,7 +146,7 @@ bool EmergencyCheckpointManager::ShouldSavePersistent(int64_t step) const {
 }
 
 Result<bool> EmergencyCheckpointManager::Save(int64_t step, const std::vector<engine::SaveLeaf>& leaves,
-                                              bool force) {
+                                              bool force, std::shared_ptr<void> hold) {
   // Step 1.
   CAIRN_RETURN_IF_ERROR(WaitUntilFinished());
   const bool local = force || ShouldSaveLocal(step);
@@ -203,8 +205,8 @@ Result<bool> EmergencyCheckpointManager::Save(int64_t step, const std::vector<en
     else persistent_status = started.status();
   }
   worker_ = std::thread([this, step, local, local_status, l = std::move(local_save),
-                         ps = std::move(persistent_save)]() mutable {
-    Background(step, local, local_status, std::move(l), std::move(ps));
+                         ps = std::move(persistent_save), h = std::move(hold)]() mutable {
+    Background(step, local, local_status, std::move(l), std::move(ps), std::move(h));
   });
   if (!persistent_status.ok()) {
     CAIRN_RETURN_IF_ERROR(WaitUntilFinished());
@@ -215,20 +217,28 @@ Result<bool> EmergencyCheckpointManager::Save(int64_t step, const std::vector<en
 
 void EmergencyCheckpointManager::Background(int64_t step, bool local_due, const Status& local_status,
                                             std::unique_ptr<engine::PendingSave> local,
-                                            std::unique_ptr<engine::PendingSave> persistent) {
-  Status status;
-  if (local_due) {
-    Status saved = local ? local->Wait() : local_status;
-    // Step 4 (also after a failed save: the peers learn of it).
-    Status replicated = options_.peer_copies > 0 ? Replicate(step, saved) : Status::OK();
-    status = !saved.ok() ? saved : replicated;
+                                            std::unique_ptr<engine::PendingSave> persistent,
+                                            std::shared_ptr<void> hold) {
+  Status saved;
+  if (local_due && local) saved = local->Wait();
+  else if (local_due) saved = local_status;
+  // Step 4 (also after a failed save: the peers learn of it), while the
+  // persistent write goes on.
+  Status replicated;
+  std::thread replication;
+  if (local_due && options_.peer_copies > 0) {
+    replication = std::thread([&] { replicated = Replicate(step, saved); });
   }
   bool committed = false;
+  Status persisted;
   if (persistent) {
-    Status s = persistent->Wait();
-    committed = s.ok();
-    if (status.ok()) status = s;
+    persisted = persistent->Wait();
+    committed = persisted.ok();
   }
+  // Both writes have read every immutable shard.
+  hold.reset();
+  if (replication.joinable()) replication.join();
+  Status status = !saved.ok() ? saved : !replicated.ok() ? replicated : persisted;
   // Step 5.
   Status kept = ApplyRetention(committed);
   if (status.ok()) status = kept;

@@ -14,7 +14,11 @@
 //      save with the job's coordinator into `<persistent>/<step>/default/`,
 //      replica 0's shards only (Orbax's single-replica persistent save).
 //   Save returns once both snapshots are taken (the caller may change its
-//   arrays); the rest runs on a background thread:
+//   arrays), except for shards marked immutable (engine/save_request.h,
+//   a jax.Array's): the engine reads those in the background, and Save's
+//   `hold` keeps them alive until both writes have finished (then the
+//   background thread drops it, before replication ends). The rest runs on
+//   a background thread:
 //   4. When the local write is durable: send the step to each peer
 //      (peer_plan.h) and receive the peers' steps into
 //      `<local>/peer_copies/process_<o>/<step>/` (dir_transfer.h: checksummed,
@@ -89,6 +93,10 @@ struct EmergencyOptions {
   // the environment variable CAIRN_EMERGENCY_TEST_CRASH_AT="<point>@<step>@<process>"
   // makes that process kill itself (SIGKILL) there, as a crash would.
   std::function<void(std::string_view point, int64_t step)> at_point;
+  // The budget snapshots and transfers count against, shared with the
+  // caller's other saves; null: the manager's own of
+  // save.memory_budget_bytes (ByteBudget::kDefaultBytes when 0).
+  std::shared_ptr<engine::ByteBudget> budget;
   // `process_metadata/` files as Orbax writes them (device ids); empty:
   // one pseudo-device per process ([[0], [1], ...] and [0, 1, ...]).
   std::string global_process_metadata_json;
@@ -131,7 +139,14 @@ class EmergencyCheckpointManager {
 
   // Saves `leaves` (engine/save_request.h) as `step` to the tiers whose
   // interval it hits (both with force). Returns whether it saved anything.
-  Result<bool> Save(int64_t step, const std::vector<engine::SaveLeaf>& leaves, bool force = false);
+  // Shards marked immutable are not copied before Save returns: their
+  // buffers must stay valid and unchanged until the local and persistent
+  // writes have read them. `hold` (may be null: the caller keeps them alive
+  // until WaitUntilFinished) owns whatever keeps them so; the manager drops
+  // it on the background thread as soon as both writes have finished (or at
+  // once when nothing is due), before WaitUntilFinished returns.
+  Result<bool> Save(int64_t step, const std::vector<engine::SaveLeaf>& leaves, bool force = false,
+                    std::shared_ptr<void> hold = nullptr);
   Status WaitUntilFinished();
 
   // Collective: steps a restore could use (complete local steps and
@@ -154,7 +169,8 @@ class EmergencyCheckpointManager {
   EmergencyCheckpointManager(EmergencyOptions options, Coordinator& coordinator,
                              std::shared_ptr<PeerTransport> transport);
   void Background(int64_t step, bool local_due, const Status& local_status,
-                  std::unique_ptr<engine::PendingSave> local, std::unique_ptr<engine::PendingSave> persistent);
+                  std::unique_ptr<engine::PendingSave> local, std::unique_ptr<engine::PendingSave> persistent,
+                  std::shared_ptr<void> hold);
   Status Replicate(int64_t step, const Status& local_status);
   Status ApplyRetention(bool persistent_committed);
   Result<std::pair<std::vector<Holding>, std::vector<int64_t>>> Exchange(std::string_view what);
@@ -169,7 +185,7 @@ class EmergencyCheckpointManager {
   ReplicaLayout layout_;
   orbax::Location local_;
   orbax::Location persistent_;
-  std::unique_ptr<engine::ByteBudget> budget_;
+  std::shared_ptr<engine::ByteBudget> budget_;
   std::thread worker_;
   Status background_status_;
   int fetch_round_ = 0;

@@ -283,7 +283,7 @@ Result<RestoreReport> EmergencyCheckpointManager::Restore(PreparedRestore& prepa
       if (req.arrays.empty()) {
         req.directory = prepared.on_disk[r.owner].Path();
         req.item_name = std::string(kStateItem);
-        for (const auto& a : arrays) req.arrays.push_back({a.param, a.dtype, {}});
+        for (const auto& a : arrays) req.arrays.push_back({a.param, a.dtype, {}, {}});
       }
       req.arrays[r.array].boxes.push_back(r.box);
       const bool fetched_here = prepared.on_disk_source[r.owner].rfind("fetched", 0) == 0;

@@ -8,10 +8,12 @@
 
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <thread>
 
 #include "cairn/emergency/testing/emergency_job.h"
 #include "cairn/emergency/zmq_transport.h"
+#include "cairn/engine/restore.h"
 #include "cairn/engine/testing/thread_coordinator.h"
 
 namespace cairn::emergency {
@@ -82,6 +84,78 @@ TEST(EmergencyManager, ZeroMqTransport) {
     testing::RestoreLatest(c, t, testing::OptionsFor(root, p), StepChoice::Tier::kLocal, 7, /*lost=*/p == 2);
   }, /*zmq=*/true);
   fs::remove_all(root);
+}
+
+// Immutable shards (a jax.Array's) are not copied before Save returns: with
+// the budget full, Save returns anyway, and both tiers save what the buffer
+// holds when the background reads it, after Save returned (here changed
+// behind the manager's back to prove it; a caller never does). The shard is
+// held column-major, so the background copies it chunk by chunk within the
+// budget and cannot read it before the test frees the budget. `hold` lives
+// until both writes are done and is gone when WaitUntilFinished returns.
+// The control saves the same shard as mutable: Save copies it, and the
+// change made after Save returned is not saved.
+TEST(EmergencyManager, ImmutableShardsAreReadAfterSaveReturnsAndHeldUntilWritten) {
+  for (const bool immutable : {true, false}) {
+    SCOPED_TRACE(immutable ? "immutable" : "mutable (control)");
+    const std::string root = TempDir(immutable ? "immutable" : "mutable");
+    auto single = NewSingleProcessCoordinator();
+    EmergencyOptions o;
+    o.local_directory = root + "/local";
+    o.persistent_directory = root + "/persistent";
+    o.peer_copies = 0;
+    o.budget = std::make_shared<engine::ByteBudget>(64 << 10);
+    auto m = EmergencyCheckpointManager::Open(o, *single, nullptr);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    std::vector<float> f(64 * 256);  // f[col * 64 + row] = row * 256 + col
+    for (Index row = 0; row < 64; ++row) {
+      for (Index col = 0; col < 256; ++col) f[col * 64 + row] = static_cast<float>(row * 256 + col);
+    }
+    engine::SaveLeaf leaf;
+    leaf.path = {{"params", orbax::KeyType::kDict}, {"f", orbax::KeyType::kDict}};
+    leaf.dtype = DType::kFloat32;
+    leaf.shape = {64, 256};
+    engine::ShardToSave shard;
+    shard.box = Box({0, 0}, {64, 256});
+    shard.data = f.data();
+    shard.byte_strides = {4, 64 * 4};
+    shard.immutable = immutable;
+    leaf.shards = {shard};
+    auto hold = std::make_shared<int>(0);
+    std::weak_ptr<int> held = hold;
+    if (immutable) o.budget->Acquire(64 << 10);  // full until the test frees it
+    auto saving = std::async(std::launch::async, [&] {
+      return (*m)->Save(1, {leaf}, /*force=*/true, std::move(hold));
+    });
+    const bool returned = saving.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+    if (!returned) o.budget->Release(64 << 10);  // a Save that copies waits for the budget
+    ASSERT_TRUE(returned) << "Save waited for the budget: it copied the shard";
+    auto saved = saving.get();
+    ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+    if (immutable) {
+      EXPECT_FALSE(held.expired()) << "released before the writes read the shard";
+    }
+    f[0] = -1.0f;  // after Save returned
+    if (immutable) o.budget->Release(64 << 10);
+    Status done = (*m)->WaitUntilFinished();
+    ASSERT_TRUE(done.ok()) << done.ToString();
+    EXPECT_TRUE(held.expired());
+    for (const auto& [dir, item] : {std::pair<std::string, std::string>{root + "/local/1", "state"},
+                                    {root + "/persistent/1", "default"}}) {
+      std::vector<float> back(64 * 256, 7.0f);
+      engine::RestoreRequest q;
+      q.directory = dir;
+      q.item_name = item;
+      q.arrays = {{"params.f", std::nullopt, {{Box({0, 0}, {64, 256}), back.data(), {}}}, {}}};
+      Status read = engine::Restore(q);
+      ASSERT_TRUE(read.ok()) << dir << ": " << read.ToString();
+      EXPECT_EQ(back[0], immutable ? -1.0f : 0.0f) << dir;
+      EXPECT_EQ(back[1], 1.0f) << dir;                // row 0, column 1
+      EXPECT_EQ(back[256 * 63 + 255], 64.0f * 256 - 1) << dir;
+    }
+    EXPECT_TRUE((*m)->Close().ok());
+    fs::remove_all(root);
+  }
 }
 
 TEST(EmergencyManager, IntervalsAndOpenChecks) {

@@ -15,6 +15,7 @@
 #include "cairn/engine/save.h"
 #include "cairn/util/thread_pool.h"
 #include "cairn/engine/save_plan.h"
+#include "cairn/engine/testing/save_helpers.h"
 #include "cairn/engine/testing/thread_coordinator.h"
 #include "cairn/kvstore/testing/fault_kvstore.h"
 #include "cairn/layout/orbax/item_store.h"
@@ -26,49 +27,7 @@ namespace cairn::engine {
 namespace {
 namespace fs = std::filesystem;
 using orbax::KeyType;
-
-// The location of a local directory (the test's paths).
-orbax::Location Loc(const std::string& path) {
-  auto loc = orbax::OpenLocation(path);
-  EXPECT_TRUE(loc.ok()) << loc.status().ToString();
-  return loc.ok() ? *loc : orbax::Location{};
-}
-
-std::string TempDir(const std::string& name) {
-  std::string dir = (fs::temp_directory_path() /
-                     ("cairn_engine_test_" + std::to_string(::getpid()) + "_" + name)).string();
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-std::vector<float> Iota(size_t n, float start = 0) {
-  std::vector<float> v(n);
-  std::iota(v.begin(), v.end(), start);
-  return v;
-}
-
-SaveLeaf ArrayLeaf(const std::string& name, Shape shape, Shape write_shape = {}) {
-  SaveLeaf l;
-  l.path = {{"params", KeyType::kDict}, {name, KeyType::kDict}};
-  l.dtype = DType::kFloat32;
-  l.shape = std::move(shape);
-  l.write_shape = std::move(write_shape);
-  return l;
-}
-
-ShardToSave Shard(const std::vector<float>& full, const Shape& shape, Box box, int replica = 0) {
-  // Points into `full` (C order over `shape`) with strides.
-  ShardToSave s;
-  auto strides = CStrides(shape, sizeof(float));
-  const uint8_t* p = reinterpret_cast<const uint8_t*>(full.data());
-  for (size_t d = 0; d < shape.size(); ++d) p += box.origin[d] * strides[d];
-  s.box = std::move(box);
-  s.data = p;
-  s.byte_strides = strides;
-  s.replica_id = replica;
-  return s;
-}
+using namespace testing;  // NOLINT: the save helpers
 
 TEST(SavePlan, ReplicaZeroVsReplicaParallel) {
   std::vector<float> data = Iota(32);
@@ -317,7 +276,7 @@ TEST(Save, PeakOwnedBytesStayWithinTheBudget) {
   std::vector<float> back(w.size());
   RestoreRequest q;
   q.directory = dir;
-  q.arrays = {{"params.w", std::nullopt, {{Box({0, 0}, {512, 512}), back.data(), {}}}}};
+  q.arrays = {{"params.w", std::nullopt, {{Box({0, 0}, {512, 512}), back.data(), {}}}, {}}};
   ASSERT_TRUE(Restore(q).ok());
   for (size_t i = 0; i < back.size(); i += 4099) EXPECT_EQ(back[i], static_cast<float>(i % 977) * 0.25f);
 }
@@ -367,8 +326,8 @@ TEST(Save, ImmutableShardsAreReadInTheBackgroundWithinTheBudget) {
   RestoreRequest q;
   q.directory = dir;
   std::vector<float> fback(64 * 256, -1.0f);
-  q.arrays = {{"params.w", std::nullopt, {{Box({0, 0}, {512, 512}), back.data(), {}}}},
-              {"params.f", std::nullopt, {{Box({0, 0}, {64, 256}), fback.data(), {}}}}};
+  q.arrays = {{"params.w", std::nullopt, {{Box({0, 0}, {512, 512}), back.data(), {}}}, {}},
+              {"params.f", std::nullopt, {{Box({0, 0}, {64, 256}), fback.data(), {}}}, {}}};
   ASSERT_TRUE(Restore(q).ok());
   EXPECT_EQ(back, w);
   for (size_t i = 0; i < fback.size(); ++i) ASSERT_EQ(fback[i], static_cast<float>(i)) << i;
@@ -428,8 +387,8 @@ TEST(Save, ThreeProcessesWriteTheirOwnShardsAndThePrimaryCommits) {
   std::vector<float> a(48), b(12);
   RestoreRequest q;
   q.directory = dir;  // a step directory
-  q.arrays = {{"params.sharded", std::nullopt, {{Box({0, 0}, {12, 4}), a.data(), {}}}},
-              {"params.replicated", std::nullopt, {{Box({0, 0}, {6, 2}), b.data(), {}}}}};
+  q.arrays = {{"params.sharded", std::nullopt, {{Box({0, 0}, {12, 4}), a.data(), {}}}, {}},
+              {"params.replicated", std::nullopt, {{Box({0, 0}, {6, 2}), b.data(), {}}}, {}}};
   Status s = Restore(q);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(a, sharded);

@@ -3,7 +3,10 @@
 //      generation (the manifest is read once for the whole restore, B+tree
 //      nodes are decoded once) and every array's metadata is read.
 //   2. Plan (restore_plan.h): the chunks every box touches, each once.
-//   3. Read with KvStore::GetMany, all arrays' chunks in one batch split
+//   3. Tell the store whether other processes read the same chunks
+//      (KvStore::SetReadsShared: then through the page cache they share,
+//      else large cold reads bypass it).
+//   4. Read with KvStore::GetMany, all arrays' chunks in one batch split
 //      into a few slices that run in parallel: whole chunks (and shards
 //      wholly needed) first, with the index of each shard needed only in
 //      part; then those shards' inner chunks. Each value is decoded as it
@@ -148,6 +151,18 @@ Status ReadSliced(KvStore& store, const std::vector<KeyRead>& reads, const Value
   return group.Wait();
 }
 
+// Whether another process reads a chunk this process reads (its boxes
+// touch one of this plan's chunks).
+bool ReadsOverlapOtherProcesses(const ArrayToRestore& a, const ArrayRestorePlan& p) {
+  for (const Box& other : a.boxes_of_other_processes) {
+    if (other.rank() != p.spec.shape.size()) continue;
+    for (const ChunkToRead& c : p.chunks) {
+      if (Intersect(c.box, other).num_elements() > 0) return true;
+    }
+  }
+  return false;
+}
+
 // A ranged read that does not fit its value means the shard's bytes are
 // inconsistent with its index.
 Status AsDataLoss(Status s, const std::string& what) {
@@ -188,11 +203,17 @@ Status Restore(const RestoreRequest& request) {
     CAIRN_RETURN_IF_ERROR(group.Wait());
   }
   KvStore& store = *item.store;
+  // Step 3.
+  bool shared = false;
+  for (size_t a = 0; a < plans.size() && !shared; ++a) {
+    shared = ReadsOverlapOtherProcesses(request.arrays[a], plans[a]);
+  }
+  store.SetReadsShared(shared);
   auto where_of = [&](size_t a, const std::string& key) {
     return "restoring `" + request.arrays[a].param + "` of " + dir + ": reading " + store.Describe(key);
   };
 
-  // Step 3: whole chunks, and the indexes of shards needed in part.
+  // Step 4: whole chunks, and the indexes of shards needed in part.
   struct Target {
     size_t array;
     size_t chunk;

@@ -30,6 +30,12 @@ struct ArrayToRestore {
   // When set, the stored array must have this dtype (InvalidArgument else).
   std::optional<DType> dtype;
   std::vector<BoxToRestore> boxes;
+  // The boxes other processes of the same restore read (any order,
+  // repeats allowed; empty for a single process). Where one of them touches
+  // a chunk this process reads too, the processes read the same bytes, and
+  // the restore keeps its reads in the page cache, which processes on one
+  // host share; else large reads bypass it (KvStore::SetReadsShared).
+  std::vector<Box> boxes_of_other_processes;
 };
 
 struct RestoreRequest {

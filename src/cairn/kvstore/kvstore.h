@@ -231,6 +231,14 @@ class KvStore {
   // to this many chunk reads or writes at once.
   virtual size_t io_concurrency() const { return 0; }
 
+  // A hint for the reads that follow: other processes on this host read the
+  // same values at about the same time (a multi-process restore whose
+  // processes need the same chunks), so reads should go through the page
+  // cache they share. Without it a driver may bypass the cache for large
+  // reads of values that are not cached (file: O_DIRECT, no copy out of the
+  // cache). Drivers over another store pass it on.
+  virtual void SetReadsShared(bool shared) {}
+
   // "key `k` of <url>" — for error messages.
   std::string Describe(std::string_view key) const;
 };

@@ -111,7 +111,7 @@ Buffer Buffer::CopyOf(ByteView bytes) {
 }
 
 bool Buffer::TryReserve(size_t capacity) {
-  if (capacity <= capacity_) return true;
+  if (capacity <= capacity_ - offset_) return true;
   if (capacity > kMaxAllocationBytes) return false;
   size_t rounded = (capacity + kAlignment - 1) / kAlignment * kAlignment;
   void* p = TakeCachedBlock(rounded, &rounded);
@@ -121,10 +121,11 @@ bool Buffer::TryReserve(size_t capacity) {
     fresh_allocated.fetch_add(rounded, std::memory_order_relaxed);
   }
   total_allocated.fetch_add(rounded, std::memory_order_relaxed);
-  if (size_ > 0) std::memcpy(p, data_.get(), size_);
+  if (size_ > 0) std::memcpy(p, data(), size_);
   data_.reset(static_cast<uint8_t*>(p));  // frees the old block with its old capacity
   data_.get_deleter().capacity = rounded;
   capacity_ = rounded;
+  offset_ = 0;
   return true;
 }
 
@@ -139,7 +140,7 @@ Result<Buffer> Buffer::TryAllocate(size_t size, std::string_view what) {
 }
 
 Status Buffer::TryResize(size_t size, std::string_view what) {
-  if (size > capacity_ && !TryReserve(size)) {
+  if (size > capacity() && !TryReserve(size)) {
     return ResourceExhaustedError("cannot allocate " + std::to_string(size) + " bytes for " +
                                   std::string(what) + ": out of memory");
   }
@@ -156,14 +157,14 @@ uint64_t Buffer::FreshBytesAllocated() {
 }
 
 void Buffer::resize(size_t size) {
-  if (size > capacity_) reserve(size);
+  if (size > capacity()) reserve(size);
   size_ = size;
 }
 
 void Buffer::append(ByteView bytes) {
   if (bytes.empty()) return;
   size_t old = size_;
-  if (old + bytes.size() > capacity_) reserve(std::max(old + bytes.size(), capacity_ * 2));
+  if (old + bytes.size() > capacity()) reserve(std::max(old + bytes.size(), capacity() * 2));
   size_ = old + bytes.size();
   std::memcpy(data() + old, bytes.data(), bytes.size());
 }

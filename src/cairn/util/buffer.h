@@ -1,7 +1,8 @@
 // Byte buffers.
 //
 // `ByteView` borrows bytes (the caller keeps them alive). `Buffer` owns a
-// heap block that is 4096-byte aligned (so it can go to O_DIRECT I/O as is)
+// heap block that is 4096-byte aligned (so it can go to O_DIRECT I/O as is,
+// unless RemovePrefix dropped a part of it)
 // and is NOT zero-initialized on allocation: every byte a caller reads it must
 // have written. Growing with `resize` keeps existing bytes.
 //
@@ -56,23 +57,25 @@ class Buffer {
   static Buffer CopyOf(std::string_view bytes) { return CopyOf(AsBytes(bytes)); }
 
   Buffer(Buffer&& other) noexcept
-      : data_(std::move(other.data_)), size_(other.size_), capacity_(other.capacity_) {
-    other.size_ = other.capacity_ = 0;
+      : data_(std::move(other.data_)), size_(other.size_), capacity_(other.capacity_),
+        offset_(other.offset_) {
+    other.size_ = other.capacity_ = other.offset_ = 0;
   }
   Buffer& operator=(Buffer&& other) noexcept {
     data_ = std::move(other.data_);
     size_ = other.size_;
     capacity_ = other.capacity_;
-    other.size_ = other.capacity_ = 0;
+    offset_ = other.offset_;
+    other.size_ = other.capacity_ = other.offset_ = 0;
     return *this;
   }
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
 
-  uint8_t* data() { return data_.get(); }
-  const uint8_t* data() const { return data_.get(); }
+  uint8_t* data() { return data_.get() + offset_; }
+  const uint8_t* data() const { return data_.get() + offset_; }
   size_t size() const { return size_; }
-  size_t capacity() const { return capacity_; }
+  size_t capacity() const { return capacity_ - offset_; }
   bool empty() const { return size_ == 0; }
 
   // Changes the size; new bytes are uninitialized. May reallocate.
@@ -86,6 +89,15 @@ class Buffer {
   void append(ByteView bytes);
   void append(std::string_view s) { append(AsBytes(s)); }
   void clear() { size_ = 0; }
+  // Drops the first `n` bytes without moving the others (REQUIRES: n <=
+  // size()): data() then starts `n` bytes further into the same block, which
+  // is no longer 4096-aligned unless `n` is a multiple of 4096. For reads
+  // that must start on an aligned file offset (O_DIRECT) but return bytes
+  // from an unaligned one.
+  void RemovePrefix(size_t n) {
+    offset_ += n;
+    size_ -= n;
+  }
 
   ByteView view() const { return ByteView(data(), size_); }
   MutableByteView mutable_view() { return MutableByteView(data(), size_); }
@@ -116,7 +128,8 @@ class Buffer {
 
   std::unique_ptr<uint8_t, Free> data_;
   size_t size_ = 0;
-  size_t capacity_ = 0;
+  size_t capacity_ = 0;  // of the block, from data_.get()
+  size_t offset_ = 0;    // bytes dropped by RemovePrefix
 };
 
 }  // namespace cairn

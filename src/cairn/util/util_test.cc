@@ -165,6 +165,29 @@ TEST(Buffer, LargeBlocksAreReusedAndAligned) {
             "tail");
 }
 
+TEST(Buffer, RemovePrefixKeepsTheRestInPlace) {
+  Buffer a = Buffer::CopyOf(std::string_view("0123456789"));
+  const uint8_t* start = a.data();
+  const size_t capacity = a.capacity();
+  a.RemovePrefix(3);
+  EXPECT_EQ(a.as_string_view(), "3456789");
+  EXPECT_EQ(a.data(), start + 3);  // not moved
+  EXPECT_EQ(a.capacity(), capacity - 3);
+  a.resize(5);  // shrinking stays in place
+  EXPECT_EQ(a.as_string_view(), "34567");
+  EXPECT_EQ(a.data(), start + 3);
+  Buffer moved = std::move(a);
+  EXPECT_EQ(moved.as_string_view(), "34567");
+  EXPECT_EQ(a.size(), 0u);
+  EXPECT_EQ(a.data(), nullptr);
+  moved.resize(moved.capacity() + 1);  // growing past the block moves to an aligned one
+  EXPECT_EQ(std::string_view(reinterpret_cast<const char*>(moved.data()), 5), "34567");
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(moved.data()) % Buffer::kAlignment, 0u);
+  moved.resize(5);
+  moved.append(AsBytes("xy"));
+  EXPECT_EQ(moved.as_string_view(), "34567xy");
+}
+
 TEST(Json, CheckedAccessNeverThrows) {
   auto bad = ParseJson("{not json", "zarr.json");
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);

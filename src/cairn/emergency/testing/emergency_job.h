@@ -65,8 +65,8 @@ struct Restored {
 };
 
 inline std::vector<engine::ArrayToRestore> RequestOf(Restored& out, int p) {
-  return {{"params.w", DType::kFloat32, {{RowsOf(p), out.w.data(), {}}}},
-          {"params.b", DType::kFloat32, {{Box({0}, {6}), out.b.data(), {}}}}};
+  return {{"params.w", DType::kFloat32, {{RowsOf(p), out.w.data(), {}}}, {}},
+          {"params.b", DType::kFloat32, {{Box({0}, {6}), out.b.data(), {}}}, {}}};
 }
 
 // Whether `out` holds process p's part of the state at `step`, bit-exact.

@@ -31,6 +31,15 @@
 // key (fails with EEXIST atomically when the key exists), unlink the temporary
 // name, and fsync the directory.
 //
+// Get(key, range) of a large range that is mostly not in the page cache reads
+// it with O_DIRECT, whole 4096-byte blocks around the range into an aligned
+// Buffer that then drops the extra head (Buffer::RemovePrefix): no page-cache
+// pages are filled and copied out. Cached or small ranges read through the
+// page cache, and so does every read once SetReadsShared(true) says other
+// processes read the same values (they then share the cache's copy instead
+// of each reading the device). O_DIRECT reads see data written by buffered
+// writes: the kernel writes dirty pages of the range back first.
+//
 // Delete(key): unlinkat the key in its directory, then fsync the directory.
 // DeletePrefix: see file_list.cc.
 
@@ -206,6 +215,52 @@ Status FileKvStore::ReadAll(int fd, std::string_view key, uint64_t offset, Mutab
   return Status::OK();
 }
 
+Result<std::optional<Buffer>> FileKvStore::ReadDirect(int fd, std::string_view key, uint64_t begin,
+                                                      uint64_t end, uint64_t file_size) {
+  if (!options_.use_direct_io || reads_shared_.load(std::memory_order_relaxed) ||
+      end - begin < options_.direct_read_min_bytes ||
+      direct_refused_.load(std::memory_order_relaxed)) {
+    return std::optional<Buffer>();
+  }
+  // Mostly cached (or the kernel cannot tell): copying from the page cache
+  // beats reading the device again.
+  const int64_t cached = file_internal::CachedPages(fd, begin, end - begin);
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  if (cached < 0 || static_cast<uint64_t>(cached) * page * 2 >= end - begin) {
+    return std::optional<Buffer>();
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_DIRECT) != 0) return std::optional<Buffer>();
+  // Whole aligned blocks around the range; the last one may end past the
+  // file's end (the read then stops short there).
+  const uint64_t first = begin / kDirectAlign * kDirectAlign;
+  const uint64_t last = std::min((end + kDirectAlign - 1) / kDirectAlign * kDirectAlign,
+                                 (file_size + kDirectAlign - 1) / kDirectAlign * kDirectAlign);
+  CAIRN_ASSIGN_OR_RETURN(Buffer out, Buffer::TryAllocate(static_cast<size_t>(last - first),
+                                                         "reading " + Describe(key)));
+  uint64_t done = 0;
+  while (first + done < end) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(options_.write_chunk_bytes, last - first - done));
+    ssize_t r = ::pread(fd, out.data() + done, n, static_cast<off_t>(first + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && errno == EINVAL && done == 0) {
+      // The file system takes no O_DIRECT reads: the page cache from now on.
+      direct_refused_.store(true, std::memory_order_relaxed);
+      ::fcntl(fd, F_SETFL, flags);
+      return std::optional<Buffer>();
+    }
+    if (r < 0) return ErrnoError(errno, "reading " + Describe(key));
+    if (r == 0) {
+      return DataLossError("reading " + Describe(key) + ": file ended at byte " +
+                           std::to_string(first + done) + ", expected " + std::to_string(end));
+    }
+    done += static_cast<uint64_t>(r);
+  }
+  out.resize(static_cast<size_t>(end - first));
+  out.RemovePrefix(static_cast<size_t>(begin - first));
+  return std::optional<Buffer>(std::move(out));
+}
+
 Result<std::optional<Buffer>> FileKvStore::Get(std::string_view key, const ByteRange& range) {
   CAIRN_ASSIGN_OR_RETURN(auto opened, OpenForRead(key));
   if (!opened) return std::optional<Buffer>();
@@ -213,6 +268,8 @@ Result<std::optional<Buffer>> FileKvStore::Get(std::string_view key, const ByteR
   auto resolved = ResolveByteRange(range, size);
   if (!resolved.ok()) return resolved.status().Annotate("reading " + Describe(key));
   const auto [begin, end] = *resolved;
+  CAIRN_ASSIGN_OR_RETURN(std::optional<Buffer> direct, ReadDirect(fd.get(), key, begin, end, size));
+  if (direct) return direct;
   Buffer out(static_cast<size_t>(end - begin));
   CAIRN_RETURN_IF_ERROR(ReadAll(fd.get(), key, begin, out.mutable_view()));
   return std::optional<Buffer>(std::move(out));

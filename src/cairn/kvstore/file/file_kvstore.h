@@ -59,6 +59,11 @@ struct FileKvStoreOptions {
   // bytes are 4096-aligned (as a Buffer is) and the file system accepts it.
   bool use_direct_io = true;
   uint64_t direct_io_min_bytes = uint64_t{4} << 20;
+  // Read ranges of at least this many bytes with O_DIRECT when most of the
+  // range is not in the page cache (use_direct_io must be set too): the
+  // bytes then go from the device straight into the Buffer, without filling
+  // the page cache and copying out of it.
+  uint64_t direct_read_min_bytes = uint64_t{1} << 20;
   // Size of each pwrite call.
   uint64_t write_chunk_bytes = uint64_t{64} << 20;
 };
@@ -68,6 +73,8 @@ class FileKvStore : public KvStore {
   // REQUIRES: `root` is an absolute path. A trailing '/' is optional.
   explicit FileKvStore(std::string root, FileKvStoreOptions options = {});
 
+  // Shared reads never bypass the page cache (see ReadDirect).
+  void SetReadsShared(bool shared) override { reads_shared_.store(shared, std::memory_order_relaxed); }
   Result<std::optional<Buffer>> Get(std::string_view key, const ByteRange& range = {}) override;
   // Reads straight into `dst` with pread (no intermediate buffer).
   Result<bool> GetInto(std::string_view key, MutableByteView dst) override;
@@ -127,6 +134,11 @@ class FileKvStore : public KvStore {
   Result<std::optional<std::pair<file_internal::UniqueFd, uint64_t>>> OpenForRead(
       std::string_view key);
   Status ReadAll(int fd, std::string_view key, uint64_t offset, MutableByteView dst);
+  // Bytes [begin, end) of `fd` (a file of `file_size` bytes) read with
+  // O_DIRECT, or nullopt when that does not apply (small or mostly cached
+  // range, O_DIRECT refused): the caller then reads through the page cache.
+  Result<std::optional<Buffer>> ReadDirect(int fd, std::string_view key, uint64_t begin,
+                                           uint64_t end, uint64_t file_size);
   // Step 1 of the protocol: a new temporary file beside `key`.
   Result<Temp> CreateTemp(std::string_view key);
   // Steps 1-3: `value` in a new temporary file, synced and closed.
@@ -136,6 +148,7 @@ class FileKvStore : public KvStore {
   std::string url_;
   FileKvStoreOptions options_;
   file_internal::SafeRoot dirs_;
+  std::atomic<bool> reads_shared_{false};
   // Set once the file system refuses O_DIRECT (EINVAL); later writes go
   // straight to buffered I/O.
   std::atomic<bool> direct_refused_{false};

@@ -39,10 +39,12 @@ std::shared_ptr<KvStore> MakeStore(FileKvStoreOptions options = {}, const char* 
 const bool kRegistered = RegisterKvStoreConformanceTests("FileConformance", [] {
   return MakeStore();
 });
-// Every value of 4 KiB or more through O_DIRECT (where the disk allows it).
+// Every value of 4 KiB or more through O_DIRECT (where the disk allows it),
+// written and, where not cached, read.
 const bool kRegisteredDirect = RegisterKvStoreConformanceTests("FileDirectConformance", [] {
   FileKvStoreOptions options;
   options.direct_io_min_bytes = 4096;
+  options.direct_read_min_bytes = 4096;
   options.write_chunk_bytes = 1 << 20;
   return MakeStore(options);
 });

@@ -36,4 +36,9 @@ Status MakeDir(const std::string& path);
 uint64_t PwriteAll(int fd, const uint8_t* data, uint64_t size, uint64_t offset, uint64_t chunk,
                    int* err);
 
+// Pages of `fd`'s file in [offset, offset + length) that are in the page
+// cache (cachestat(2), else mincore(2) over a mapping), or -1 when the kernel
+// cannot tell.
+int64_t CachedPages(int fd, uint64_t offset, uint64_t length);
+
 }  // namespace cairn::file_internal

@@ -148,15 +148,19 @@ Result<std::optional<Buffer>> GcsKvStore::Get(std::string_view key, const ByteRa
   HttpCall call = MakeCall("GET", ObjectUrl(key) + "?alt=media", {}, headers, op);
   CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(call));
   if (r.status == 404) {
-    // An object that is missing, or a bucket that is: tell them apart.
+    // An object that is missing, or a bucket that is: tell them apart, once
+    // (a bucket seen to exist is not checked again).
+    if (bucket_seen_.load(std::memory_order_relaxed)) return std::optional<Buffer>();
     HttpCall bucket = MakeCall("GET", options_.endpoint + "/storage/v1/b/" + options_.bucket, {}, {},
                                op + ": checking the bucket");
     CAIRN_ASSIGN_OR_RETURN(HttpResponse b, Run(bucket));
     if (b.status == 404) {
       return NotFoundError(op + ": the bucket `" + options_.bucket + "` does not exist");
     }
+    if (b.status == 200) bucket_seen_.store(true, std::memory_order_relaxed);
     return std::optional<Buffer>();
   }
+  if (r.status == 200 || r.status == 206) bucket_seen_.store(true, std::memory_order_relaxed);
   if (r.status == 416) return from_size();
   if (r.status != 200 && r.status != 206) return http::HttpStatusError(call, r);
   if (range.IsAll()) return std::optional<Buffer>(std::move(r.body));
@@ -224,7 +228,10 @@ Result<bool> GcsKvStore::Upload(std::string_view key, ByteView value,
   }
   HttpCall call = MakeUploadCall(key, value, if_generation);
   CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(call));
-  if (r.status == 200) return true;
+  if (r.status == 200) {
+    bucket_seen_.store(true, std::memory_order_relaxed);
+    return true;
+  }
   if (if_generation && r.status == 412) return false;
   if (r.status == 404) {
     return NotFoundError(call.operation + ": the bucket `" + options_.bucket + "` does not exist (" +

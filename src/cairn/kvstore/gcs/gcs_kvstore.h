@@ -27,6 +27,7 @@
 // Thread safety: all methods may be called concurrently.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -96,6 +97,10 @@ class GcsKvStore : public KvStore {
 
   GcsOptions options_;
   std::string url_;
+  // Set once a request showed the bucket exists (an object read or written,
+  // the bucket itself read): from then on a 404 on a read means a missing
+  // object, with no request to tell a missing bucket apart.
+  mutable std::atomic<bool> bucket_seen_{false};
 };
 
 }  // namespace cairn::gcs

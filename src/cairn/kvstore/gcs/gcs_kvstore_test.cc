@@ -104,6 +104,55 @@ TEST(GcsKvStoreTest, MissingBucketIsNotFoundNamingIt) {
   EXPECT_TRUE(good->Put("k", AsBytes("v")).ok());  // control
 }
 
+// A read of a missing key asks whether the bucket exists only until the
+// store has seen it exist: an OCDBT database opened on a fresh prefix reads
+// its missing manifest several times per save, and TensorStore makes no
+// such check at all. Requests are counted on a client of the test's own.
+TEST(GcsKvStoreTest, MissingKeysCheckTheBucketOnlyUntilItIsSeen) {
+  auto seed = FakeGcsStore();
+  ASSERT_NE(seed, nullptr);
+  GcsOptions o = seed->options();
+  auto client = std::make_shared<http::HttpClient>();
+  o.http = client;
+  auto store = GcsKvStore::Open(o);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  // Control: nothing known yet, so a 404 costs the object read and the
+  // bucket check.
+  uint64_t before = client->calls();
+  auto missing = (*store)->Get("absent1");
+  ASSERT_TRUE(missing.ok()) << missing.status().ToString();
+  EXPECT_FALSE(missing->has_value());
+  EXPECT_EQ(client->calls() - before, 2u);
+  // The bucket was seen: the next misses are one request each.
+  before = client->calls();
+  for (const char* k : {"absent2", "absent3"}) {
+    auto r = (*store)->Get(k);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_FALSE(r->has_value()) << k;
+  }
+  EXPECT_EQ(client->calls() - before, 2u);
+  // A write shows the bucket exists too, on a store that knew nothing.
+  auto fresh = GcsKvStore::Open(o);
+  ASSERT_TRUE(fresh.ok());
+  ASSERT_TRUE((*fresh)->Put("present", AsBytes("v")).ok());
+  before = client->calls();
+  auto after_put = (*fresh)->Get("absent4");
+  ASSERT_TRUE(after_put.ok()) << after_put.status().ToString();
+  EXPECT_FALSE(after_put->has_value());
+  EXPECT_EQ(client->calls() - before, 1u);
+  // Must fail: a store on a bucket that does not exist still says so on
+  // every read (it never saw the bucket).
+  o.bucket = "no-such-bucket-cairn-2";
+  auto gone = GcsKvStore::Open(o);
+  ASSERT_TRUE(gone.ok());
+  for (int i = 0; i < 2; ++i) {
+    auto r = (*gone)->Get("k");
+    EXPECT_EQ(r.status().code(), StatusCode::kNotFound) << r.status().ToString();
+    EXPECT_NE(r.status().message().find("no-such-bucket-cairn-2"), std::string_view::npos)
+        << r.status().ToString();
+  }
+}
+
 TEST(GcsKvStoreTest, UrlOpensWithEmulatorHostAndPipelines) {
   auto base = FakeGcsStore();
   ASSERT_NE(base, nullptr);

@@ -112,6 +112,8 @@ struct HttpClient::Impl {
   bool stopping = false;          // guarded by mu
   std::vector<Transfer*> active;  // loop thread only
   std::atomic<uint64_t> retries{0};
+  std::atomic<uint64_t> loop_iterations{0};
+  std::atomic<uint64_t> calls{0};
   std::mt19937_64 rng{std::random_device{}()};  // loop thread only
   std::thread thread;
 
@@ -352,14 +354,22 @@ struct HttpClient::Impl {
         Finished(t, msg->data.result);
       }
       {
-        // Retries scheduled just now may be due before `next_wake`.
+        // Calls that can start now (room freed just now) or retries
+        // scheduled just now may be due before `next_wake`. Calls that wait
+        // for room do not count: a finishing transfer wakes the poll below
+        // anyway, and counting them (their not_before is in the past) made
+        // the loop spin with a zero timeout while more calls were queued
+        // than max_in_flight.
         std::lock_guard<std::mutex> lock(mu);
-        for (Transfer* t : waiting) next_wake = std::min(next_wake, t->not_before);
+        if (active.size() < static_cast<size_t>(options.max_in_flight)) {
+          for (Transfer* t : waiting) next_wake = std::min(next_wake, t->not_before);
+        }
       }
       auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_wake - Clock::now());
       int timeout = static_cast<int>(std::clamp<int64_t>(wait.count(), 0, 1000));
       if (!active.empty()) timeout = std::min(timeout, 100);
       curl_multi_poll(multi, nullptr, 0, timeout, nullptr);
+      loop_iterations.fetch_add(1, std::memory_order_relaxed);
     }
     // Stopping: fail everything still here.
     for (Transfer* t : active) {
@@ -405,6 +415,10 @@ std::shared_ptr<HttpClient> HttpClient::Default() {
 
 uint64_t HttpClient::retries() const { return impl_->retries.load(); }
 
+uint64_t HttpClient::loop_iterations() const { return impl_->loop_iterations.load(); }
+
+uint64_t HttpClient::calls() const { return impl_->calls.load(); }
+
 Result<HttpResponse> HttpClient::Execute(HttpCall call) {
   std::vector<HttpCall> calls;
   calls.push_back(std::move(call));
@@ -412,6 +426,7 @@ Result<HttpResponse> HttpClient::Execute(HttpCall call) {
 }
 
 std::vector<Result<HttpResponse>> HttpClient::ExecuteAll(std::vector<HttpCall> calls) {
+  impl_->calls.fetch_add(calls.size(), std::memory_order_relaxed);
   Batch batch;
   batch.remaining = calls.size();
   std::vector<std::optional<Result<HttpResponse>>> slots(calls.size());

@@ -106,6 +106,13 @@ class HttpClient {
   const HttpClientOptions& options() const { return options_; }
   // Attempts that were retried since the client was made (for tests).
   uint64_t retries() const;
+  // Times the transfer thread went round its loop (woke from its poll) since
+  // the client was made (for tests: it must sleep, not spin, while calls
+  // wait for room).
+  uint64_t loop_iterations() const;
+  // Calls submitted (Execute / ExecuteAll) since the client was made, each
+  // counted once whatever its attempts (for tests counting requests).
+  uint64_t calls() const;
 
   struct Impl;
 

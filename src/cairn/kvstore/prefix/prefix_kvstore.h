@@ -45,6 +45,7 @@ class PrefixKvStore : public KvStore {
                             ByteView marker) override;
   std::string url() const override { return url_; }
   size_t io_concurrency() const override { return base_->io_concurrency(); }
+  void SetReadsShared(bool shared) override { base_->SetReadsShared(shared); }
 
   const std::shared_ptr<KvStore>& base() const { return base_; }
   const std::string& prefix() const { return prefix_; }

@@ -74,6 +74,8 @@ class OcdbtKvStore : public KvStore {
   // `fn` is called as each read completes.
   Status GetMany(const std::vector<KeyRead>& reads, const KeyReadFn& fn) override;
   using KvStore::GetMany;
+  // Data files and nodes are read from the base store.
+  void SetReadsShared(bool shared) override { base_->SetReadsShared(shared); }
   Status Put(std::string_view key, ByteView value) override;
   Result<bool> PutIfAbsent(std::string_view key, ByteView value) override;
   // The condition is checked against the tree each commit attempt builds on.
