@@ -85,9 +85,9 @@ print(json.dumps({"seconds": dt, "maxrss_kib": u.ru_maxrss, "cpu_seconds": u.ru_
 # weights: zstd barely compresses them): argv = file, gib, bench dir.
 MAKE_SAFETENSORS = r"""
 import json, struct, sys
-import ml_dtypes, numpy as np
+import numpy as np
 sys.path.insert(0, sys.argv[3])
-from convert_bench import layout
+from convert_bench import generated_values, layout
 path, gib = sys.argv[1], float(sys.argv[2])
 names = {"float32": "F32", "bfloat16": "BF16", "int32": "I32"}
 size = {"float32": 4, "bfloat16": 2, "int32": 4}
@@ -104,17 +104,8 @@ step = 16 << 20  # elements per piece
 with open(path, "wb") as f:
     f.write(struct.pack("<Q", len(blob)) + blob)
     for name, shape, dtype in layout(gib):
-        left = int(np.prod(shape, dtype=np.int64))
-        while left:
-            k = min(left, step)
-            if dtype == "int32":
-                piece = np.full(k, 1000, np.int32)
-            else:
-                piece = rng.standard_normal(k, dtype=np.float32) * np.float32(0.02)
-                if dtype == "bfloat16":
-                    piece = piece.astype(ml_dtypes.bfloat16)
+        for piece in generated_values(shape, dtype, rng, step):
             f.write(piece.tobytes())
-            left -= k
 """
 
 # The naive way: argv = orbax item dir, destination base dir, step.
@@ -180,6 +171,25 @@ def layout(gib: float):
     return out
 
 
+def generated_values(shape, dtype, rng, step):
+    """The values of one array of the layout, in pieces of at most `step`
+    elements: normal(0, 0.02) floats (as trained weights; bfloat16 rounded
+    from float32) and int32 1000s, drawn from `rng` in order."""
+    import ml_dtypes
+    import numpy as np
+    left = int(np.prod(shape, dtype=np.int64))
+    while left:
+        k = min(left, step)
+        if dtype == "int32":
+            piece = np.full(k, 1000, np.int32)
+        else:
+            piece = rng.standard_normal(k, dtype=np.float32) * np.float32(0.02)
+            if dtype == "bfloat16":
+                piece = piece.astype(ml_dtypes.bfloat16)
+        yield piece
+        left -= k
+
+
 def total_bytes(gib):
     size = {"float32": 4, "bfloat16": 2, "int32": 4}
     return sum(math.prod(shape) * size[dt] for _, shape, dt in layout(gib))
@@ -201,7 +211,6 @@ def cpu_ceiling(gib, sample_bytes=1 << 30, chunk_bytes=32 << 20):
     import ctypes
     import ctypes.util
     import threading
-    import ml_dtypes
     import numpy as np
     lib = ctypes.CDLL(ctypes.util.find_library("zstd") or "libzstd.so.1")
     lib.ZSTD_compress.restype = lib.ZSTD_decompress.restype = ctypes.c_size_t
@@ -222,19 +231,7 @@ def cpu_ceiling(gib, sample_bytes=1 << 30, chunk_bytes=32 << 20):
     step = 16 << 20
     pieces, total = [], 0
     for _, shape, dtype in layout(gib):
-        left = int(np.prod(shape, dtype=np.int64))
-        values = []
-        while left:
-            k = min(left, step)
-            if dtype == "int32":
-                v = np.full(k, 1000, np.int32)
-            else:
-                v = rng.standard_normal(k, dtype=np.float32) * np.float32(0.02)
-                if dtype == "bfloat16":
-                    v = v.astype(ml_dtypes.bfloat16)
-            values.append(v.view(np.uint8))
-            left -= k
-        raw = np.concatenate(values)
+        raw = np.concatenate([v.view(np.uint8) for v in generated_values(shape, dtype, rng, step)])
         for start in range(0, raw.nbytes, chunk_bytes):
             piece = raw[start:start + chunk_bytes]
             frame, n = compress(piece, 3)
