@@ -83,9 +83,8 @@ class OcdbtBatchWriter final : public KvBatchWriter {
   // The inline limit of the database (an existing one keeps its config).
   Status LoadInlineLimitLocked() {
     if (inline_loaded_) return Status::OK();
-    CAIRN_ASSIGN_OR_RETURN(auto manifest, store_->ReadManifest());
-    inline_limit_ = manifest ? manifest->config.max_inline_value_bytes
-                             : store_->options().config.max_inline_value_bytes;
+    CAIRN_ASSIGN_OR_RETURN(Config config, store_->ConfigForWrites());
+    inline_limit_ = config.max_inline_value_bytes;
     inline_loaded_ = true;
     return Status::OK();
   }

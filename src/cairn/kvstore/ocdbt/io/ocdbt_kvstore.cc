@@ -3,9 +3,11 @@
 // A commit (ApplyBatch, every single-key write, CommitEntries) makes one new
 // generation N = G + 1 visible atomically, or nothing:
 //
-//  1. Read the current manifest (none: a new database with the options'
-//     config, random uuid). Its config is kept for the whole life of the
-//     database.
+//  1. Take the current manifest (none: a new database with the options'
+//     config, random uuid): for the single kind, the one this object last
+//     read or wrote for a commit when it has one (step 6 checks that it is
+//     still current), else read it. Its config is kept for the whole life
+//     of the database.
 //  2. Stage: validate keys, sort mutations, keep the last one per key. Values
 //     of at most config.max_inline_value_bytes stay inline; larger ones are
 //     streamed, in key order, straight from the caller's buffers into new
@@ -72,9 +74,17 @@ void BackOff(int attempt) {
 // are cores keeps the device's queue full.
 constexpr size_t kReadThreads = 8;
 
-ThreadPool& ReadPool() {
-  static ThreadPool* pool = new ThreadPool(kReadThreads);
-  return *pool;
+// Over an object store (the base serves many requests at once: its
+// io_concurrency), the value reads of GetMany mostly wait on the network:
+// up to this many run at once, each one request (the HTTP client bounds what
+// is really in flight).
+constexpr size_t kRemoteReadThreads = 64;
+
+ThreadPool& ReadPool(const KvStore& base) {
+  static ThreadPool* local = new ThreadPool(kReadThreads);
+  if (base.io_concurrency() <= kReadThreads) return *local;
+  static ThreadPool* remote = new ThreadPool(kRemoteReadThreads);
+  return *remote;
 }
 
 }  // namespace
@@ -151,11 +161,6 @@ Result<OcdbtKvStore::ReadManifestResult> OcdbtKvStore::ReadManifestAndBytes() {
   full.config.manifest_kind = ManifestKind::kNumbered;
   out.manifest = std::move(full);
   return out;
-}
-
-Result<std::optional<BtreeGenerationReference>> OcdbtKvStore::ReadRoot() {
-  CAIRN_ASSIGN_OR_RETURN(auto manifest, ReadManifest());
-  return RootOf(manifest);
 }
 
 Result<std::optional<BtreeGenerationReference>> OcdbtKvStore::RootOf(
@@ -299,7 +304,7 @@ Status OcdbtKvStore::GetMany(const std::vector<KeyRead>& reads, const KeyReadFn&
     parts[j] = {&found[j], span->first, span->second};
   }
   for (size_t i : missing) CAIRN_RETURN_IF_ERROR(fn(i, std::nullopt));
-  return StreamValues(parts, read, ReadPool(), [&](size_t j, SharedBytes bytes) {
+  return StreamValues(parts, read, ReadPool(*base_), [&](size_t j, SharedBytes bytes) {
     return fn(found_read[j], bytes.view());
   });
 }
@@ -330,7 +335,7 @@ Result<std::vector<std::optional<SharedBytes>>> OcdbtKvStore::GetMany(
         return Status::OK();
       },
       view.limits));
-  CAIRN_ASSIGN_OR_RETURN(std::vector<SharedBytes> bytes, ReadValues(found, read, ReadPool()));
+  CAIRN_ASSIGN_OR_RETURN(std::vector<SharedBytes> bytes, ReadValues(found, read, ReadPool(*base_)));
   for (size_t j = 0; j < slots.size(); ++j) out[slots[j]] = std::move(bytes[j]);
   return out;
 }
@@ -385,9 +390,19 @@ Result<bool> OcdbtKvStore::CompareAndPut(std::string_view key, std::optional<Byt
            std::memcmp(bytes.data(), expected->data(), bytes.size()) == 0;
   };
   std::lock_guard<std::mutex> lock(commit_mu_);
-  // Early out before any value is staged.
-  CAIRN_ASSIGN_OR_RETURN(auto root, ReadRoot());
+  // Early out before any value is staged. A "holds" from the manifest known
+  // from the last commit is checked again by the commit's conditional
+  // manifest write; a "does not hold" is answered only from a fresh read.
+  bool cached = false;
+  CAIRN_ASSIGN_OR_RETURN(ReadManifestResult known, ManifestForCommitLocked(&cached));
+  CAIRN_ASSIGN_OR_RETURN(auto root, RootOf(known.manifest));
   CAIRN_ASSIGN_OR_RETURN(bool holds, condition(root));
+  if (!holds && cached) {
+    ForgetLocked();
+    CAIRN_ASSIGN_OR_RETURN(known, ManifestForCommitLocked());
+    CAIRN_ASSIGN_OR_RETURN(root, RootOf(known.manifest));
+    CAIRN_ASSIGN_OR_RETURN(holds, condition(root));
+  }
   if (!holds) return false;
   std::vector<KvMutationView> m;
   m.push_back({k, value});
@@ -433,6 +448,42 @@ Status OcdbtKvStore::ApplyBatchViews(std::vector<KvMutationView> mutations) {
   return CommitLocked(std::move(unique)).status();
 }
 
+Result<OcdbtKvStore::ReadManifestResult> OcdbtKvStore::ManifestForCommitLocked(bool* cached) {
+  if (cached != nullptr) *cached = false;
+  if (known_) {
+    ReadManifestResult r;
+    r.manifest = known_->manifest;
+    if (known_->bytes) r.bytes = Buffer::CopyOf(*known_->bytes);
+    if (cached != nullptr) *cached = true;
+    return r;
+  }
+  CAIRN_ASSIGN_OR_RETURN(ReadManifestResult r, ReadManifestAndBytes());
+  RememberLocked(r);
+  return r;
+}
+
+void OcdbtKvStore::RememberLocked(const ReadManifestResult& r) {
+  // Only `manifest.ocdbt` of the single kind is checked by the conditional
+  // write against the exact bytes remembered; a store pinned at a generation
+  // never commits.
+  const ManifestKind kind =
+      r.manifest ? r.manifest->config.manifest_kind : options_.config.manifest_kind;
+  if (kind != ManifestKind::kSingle || options_.generation || (r.manifest && !r.bytes)) {
+    known_.reset();
+    return;
+  }
+  KnownManifest k;
+  k.manifest = r.manifest;
+  if (r.bytes) k.bytes = std::string(r.bytes->as_string_view());
+  known_ = std::move(k);
+}
+
+Result<Config> OcdbtKvStore::ConfigForWrites() {
+  std::lock_guard<std::mutex> lock(commit_mu_);
+  CAIRN_ASSIGN_OR_RETURN(ReadManifestResult r, ManifestForCommitLocked());
+  return r.manifest ? r.manifest->config : options_.config;
+}
+
 Result<Config> OcdbtKvStore::ConfigForCommit(const std::optional<Manifest>& old) const {
   if (options_.generation) {
     return FailedPreconditionError(url() + ": opened at generation " +
@@ -449,7 +500,7 @@ Result<Config> OcdbtKvStore::ConfigForCommit(const std::optional<Manifest>& old)
 Result<bool> OcdbtKvStore::CommitLocked(std::vector<KvMutationView> mutations,
                                         const CommitCondition& condition) {
   // Step 1.
-  CAIRN_ASSIGN_OR_RETURN(ReadManifestResult old, ReadManifestAndBytes());
+  CAIRN_ASSIGN_OR_RETURN(ReadManifestResult old, ManifestForCommitLocked());
   CAIRN_ASSIGN_OR_RETURN(Config config, ConfigForCommit(old.manifest));
   // Step 2.
   DataFileWriter data(base_.get(), options_.data_prefix, options_.target_data_file_size);
@@ -482,7 +533,7 @@ Status OcdbtKvStore::CommitEntries(std::vector<BtreeMutation> entries) {
   }
   if (entries.empty()) return Status::OK();
   std::lock_guard<std::mutex> lock(commit_mu_);
-  CAIRN_ASSIGN_OR_RETURN(ReadManifestResult old, ReadManifestAndBytes());
+  CAIRN_ASSIGN_OR_RETURN(ReadManifestResult old, ManifestForCommitLocked());
   CAIRN_ASSIGN_OR_RETURN(Config config, ConfigForCommit(old.manifest));
   DataFileWriter data(base_.get(), options_.data_prefix, options_.target_data_file_size);
   return CommitStagedLocked(std::move(entries), config, std::move(old), &data, nullptr)
@@ -500,7 +551,9 @@ Result<bool> OcdbtKvStore::CommitStagedLocked(std::vector<BtreeMutation> staged,
     if (attempt > 0) {
       // Step 7.
       BackOff(attempt);
+      ForgetLocked();
       CAIRN_ASSIGN_OR_RETURN(read_old, ReadManifestAndBytes());
+      RememberLocked(read_old);
       if (read_old.manifest && !(read_old.manifest->config == config)) {
         // Another writer created the database first. Its config is as good
         // as ours if only the random uuid differs (the options gave none).
@@ -540,8 +593,17 @@ Result<bool> OcdbtKvStore::CommitStagedLocked(std::vector<BtreeMutation> staged,
       std::optional<ByteView> expected;
       if (read_old.bytes) expected = read_old.bytes->view();
       auto stored = base_->CompareAndPut(kManifestKey, expected, encoded.view());
-      if (!stored.ok()) return stored.status().Annotate("committing " + url());
-      if (*stored) return true;
+      if (!stored.ok()) {
+        ForgetLocked();  // whether it was stored is unknown
+        return stored.status().Annotate("committing " + url());
+      }
+      if (*stored) {
+        ReadManifestResult now;
+        now.manifest = std::move(manifest);
+        now.bytes = std::move(encoded);
+        RememberLocked(now);
+        return true;
+      }
       continue;  // another writer committed first
     }
     if (!old) {

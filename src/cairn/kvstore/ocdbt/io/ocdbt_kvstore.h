@@ -119,6 +119,11 @@ class OcdbtKvStore : public KvStore {
   const std::shared_ptr<KvStore>& base() const { return base_; }
   const OcdbtOptions& options() const { return options_; }
 
+  // The config values are written with: the database's own (from the
+  // manifest this object last read or wrote for a commit, read now when it
+  // has none), or the options' config for a database not created yet.
+  Result<Config> ConfigForWrites();
+
   // Reads waiting now for a manifest read another read started (for tests
   // of the sharing; see ReadViewNow in ocdbt_kvstore.cc).
   uint64_t reads_waiting_for_manifest() const;
@@ -145,13 +150,22 @@ class OcdbtKvStore : public KvStore {
   };
   Result<ReadManifestResult> ReadManifestAndBytes();
   // The generation reads use (nullopt: no such generation / empty database).
-  Result<std::optional<BtreeGenerationReference>> ReadRoot();
   Result<std::optional<BtreeGenerationReference>> RootOf(const std::optional<Manifest>& m);
   // The node limits for reading the database of `m` (NodeReadLimits).
   ReadLimits LimitsFor(const std::optional<Manifest>& m) const;
   // Whether a conditional write may go ahead on top of the tree `root`.
   using CommitCondition =
       std::function<Result<bool>(const std::optional<BtreeGenerationReference>& root)>;
+  // REQUIRES: commit_mu_ held. Step 1 of a commit: the manifest this
+  // object last read or wrote for a commit (single kind only), else read
+  // now. A manifest that changed since is caught by the conditional write
+  // of step 6 and read again at step 7, as TensorStore does, so a save of
+  // many commits reads the manifest once rather than once per commit.
+  // `cached` (optional) says whether the answer came from memory.
+  Result<ReadManifestResult> ManifestForCommitLocked(bool* cached = nullptr);
+  // REQUIRES: commit_mu_ held. Keeps (or drops) the manifest step 1 uses.
+  void RememberLocked(const ReadManifestResult& r);
+  void ForgetLocked() { known_.reset(); }
   // REQUIRES: commit_mu_ held. Commits `mutations` (sorted, unique keys).
   // Returns false (nothing committed) when `condition` fails on a retry.
   Result<bool> CommitLocked(std::vector<KvMutationView> mutations,
@@ -168,6 +182,13 @@ class OcdbtKvStore : public KvStore {
   std::shared_ptr<KvStore> base_;
   OcdbtOptions options_;
   std::mutex commit_mu_;
+  // Guarded by commit_mu_: the manifest (nullopt: no database yet) and its
+  // exact bytes as last read or written by a commit of this object.
+  struct KnownManifest {
+    std::optional<Manifest> manifest;
+    std::optional<std::string> bytes;
+  };
+  std::optional<KnownManifest> known_;
   std::shared_ptr<NodeCache> node_cache_ = std::make_shared<NodeCache>();
   // Fixed generation only: the view once found (it cannot change).
   std::mutex pinned_mu_;
