@@ -227,9 +227,23 @@ Result<bool> GcsKvStore::Upload(std::string_view key, ByteView value,
     return UploadResumable(key, value);
   }
   HttpCall call = MakeUploadCall(key, value, if_generation);
-  CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(call));
+  Result<HttpResponse> response = Run(call);
+  if (!response.ok()) {
+    if (if_generation) RememberGeneration(std::string(key), {}, std::nullopt);
+    return response.status();
+  }
+  HttpResponse& r = *response;
   if (r.status == 200) {
     bucket_seen_.store(true, std::memory_order_relaxed);
+    if (if_generation) {
+      // The object resource of what was stored: its generation.
+      auto j = nlohmann::json::parse(r.body.as_string_view(), nullptr, /*allow_exceptions=*/false);
+      std::optional<std::string> generation;
+      if (j.is_object() && j.contains("generation") && j["generation"].is_string()) {
+        generation = j["generation"].get<std::string>();
+      }
+      RememberGeneration(std::string(key), value, generation);
+    }
     return true;
   }
   if (if_generation && r.status == 412) return false;
@@ -253,6 +267,12 @@ Result<bool> GcsKvStore::CompareAndPut(std::string_view key, std::optional<ByteV
                                        ByteView value) {
   CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate(url_));
   if (!expected) return Upload(key, value, "0");
+  if (std::optional<std::string> g = KnownGenerationFor(std::string(key), *expected)) {
+    // The value this object stored last, unless the key changed since: then
+    // the precondition fails and the value is read and compared below.
+    CAIRN_ASSIGN_OR_RETURN(bool stored, Upload(key, value, *g));
+    if (stored) return true;
+  }
   std::string op = "reading " + Describe(key) + " for a compare-and-put";
   HttpCall get = MakeCall("GET", ObjectUrl(key) + "?alt=media", {}, {}, op);
   CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(get));
@@ -268,6 +288,34 @@ Result<bool> GcsKvStore::CompareAndPut(std::string_view key, std::optional<ByteV
     return DataLossError(op + ": response without a valid x-goog-generation header");
   }
   return Upload(key, value, *generation);
+}
+
+std::optional<std::string> GcsKvStore::KnownGenerationFor(const std::string& key,
+                                                          ByteView expected) {
+  std::lock_guard<std::mutex> lock(generations_mu_);
+  auto it = generations_.find(key);
+  if (it == generations_.end()) return std::nullopt;
+  KnownGeneration known = std::move(it->second);
+  generations_.erase(it);
+  if (AsBytes(known.value).size() != expected.size() ||
+      !std::equal(expected.begin(), expected.end(), AsBytes(known.value).begin())) {
+    return std::nullopt;
+  }
+  return known.generation;
+}
+
+void GcsKvStore::RememberGeneration(const std::string& key, ByteView value,
+                                    std::optional<std::string> generation) {
+  constexpr size_t kMaxKnown = 1024;
+  constexpr size_t kMaxValueBytes = size_t{1} << 20;
+  uint64_t g = 0;
+  std::lock_guard<std::mutex> lock(generations_mu_);
+  if (!generation || !ParseU64(*generation, &g) || value.size() > kMaxValueBytes) {
+    generations_.erase(key);
+    return;
+  }
+  if (generations_.size() >= kMaxKnown && generations_.count(key) == 0) generations_.clear();
+  generations_[key] = {std::string(AsStringView(value)), std::move(*generation)};
 }
 
 Status GcsKvStore::Delete(std::string_view key) {

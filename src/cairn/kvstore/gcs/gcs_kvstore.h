@@ -20,6 +20,10 @@
 //                  one uploadType=multipart request whatever the size
 //                  (fake-gcs-server honours preconditions only there); not
 //                  retried after a transport error.
+//                  Expecting the bytes this object last wrote there with a
+//                  conditional upload (an OCDBT manifest), the generation
+//                  that upload created is used at once, without the read
+//                  (412: the value changed since; then read and compare).
 //   List           objects.list pages (pageToken), names and sizes only
 //   DeletePrefix, ApplyBatch: every request concurrently
 //   prefix commit  the in-place default of kvstore.h (marker written last)
@@ -28,7 +32,10 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -95,7 +102,21 @@ class GcsKvStore : public KvStore {
   Result<std::optional<uint64_t>> Size(std::string_view key) const;
   Result<http::HttpResponse> Run(http::HttpCall call) const;
 
+  // The generation a conditional upload of this object created, with the
+  // bytes it stored, by key (values up to 1 MiB, at most 1024 keys): a later
+  // CompareAndPut expecting those bytes writes with that generation at once
+  // instead of reading the value first (an OCDBT manifest). Each is used once.
+  struct KnownGeneration {
+    std::string value;
+    std::string generation;
+  };
+  std::optional<std::string> KnownGenerationFor(const std::string& key, ByteView expected);
+  void RememberGeneration(const std::string& key, ByteView value,
+                          std::optional<std::string> generation);
+
   GcsOptions options_;
+  std::mutex generations_mu_;
+  std::map<std::string, KnownGeneration> generations_;  // guarded by generations_mu_
   std::string url_;
   // Set once a request showed the bucket exists (an object read or written,
   // the bucket itself read): from then on a 404 on a read means a missing

@@ -309,8 +309,16 @@ Result<bool> S3KvStore::ConditionalPut(std::string_view key, ByteView value, std
   // 409 ConditionalRequestConflict: another conditional write of the key is
   // in progress; S3 asks to try again.
   for (int attempt = 0;; ++attempt) {
-    CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(call));
-    if (r.status == 200) return true;
+    Result<HttpResponse> response = Run(call);
+    if (!response.ok()) {
+      RememberEtag(std::string(key), {}, std::nullopt);  // what is stored is unknown
+      return response.status();
+    }
+    HttpResponse& r = *response;
+    if (r.status == 200) {
+      RememberEtag(std::string(key), value, r.Header("etag"));
+      return true;
+    }
     if (r.status == 412 || r.status == 404) return false;
     if (r.status == 409 && attempt < 5) continue;
     return Explain(http::HttpStatusError(call, r));
@@ -325,6 +333,12 @@ Result<bool> S3KvStore::CompareAndPut(std::string_view key, std::optional<ByteVi
                                       ByteView value) {
   CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate(url_));
   if (!expected) return ConditionalPut(key, value, "if-none-match: *");
+  if (std::optional<std::string> etag = KnownEtagFor(std::string(key), *expected)) {
+    // The value this object stored last, unless the key changed since: then
+    // the If-Match fails and the value is read and compared below.
+    CAIRN_ASSIGN_OR_RETURN(bool stored, ConditionalPut(key, value, "if-match: " + *etag));
+    if (stored) return true;
+  }
   std::string op = "reading " + Describe(key) + " for a compare-and-put";
   HttpCall get = MakeCall("GET", options_.prefix + std::string(key), {}, {}, {}, op);
   CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(get));
@@ -337,6 +351,28 @@ Result<bool> S3KvStore::CompareAndPut(std::string_view key, std::optional<ByteVi
   std::optional<std::string> etag = r.Header("etag");
   if (!etag) return DataLossError(op + ": response without an ETag");
   return ConditionalPut(key, value, "if-match: " + *etag);
+}
+
+std::optional<std::string> S3KvStore::KnownEtagFor(const std::string& key, ByteView expected) {
+  std::lock_guard<std::mutex> lock(etags_mu_);
+  auto it = etags_.find(key);
+  if (it == etags_.end()) return std::nullopt;
+  KnownEtag known = it->second;
+  etags_.erase(it);  // used once: a failed If-Match must not be tried again
+  if (known.sha256 != Sha256Hex(expected)) return std::nullopt;
+  return known.etag;
+}
+
+void S3KvStore::RememberEtag(const std::string& key, ByteView value,
+                             std::optional<std::string> etag) {
+  constexpr size_t kMaxKnownEtags = 1024;
+  std::lock_guard<std::mutex> lock(etags_mu_);
+  if (!etag || etag->empty()) {
+    etags_.erase(key);
+    return;
+  }
+  if (etags_.size() >= kMaxKnownEtags && etags_.count(key) == 0) etags_.clear();
+  etags_[key] = {Sha256Hex(value), std::move(*etag)};
 }
 
 Status S3KvStore::Delete(std::string_view key) {

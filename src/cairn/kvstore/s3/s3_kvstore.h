@@ -15,6 +15,10 @@
 //                  an upload that fails is aborted, so nothing is visible)
 //   CompareAndPut  absent: PUT with `If-None-Match: *`; a value: GET with its
 //                  ETag, compare, PUT with `If-Match: <etag>`. 412 -> false.
+//                  Expecting the bytes this object last wrote there with a
+//                  conditional PUT (an OCDBT manifest), the ETag that PUT
+//                  returned is sent at once, without the GET (412: the value
+//                  changed since, so the GET-compare-PUT above decides).
 //                  Conditional PUTs are not retried after a transport error
 //                  (the first may have landed).
 //   List           ListObjectsV2 pages of up to 1000 keys, continued with the
@@ -28,7 +32,10 @@
 // Thread safety: all methods may be called concurrently.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -109,12 +116,24 @@ class S3KvStore : public KvStore {
   // Size of `key`'s object (HEAD), or nullopt when missing.
   Result<std::optional<uint64_t>> Head(std::string_view key) const;
   Status PutMultipart(std::string_view key, ByteView value);  // s3_multipart.cc
-  // A PUT with a precondition header; false on 412.
+  // A PUT with a precondition header; false on 412. The ETag of what it
+  // stored is remembered (KnownEtagFor).
   Result<bool> ConditionalPut(std::string_view key, ByteView value, std::string header);
   // Adds the credentials hint to a 401/403 error.
   Status Explain(Status s) const;
 
+  // The ETag a conditional PUT of this object got back, and the SHA-256 of
+  // the bytes it stored, by key (at most kMaxKnownEtags keys).
+  struct KnownEtag {
+    std::string sha256;
+    std::string etag;
+  };
+  std::optional<std::string> KnownEtagFor(const std::string& key, ByteView expected);
+  void RememberEtag(const std::string& key, ByteView value, std::optional<std::string> etag);
+
   S3Options options_;
+  std::mutex etags_mu_;
+  std::map<std::string, KnownEtag> etags_;  // guarded by etags_mu_
   std::string url_;
   std::string host_;         // the Host header value
   std::string base_url_;     // scheme://host[:port]
