@@ -393,6 +393,12 @@ HttpClient::HttpClient(HttpClientOptions options)
   impl_->multi = curl_multi_init();
   curl_multi_setopt(impl_->multi, CURLMOPT_MAX_HOST_CONNECTIONS,
                     static_cast<long>(options_.max_in_flight));
+  // Keep as many idle connections as there may be transfers. libcurl's
+  // default pool keeps 4 per transfer still added to the multi handle, so
+  // as a batch drained (transfers removed one by one as they finish) it
+  // closed all but a few connections, and the next batch connected again.
+  curl_multi_setopt(impl_->multi, CURLMOPT_MAXCONNECTS,
+                    static_cast<long>(options_.max_in_flight));
   impl_->thread = std::thread([this] { impl_->Loop(); });
 }
 

@@ -7,7 +7,8 @@
 // answer gets a new connection per call. And while calls wait for room
 // (more queued than max_in_flight), the transfer thread sleeps in its poll
 // instead of spinning; control: the queued calls still all run, one at a
-// time.
+// time. A batch of calls in flight at once leaves all its connections in the
+// pool for the next batch, however one by one its answers come.
 #include "cairn/kvstore/http/http_client.h"
 
 #include <arpa/inet.h>
@@ -20,6 +21,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -33,16 +35,24 @@ namespace {
 class RecordingServer {
  public:
   // `answer_delay`: how long each request is held before its answer.
+  // `answer_in_groups_of` > 0: requests are answered in groups of that many,
+  // each held until the whole group has arrived (at most 20 s), so that a
+  // group is on the wire at once whatever the machine's load; then the i-th
+  // of the group to arrive waits i * `answer_delay` more, so that the
+  // answers come one by one.
   explicit RecordingServer(bool close_after_each,
-                           std::chrono::milliseconds answer_delay = std::chrono::milliseconds(0))
-      : close_after_each_(close_after_each), answer_delay_(answer_delay) {
+                           std::chrono::milliseconds answer_delay = std::chrono::milliseconds(0),
+                           int answer_in_groups_of = 0)
+      : close_after_each_(close_after_each),
+        answer_delay_(answer_delay),
+        group_(answer_in_groups_of) {
     listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     addr.sin_port = 0;  // a free port
     EXPECT_EQ(bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    EXPECT_EQ(listen(listen_fd_, 16), 0);
+    EXPECT_EQ(listen(listen_fd_, 128), 0);
     socklen_t len = sizeof addr;
     getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
     port_ = ntohs(addr.sin_port);
@@ -103,13 +113,22 @@ class RecordingServer {
         in.append(buf, static_cast<size_t>(n));
       }
       in.erase(0, length);
+      std::chrono::milliseconds delay = answer_delay_;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        std::unique_lock<std::mutex> lock(mu_);
         heads_.push_back(head);
         bodies_.push_back(length);
         max_concurrent_ = std::max(max_concurrent_.load(), ++held_);
+        if (group_ > 0) {
+          const size_t position = (heads_.size() - 1) % group_;
+          const size_t complete = heads_.size() - position + group_ - 1;
+          arrived_.notify_all();
+          arrived_.wait_for(lock, std::chrono::seconds(20),
+                            [&] { return heads_.size() >= complete; });
+          delay *= static_cast<int>(position);
+        }
       }
-      std::this_thread::sleep_for(answer_delay_);
+      std::this_thread::sleep_for(delay);
       {
         std::lock_guard<std::mutex> lock(mu_);
         --held_;
@@ -127,6 +146,8 @@ class RecordingServer {
 
   const bool close_after_each_;
   const std::chrono::milliseconds answer_delay_;
+  const size_t group_;
+  std::condition_variable arrived_;
   int held_ = 0;  // guarded by mu_
   std::atomic<int> max_concurrent_{0};
   int listen_fd_ = -1;
@@ -214,6 +235,34 @@ TEST(HttpClientOverhead, QueuedCallsDoNotMakeTheTransferThreadSpin) {
   // The bound: 4 calls x (a few socket events + 2 capped timeouts), with
   // plenty of room; a spinning loop exceeds it within milliseconds.
   EXPECT_LT(iterations, 400u) << "the transfer thread spun while calls waited for room";
+}
+
+TEST(HttpClientOverhead, ConnectionsOfAFullBatchAreKeptForTheNextBatch) {
+  // Two batches of 16 calls at 16 in flight, each call held by the server
+  // until all 16 of its batch have arrived (so they are on the wire at
+  // once, over 16 connections: the control below), then answered one by
+  // one, 20 ms apart. The first batch opens 16 connections; the second must
+  // find them all in the pool. libcurl's default pool keeps 4 idle
+  // connections per transfer still running, so as a batch drained one
+  // answer at a time it closed all but a few, and the next batch connected
+  // again.
+  RecordingServer server(/*close_after_each=*/false, std::chrono::milliseconds(20),
+                         /*answer_in_groups_of=*/16);
+  HttpClientOptions options;
+  options.max_in_flight = 16;
+  HttpClient client(options);
+  for (int batch = 0; batch < 2; ++batch) {
+    std::vector<HttpCall> calls;
+    for (int i = 0; i < 16; ++i) calls.push_back(Put(server.url("/b" + std::to_string(i)), AsBytes("v")));
+    for (const auto& r : client.ExecuteAll(std::move(calls))) {
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      EXPECT_EQ(r->status, 200);
+    }
+    // Control: the batch did run 16 at once, each on a connection of its own.
+    EXPECT_EQ(server.max_concurrent(), 16);
+    EXPECT_EQ(server.connections(), 16) << "batch " << batch;
+  }
+  EXPECT_EQ(server.heads().size(), 32u);
 }
 
 }  // namespace
