@@ -1,4 +1,5 @@
 #include "cairn/kvstore/batch_writer.h"
+#include "cairn/kvstore/read_batching.h"
 
 #include "cairn/kvstore/ocdbt/io/ocdbt_batch_writer.h"
 #include "cairn/kvstore/ocdbt/io/ocdbt_kvstore.h"
@@ -52,6 +53,14 @@ std::unique_ptr<KvBatchWriter> NewBatchWriter(std::shared_ptr<KvStore> store) {
     return std::make_unique<PrefixBatchWriter>(NewBatchWriter(view->base()), view->prefix());
   }
   return NewPutEachBatchWriter(std::move(store));
+}
+
+bool PrefersBatchedReads(const KvStore& store) {
+  if (dynamic_cast<const ocdbt::OcdbtKvStore*>(&store) != nullptr) return true;
+  if (const auto* view = dynamic_cast<const PrefixKvStore*>(&store)) {
+    return view->base() != nullptr && PrefersBatchedReads(*view->base());
+  }
+  return false;
 }
 
 }  // namespace cairn

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "cairn/kvstore/read_batching.h"
 #include "cairn/util/thread_pool.h"
 #include "cairn/zarr/shard_io.h"
 
@@ -86,6 +87,64 @@ Box Relative(const Box& box, const std::vector<Index>& origin) {
   Box r = box;
   for (size_t d = 0; d < box.rank(); ++d) r.origin[d] -= origin[d];
   return r;
+}
+
+// Copies or decodes the stored bytes of the chunk at `cell` (nullopt: the
+// chunk is missing, so its part is filled) into the part of `box` it covers.
+Status PlaceChunk(const ArrayMetadata& m, std::span<const Index> cell, const Box& box,
+                  uint8_t* dst, std::span<const Index> dst_strides,
+                  std::optional<ByteView> stored) {
+  const size_t elem = DTypeSize(m.dtype);
+  const Box chunk_box = CellBox(cell, m.chunk_shape);
+  const Box inter = Intersect(chunk_box, box);
+  uint8_t* out = Offset(dst, inter.origin, box.origin, dst_strides);
+  const ChunkSpec spec = m.chunk_spec();
+  if (!stored) {
+    FillStrided(out, dst_strides, inter.shape, m.fill_value);
+    return Status::OK();
+  }
+  if (inter == chunk_box && IsCContiguous(dst_strides, inter.shape, elem)) {
+    // A whole chunk laid out as the destination: decode straight into it.
+    return m.codecs.DecodeInto(spec, *stored, MutableByteView(out, spec.num_bytes()));
+  }
+  Buffer decoded;
+  const uint8_t* chunk = stored->data();
+  if (m.codecs.IsIdentity(spec)) {
+    if (stored->size() != spec.num_bytes()) {
+      return DataLossError("chunk has " + std::to_string(stored->size()) + " bytes, expected " +
+                           std::to_string(spec.num_bytes()));
+    }
+  } else {
+    CAIRN_ASSIGN_OR_RETURN(decoded, m.codecs.Decode(spec, *stored));
+    if (decoded.size() != spec.num_bytes()) {
+      return DataLossError("chunk decoded to " + std::to_string(decoded.size()) +
+                           " bytes, expected " + std::to_string(spec.num_bytes()));
+    }
+    chunk = decoded.data();
+  }
+  const std::vector<Index> chunk_strides = CStrides(m.chunk_shape, elem);
+  const uint8_t* src = Offset(const_cast<uint8_t*>(chunk), inter.origin, chunk_box.origin,
+                              chunk_strides);
+  StridedCopy(src, chunk_strides, out, dst_strides, inter.shape, elem);
+  return Status::OK();
+}
+
+// Reads the chunks of cells [lo, hi] with one GetMany of `store` (unsharded
+// arrays), placing each into `dst` as it arrives.
+Status ReadBatched(const ZarrArray& array, KvStore& store, const std::string& prefix,
+                   const std::vector<Index>& lo, const std::vector<Index>& hi, const Box& box,
+                   uint8_t* dst, std::span<const Index> dst_strides) {
+  std::vector<std::vector<Index>> cells;
+  std::vector<KeyRead> reads;
+  std::vector<Index> cell = lo;
+  do {
+    reads.push_back({prefix + array.ChunkKey(cell), ByteRange::All()});
+    cells.push_back(cell);
+  } while (NextCell(cell, lo, hi));
+  return store.GetMany(reads, [&](size_t i, std::optional<ByteView> value) {
+    return PlaceChunk(array.metadata(), cells[i], box, dst, dst_strides, value)
+        .Annotate("reading " + store.Describe(reads[i].key));
+  });
 }
 
 }  // namespace
@@ -230,21 +289,9 @@ Status ZarrArray::ReadChunk(std::span<const Index> cell, const Box& box, uint8_t
   // per worker for a read of a few elements.
   auto stored = store_->Get(key);
   if (!stored.ok()) return stored.status().Annotate(where);
-  if (!*stored) {
-    FillStrided(out, dst_strides, inter.shape, m.fill_value);
-    return Status::OK();
-  }
-  if (in_place) {
-    // A whole chunk laid out as the destination: decode straight into it.
-    return m.codecs.DecodeInto(spec, (*stored)->view(), MutableByteView(out, spec.num_bytes()))
-        .Annotate(where);
-  }
-  Buffer chunk;
-  CAIRN_RETURN_IF_ERROR(DecodeChunk(std::move(**stored), chunk).Annotate(where));
-  const std::vector<Index> chunk_strides = CStrides(m.chunk_shape, elem);
-  const uint8_t* src = Offset(chunk.data(), inter.origin, chunk_box.origin, chunk_strides);
-  StridedCopy(src, chunk_strides, out, dst_strides, inter.shape, elem);
-  return Status::OK();
+  return PlaceChunk(m, cell, box, dst, dst_strides,
+                    *stored ? std::optional<ByteView>((*stored)->view()) : std::nullopt)
+      .Annotate(where);
 }
 
 Status ZarrArray::WriteChunk(std::span<const Index> cell, const Box& box, const uint8_t* src,
@@ -311,6 +358,11 @@ Status ZarrArray::Read(const Box& box, void* dst, const StridedLayout& layout) c
   std::vector<Index> lo, hi;
   CellRange(box, metadata_->chunk_shape, lo, hi);
   uint8_t* base = static_cast<uint8_t*>(dst);
+  if (TopLevelSharding(metadata_->codecs) == nullptr && PrefersBatchedReads(*store_)) {
+    // One batch: OCDBT reads the manifest and walks the tree once for all
+    // chunks, instead of once per chunk.
+    return ReadBatched(*this, *store_, prefix_, lo, hi, box, base, strides);
+  }
   return ForEachCell(lo, hi, store_->io_concurrency(), [&](std::span<const Index> cell) {
     return ReadChunk(cell, box, base, strides);
   });
