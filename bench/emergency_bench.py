@@ -398,6 +398,8 @@ def main():
         errors = [r["orbax_error"] for r in results if "orbax_error" in r]
         if errors:
             rows.append(["Orbax emergency manager", "failed", errors[0]])
+        elif args.no_orbax:
+            rows.append(["Orbax emergency manager", "skipped", "--no-orbax"])
         else:
             rows += [
                 ["Orbax emergency: save stall", f"{worst('orbax_stall_s'):.2f} s", ""],
