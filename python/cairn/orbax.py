@@ -470,9 +470,10 @@ def _asks_other_dtype(target, buffer):
     return dtype is not None and np.dtype(dtype) != buffer.dtype
 
 
-def _read_while_placing(item_dir, requests, others, placed, jax):
-    """Runs the engine's restore of `requests` on a thread (it releases the
-    GIL) while this one hands the destination buffers to their devices: on
+def _read_while_placing(read, placed, jax):
+    """Runs `read` (the engine's restore into the placed buffers, or the
+    emergency manager's) on a thread (both release the GIL) while this one
+    hands the destination buffers to their devices: on
     CPU devices jax adopts a 64-byte aligned buffer without copying it, so
     its jax.Arrays can be made before the bytes arrive, and jax's per-shard
     cost (~50 us a shard, a fifth of a cold 1 GiB restore of 2560 shards)
@@ -483,13 +484,13 @@ def _read_while_placing(item_dir, requests, others, placed, jax):
     host, where = _host_shards(placed)
     failure = []
 
-    def read():
+    def run():
         try:
-            _core._engine_restore(item_dir, "", requests, others)
+            read()
         except BaseException as e:  # re-raised on the caller's thread
             failure.append(e)
 
-    reader = threading.Thread(target=read, name="cairn-restore-read")
+    reader = threading.Thread(target=run, name="cairn-restore-read")
     reader.start()
     try:
         singles = jax.device_put(host, where)
@@ -616,13 +617,14 @@ def _restore(directory, target, item_name, step, _read_boxes):
         requests.append((param, dtype_name, boxes))
     converts = any(_asks_other_dtype(targets[param], b)
                    for param, (_, _, _, buffers) in placed.items() for b in buffers.values())
-    if _read_boxes is None and placed and not converts:
-        singles = iter(_read_while_placing(item.dir, requests, others, placed, jax))
+    if _read_boxes is not None:
+        read = lambda: _read_boxes(requests)  # noqa: E731
     else:
-        if _read_boxes is not None:
-            _read_boxes(requests)
-        else:
-            _core._engine_restore(item.dir, "", requests, others)
+        read = lambda: _core._engine_restore(item.dir, "", requests, others)  # noqa: E731
+    if placed and not converts:
+        singles = iter(_read_while_placing(read, placed, jax))
+    else:
+        read()
         host, where = _host_shards(placed, targets)
         singles = iter(jax.device_put(host, where) if host else [])
     for param, (sharding, shape, devices, _) in placed.items():
