@@ -55,8 +55,8 @@ WORKER = r'''
 import json, os, shutil, sys, time
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
 os.environ["JAX_PLATFORMS"] = "cpu"
-address, pid, local_root, persistent_root, nbytes, narrays, out_path = sys.argv[1:8]
-pid, nbytes, narrays = int(pid), int(nbytes), int(narrays)
+address, pid, local_root, persistent_root, nbytes, narrays, out_path, repeats, settle_s, skip_orbax = sys.argv[1:11]
+pid, nbytes, narrays, repeats, settle_s, skip_orbax = int(pid), int(nbytes), int(narrays), int(repeats), float(settle_s), skip_orbax == "1"
 import numpy as np
 import jax
 jax.distributed.initialize(coordinator_address=address, num_processes=4, process_id=pid)
@@ -155,36 +155,99 @@ if pid == 1:
     shutil.rmtree(local("peer"))
 barrier("lost")
 want = state(3)
-def timed_restore(tag):
-    """A fresh manager on the "peer" run restores step 3's target (page cache
-    dropped first): (seconds, restored tree, the manager's restore report)."""
+persistent_steps = sorted(int(n) for n in os.listdir(os.path.join(persistent_root, "peer")) if n.isdigit())
+import gc
+
+def timed_restore(tag, step=None):
+    """A fresh manager on the "peer" run restores `step` (None: the newest
+    usable one) onto step 3's target: (seconds, restored tree, the manager's
+    restore report with the time of each phase added). Before it, memory
+    freed by the previous restore is given `settle` seconds to go back to the
+    host (so neither restore reuses pages the other faulted in) and the page
+    cache is dropped."""
+    gc.collect()
+    time.sleep(settle_s)
     m = cairn.emergency.CheckpointManager(local("peer"), os.path.join(persistent_root, "peer"), num_replicas=2,
                                           local_save_interval_steps=1, persistent_save_interval_steps=2,
                                           zmq_host="127.0.0.1", timeout_s=600)
+    phases = {}
+    native = m._native
+    class Timed:
+        def __getattr__(self, name):
+            f = getattr(native, name)
+            if name not in ("prepare_restore", "restore"):
+                return f
+            def timed(*a, **k):
+                t = time.perf_counter()
+                try:
+                    return f(*a, **k)
+                finally:
+                    phases[name] = phases.get(name, 0.0) + time.perf_counter() - t
+            return timed
+    m._native = Timed()
     drop_caches(tag + "_start")
     t0 = time.perf_counter()
-    r = m.restore(target=abstract())
+    r = m.restore(step, target=abstract())
     jax.block_until_ready(r)
     seconds = time.perf_counter() - t0
-    report = m.last_restore
+    report = dict(m.last_restore)
+    report["phases"] = {"prepare": phases.get("prepare_restore", 0.0), "read": phases.get("restore", 0.0)}
+    report["phases"]["allocate+place"] = seconds - sum(report["phases"].values())
+    m._native = native
     m.close()
     return seconds, r, report
 
-out["recover_one_host_s"], r, rep = timed_restore("recover")
-out["recover_tier"], out["recover_step"] = rep["tier"], rep["step"]
-out["recover_bytes_from_peers"] = rep["bytes_from_peers"]
-out["recover_log"] = rep["log"]
-out["recover_exact"] = all(np.array_equal(np.asarray(a.data), np.asarray(b.data))
-                           for k in want for a, b in zip(r[k].addressable_shards, want[k].addressable_shards))
-del r
-barrier("recovered")
-shutil.rmtree(local("peer"))
-barrier("all_lost")
-out["persistent_restore_s"], r, rep = timed_restore("persistent")
-out["persistent_tier"], out["persistent_step"] = rep["tier"], rep["step"]
-out["persistent_log"] = rep["log"]
-del r
-barrier("persistent_done")
+# The two restores alternate (recovery first in even rounds, persistent
+# first in odd ones), each after the same pause and a dropped page cache,
+# so that neither is favoured by running second.
+def timed_floor():
+    """The floor of any restore on this VM: the process's shards copied into
+    fresh 4 KiB pages (every restore, from any tier, writes its bytes into
+    memory it has just allocated), after the same pause."""
+    gc.collect()
+    time.sleep(settle_s)
+    barrier("floor_start")
+    t = time.perf_counter()
+    dsts = []
+    for a in want.values():
+        for s in a.addressable_shards:
+            src = np.asarray(s.data)
+            dst = np.frombuffer(mmap.mmap(-1, max(1, src.nbytes), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS),
+                                dtype=np.uint8)[:src.nbytes].view(src.dtype)
+            np.copyto(dst.reshape(src.shape), src)
+            dsts.append(dst)
+    return time.perf_counter() - t
+
+out["floor_s"] = []
+out["recover_s"], out["persistent_s"], out["recover_phases"], out["persistent_phases"] = [], [], [], []
+out["recover_exact"] = True
+for rnd in range(repeats):
+    for which in (("recover", "persistent") if rnd % 2 == 0 else ("persistent", "recover")):
+        if which == "recover":
+            s, r, rep = timed_restore(f"recover_{rnd}")
+            out["recover_tier"], out["recover_step"] = rep["tier"], rep["step"]
+            out["recover_bytes_from_peers"] = rep["bytes_from_peers"]
+            out["recover_log"] = rep["log"]
+            out["recover_exact"] = out["recover_exact"] and all(
+                np.array_equal(np.asarray(a.data), np.asarray(b.data))
+                for k in want for a, b in zip(r[k].addressable_shards, want[k].addressable_shards))
+        else:
+            s, r, rep = timed_restore(f"persistent_{rnd}", persistent_steps[-1])
+            out["persistent_tier"], out["persistent_step"] = rep["tier"], rep["step"]
+            out["persistent_log"] = rep["log"]
+        out[which + "_s"].append(s)
+        out[which + "_phases"].append(rep["phases"])
+        del r
+        barrier(f"{which}_{rnd}_done")
+    out["floor_s"].append(timed_floor())
+    barrier(f"floor_{rnd}_done")
+shutil.rmtree(local("peer"), ignore_errors=True)
+barrier("restores_done")
+if skip_orbax:
+    with open(out_path, "w") as f:
+        json.dump(out, f)
+    jax.distributed.shutdown()
+    sys.exit(0)
 
 # Orbax's emergency manager on the same job.
 try:
@@ -239,6 +302,11 @@ def main():
     ap.add_argument("--bytes", type=int, default=2 << 30,
                     help="state size; the local tier of 4 processes (own step + a peer copy each) sits in "
                          "--local-dir, so a RAM disk needs about 4x this plus the processes' memory")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="rounds of the two restores (alternating which goes first); the table shows medians")
+    ap.add_argument("--settle", type=float, default=5.0,
+                    help="seconds to wait before each timed restore, so freed memory goes back to the host")
+    ap.add_argument("--no-orbax", action="store_true", help="skip Orbax's emergency manager")
     ap.add_argument("--timeout", type=float, default=1800)
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="cairn-emergency-bench-", dir=args.dir)
@@ -255,7 +323,8 @@ def main():
         for i in range(NPROC):
             log = open(os.path.join(work, f"log_{i}.txt"), "wb")
             procs.append((subprocess.Popen([sys.executable, script, address, str(i), local, work, str(args.bytes),
-                                            str(NARRAYS), os.path.join(work, f"out_{i}.json")],
+                                            str(NARRAYS), os.path.join(work, f"out_{i}.json"), str(args.repeats),
+                                            str(args.settle), "1" if args.no_orbax else "0"],
                                            env=env, stdout=log, stderr=subprocess.STDOUT), log))
         deadline = time.monotonic() + args.timeout
         for p, log in procs:
@@ -273,6 +342,23 @@ def main():
                 sys.exit(f"process {i} failed:\n{tail}")
             results.append(json.load(open(path)))
         load_after = os.getloadavg()[0]
+
+        def median(vals):
+            vals = sorted(vals)
+            n = len(vals)
+            return (vals[n // 2] + vals[(n - 1) // 2]) / 2
+
+        def job(which):
+            """Per round, the job's time: its slowest process's."""
+            return [max(r[which + "_s"][k] for r in results) for k in range(len(results[0][which + "_s"]))]
+
+        def phases(which):
+            """Median over rounds of each phase of that round's slowest process."""
+            per = []
+            for k in range(len(results[0][which + "_s"])):
+                slowest = max(results, key=lambda r: r[which + "_s"][k])
+                per.append(slowest[which + "_phases"][k])
+            return ", ".join(f"{name} {median([p[name] for p in per]):.2f} s" for name in per[0])
 
         def worst(key):
             vals = [r[key] for r in results if key in r]
@@ -295,17 +381,25 @@ def main():
             ["local save + peer copy: to durable", f"{worst('peer_total_s'):.2f} s", ""],
             ["replication (ZeroMQ, localhost)", f"{replication_s:.2f} s",
              f"{step_bytes / replication_s / GB:.2f} GB/s for {step_bytes / GB:.2f} GB per process"],
-            ["recover after losing 1 host", f"{worst('recover_one_host_s'):.2f} s",
+        ["recover after losing 1 host (median)", f"{median(job('recover')):.2f} s",
              f"{results[0]['recover_tier']} step {results[0]['recover_step']}, "
              f"bit-exact={all(r['recover_exact'] for r in results)}, "
-             f"{max(r['recover_bytes_from_peers'] for r in results) / GB:.2f} GB from peers"],
-            ["restore all from persistent", f"{worst('persistent_restore_s'):.2f} s",
+             f"{max(r['recover_bytes_from_peers'] for r in results) / GB:.2f} GB from peers; "
+             f"rounds {' '.join(f'{x:.2f}' for x in job('recover'))}; phases of the slowest: {phases('recover')}"],
+            ["restore all from persistent (median)", f"{median(job('persistent')):.2f} s",
              f"{results[0]['persistent_tier']} step {results[0]['persistent_step']}; "
-             f"{worst('persistent_restore_s') / worst('recover_one_host_s'):.1f}x the recovery"],
+             f"rounds {' '.join(f'{x:.2f}' for x in job('persistent'))}; phases of the slowest: {phases('persistent')}"],
+            ["persistent / recovery", f"{median(job('persistent')) / median(job('recover')):.2f}x",
+             "per round: " + " ".join(f"{p / r:.2f}x" for r, p in zip(job('recover'), job('persistent')))],
+            ["floor: shards copied into fresh 4 KiB pages (median)", f"{median(job('floor')):.2f} s",
+             f"every restore writes its bytes into fresh memory; persistent / floor "
+             f"{median(job('persistent')) / median(job('floor')):.2f}x (the best ratio a recovery could reach)"],
         ]
         errors = [r["orbax_error"] for r in results if "orbax_error" in r]
         if errors:
             rows.append(["Orbax emergency manager", "failed", errors[0]])
+        elif args.no_orbax:
+            rows.append(["Orbax emergency manager", "skipped", "--no-orbax"])
         else:
             rows += [
                 ["Orbax emergency: save stall", f"{worst('orbax_stall_s'):.2f} s", ""],
@@ -316,8 +410,8 @@ def main():
         rows.append(["device (persistent dir)", f"write {bw_write:.2f} GB/s", f"read {bw_read:.2f} GB/s ({tool})"])
         rows.append(["load average", f"{load_before:.1f} -> {load_after:.1f}", f"{os.cpu_count()} cores"])
         print_table(["measure", "value", "note"], rows)
-        slowest = max(range(NPROC), key=lambda i: results[i]["recover_one_host_s"])
-        print(f"\nrecovery log of process {slowest} (the slowest):")
+        slowest = max(range(NPROC), key=lambda i: results[i]["recover_s"][-1])
+        print(f"\nrecovery log of process {slowest} (the slowest in the last round):")
         for line in results[slowest]["recover_log"]:
             print("  " + line)
         print(f"persistent restore log of process {slowest}:")

@@ -6,6 +6,7 @@ checkpoint."""
 import orbax_helpers as h  # sets XLA_FLAGS first
 
 import json
+import pathlib
 
 import jax
 import numpy as np
@@ -121,3 +122,68 @@ def test_cairn_restores_orbax_checkpoint_onto_a_new_sharding(tmp_path):
     got = cairn.restore(tmp_path / "o", target=target)
     assert got["w"].sharding == target["w"].sharding
     np.testing.assert_array_equal(np.asarray(got["w"]), values)
+
+
+def _sharded_restore_case(tmp_path):
+    mesh = h.mesh()
+    rng = np.random.default_rng(3)
+    values = {f"w{i}": rng.standard_normal((64, 256), dtype=np.float32) for i in range(3)}
+    sharding = NamedSharding(mesh, P("data", "model"))
+    path = pathlib.Path(cairn.save(tmp_path / "c", {k: jax.device_put(v, sharding) for k, v in values.items()}))
+    target = {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=sharding) for k, v in values.items()}
+    return path, values, target
+
+
+def test_sharded_restore_adopts_the_buffers_it_reads_into(tmp_path):
+    # The jax.Arrays are made while the engine reads, from the buffers it
+    # reads into: each shard's memory is the restore's own (no copy after).
+    path, values, target = _sharded_restore_case(tmp_path)
+    seen = {}
+    real = cairn.orbax._adopts
+
+    def spy(single, host):
+        seen[host.ctypes.data] = real(single, host)
+        return seen[host.ctypes.data]
+
+    cairn.orbax._adopts = spy
+    try:
+        got = cairn.restore(path, target=target)
+    finally:
+        cairn.orbax._adopts = real
+    assert seen and all(seen.values())
+    for k, v in values.items():
+        for shard in got[k].addressable_shards:
+            assert shard.data.unsafe_buffer_pointer() in seen
+            np.testing.assert_array_equal(np.asarray(shard.data), v[shard.index])
+
+
+def test_sharded_restore_puts_shards_again_where_jax_copied_them(tmp_path, monkeypatch):
+    # Buffers 8 bytes off jax's 64-byte alignment are copied by device_put,
+    # before the engine filled them: the restore must put them again after.
+    path, values, target = _sharded_restore_case(tmp_path)
+    real = cairn.orbax._aligned_empty
+
+    def misaligned(shape, dtype, alignment=64):
+        dtype = np.dtype(dtype)
+        n = int(np.prod(shape)) * dtype.itemsize
+        raw = real((n + 64,), np.uint8)
+        return raw[8:8 + n].view(dtype).reshape(shape)
+
+    monkeypatch.setattr(cairn.orbax, "_aligned_empty", misaligned)
+    adopted = []
+    real_adopts = cairn.orbax._adopts
+    monkeypatch.setattr(cairn.orbax, "_adopts", lambda s, host: adopted.append(real_adopts(s, host)) or adopted[-1])
+    got = cairn.restore(path, target=target)
+    assert adopted and not any(adopted)  # jax copied every one
+    for k, v in values.items():
+        np.testing.assert_array_equal(np.asarray(got[k]), v)
+
+
+def test_sharded_restore_raises_the_engines_error(tmp_path):
+    path, values, target = _sharded_restore_case(tmp_path)
+    data = [f for f in sorted(path.rglob("*")) if f.is_file() and f.parent.name == "d"]
+    assert data, "no OCDBT data files found"
+    for f in data:
+        f.write_bytes(b"\0" * f.stat().st_size)
+    with pytest.raises(Exception, match=r"w[0-2]|zstd|DataLoss|data"):
+        cairn.restore(path, target=target)

@@ -21,6 +21,7 @@ constexpr size_t kMaxFiles = size_t{1} << 20;
 constexpr std::string_view kResumableId = "resumable";
 constexpr std::string_view kRecordFile = "cairn_transfer.json";
 constexpr std::string_view kPartsDir = "cairn_transfer_parts";
+constexpr std::string_view kCompleteMarker = "complete";
 
 struct FileEntry {
   std::string path;  // relative to the directory
@@ -66,11 +67,17 @@ std::string PartKey(const orbax::Location& tmp, size_t file, uint64_t offset, ui
   return PartsPrefix(tmp, file) + std::to_string(offset) + "." + hex;
 }
 
+std::string CompleteKey(const orbax::Location& tmp, size_t file) {
+  return PartsPrefix(tmp, file) + std::string(kCompleteMarker);
+}
+
 // Step 2 for one file cut short: the bytes its parts hold from offset 0,
 // each part `piece_bytes` long (the last may be shorter) and matching its
 // crc32c. Parts past that are removed. Fills `keys` with the kept parts.
+// With `data_key`, the parts are empty markers of pieces written in place
+// into that file, and each is checked against the file's bytes there.
 Result<uint64_t> KeptParts(const orbax::Location& tmp, size_t file, const FileEntry& f, uint64_t piece_bytes,
-                           std::vector<std::string>& keys) {
+                           const std::string* data_key, std::vector<std::string>& keys) {
   const std::string prefix = PartsPrefix(tmp, file);
   CAIRN_ASSIGN_OR_RETURN(std::vector<KeyInfo> listed, tmp.store->List(prefix));
   std::map<uint64_t, std::pair<std::string, uint32_t>> parts;  // offset -> key, crc
@@ -90,7 +97,11 @@ Result<uint64_t> KeptParts(const orbax::Location& tmp, size_t file, const FileEn
   for (auto& [offset, part] : parts) {
     const uint64_t want = std::min(piece_bytes, f.size - std::min(f.size, offset));
     bool keep = offset == have && want > 0;
-    if (keep) {
+    if (keep && data_key != nullptr) {
+      auto data = tmp.store->Get(*data_key, ByteRange::Range(offset, want));
+      // A file cut short (or gone) is no error: the piece is fetched again.
+      keep = data.ok() && *data && (*data)->size() == want && Crc32c((*data)->view()) == part.second;
+    } else if (keep) {
       CAIRN_ASSIGN_OR_RETURN(std::optional<Buffer> data, tmp.store->Get(part.first));
       keep = data && data->size() == want && Crc32c(data->view()) == part.second;
     }
@@ -233,6 +244,8 @@ Result<uint64_t> ReceiveDirectory(PeerTransport& transport, int source, int tag,
   // Step 2: resume the pending copy of this very source, or start afresh.
   const std::string record = DumpJson({{"transfer", name}, {"source", source_crc}, {"files", *list}});
   orbax::PendingCommit pending = orbax::PendingCommitFor(dst, kResumableId);
+  PositionalWriteStore* const in_place =
+      options.write_in_place ? AsPositionalWriteStore(pending.location.store.get()) : nullptr;
   std::vector<uint64_t> have(files.size(), 0);
   std::vector<bool> committed(files.size(), false);
   std::vector<std::vector<std::string>> parts(files.size());
@@ -245,12 +258,18 @@ Result<uint64_t> ReceiveDirectory(PeerTransport& transport, int source, int tag,
     std::map<std::string, uint64_t> sizes;
     for (const KeyInfo& k : held) sizes.emplace(k.key, k.size);
     for (size_t i = 0; i < files.size(); ++i) {
-      auto it = sizes.find(tmp.Key(files[i].path));
-      if (it != sizes.end() && it->second == files[i].size) {
+      const std::string key = tmp.Key(files[i].path);
+      const bool pieces = files[i].size > options.piece_bytes;
+      auto it = sizes.find(key);
+      // A file written in place is at its full size before it is durable:
+      // only its completion marker says it is done.
+      const bool done = it != sizes.end() && it->second == files[i].size &&
+                        (!pieces || !in_place || sizes.count(CompleteKey(tmp, i)));
+      if (done) {
         have[i] = files[i].size;
         committed[i] = true;
-      } else if (files[i].size > options.piece_bytes) {
-        auto kept = KeptParts(tmp, i, files[i], options.piece_bytes, parts[i]);
+      } else if (pieces) {
+        auto kept = KeptParts(tmp, i, files[i], options.piece_bytes, in_place ? &key : nullptr, parts[i]);
         if (!kept.ok()) return kept.status().Annotate(what);
         have[i] = *kept;
       }
@@ -279,8 +298,13 @@ Result<uint64_t> ReceiveDirectory(PeerTransport& transport, int source, int tag,
     const bool single = f.size <= options.piece_bytes;
     const std::string key = tmp.Key(f.path);
     std::unique_ptr<KvWriter> writer;
+    std::unique_ptr<PositionalFile> file;
     if (single) {
       CAIRN_ASSIGN_OR_RETURN(writer, tmp.store->OpenWriter(key));
+    } else if (in_place) {
+      auto opened = in_place->OpenPositional(key, have[i]);
+      if (!opened.ok()) return opened.status().Annotate(what);
+      file = std::move(*opened);
     }
     for (uint64_t offset = have[i]; offset < f.size;) {
       const uint64_t want = std::min<uint64_t>(options.piece_bytes, f.size - offset);
@@ -302,6 +326,11 @@ Result<uint64_t> ReceiveDirectory(PeerTransport& transport, int source, int tag,
       if (Crc32c(data) != crc) return DataLossError(where + ": crc32c mismatch");
       if (single) {
         CAIRN_RETURN_IF_ERROR(writer->Append(data).Annotate(where));
+      } else if (file) {
+        // The piece in its place, then its (empty) marker: a marker whose
+        // bytes did not survive fails its check on resuming.
+        CAIRN_RETURN_IF_ERROR(file->WriteAt(offset, data).Annotate(where));
+        CAIRN_RETURN_IF_ERROR(tmp.store->Put(PartKey(tmp, i, offset, crc), ByteView()).Annotate(where));
       } else {
         parts[i].push_back(PartKey(tmp, i, offset, crc));
         CAIRN_RETURN_IF_ERROR(tmp.store->Put(parts[i].back(), data).Annotate(where));
@@ -310,8 +339,12 @@ Result<uint64_t> ReceiveDirectory(PeerTransport& transport, int source, int tag,
       received += n;
       halfway.Update(received);
     }
-    if (single) CAIRN_RETURN_IF_ERROR(writer->Commit().Annotate(what));
-    else CAIRN_RETURN_IF_ERROR(Assemble(tmp, i, key, parts[i], options).Annotate(what + ": file `" + f.path + "`"));
+    if (single) {
+      CAIRN_RETURN_IF_ERROR(writer->Commit().Annotate(what));
+    } else if (file) {
+      CAIRN_RETURN_IF_ERROR(file->Sync().Annotate(what));
+      CAIRN_RETURN_IF_ERROR(tmp.store->Put(CompleteKey(tmp, i), ByteView()).Annotate(what));
+    } else CAIRN_RETURN_IF_ERROR(Assemble(tmp, i, key, parts[i], options).Annotate(what + ": file `" + f.path + "`"));
   }
   // Step 5.
   CAIRN_RETURN_IF_ERROR(tmp.store->DeletePrefix(tmp.Key(kPartsDir) + "/").Annotate(what));

@@ -18,7 +18,11 @@
 //      kept: every file already committed at its full size, and of a file
 //      cut short the pieces committed under `cairn_transfer_parts/<file
 //      index>/<offset>.<crc32c>` that follow each other from offset 0 and
-//      still match their crc32c. Otherwise the pending sibling (and an older
+//      still match their crc32c (for a file written in place, step 4: the
+//      parts are empty markers and the file's bytes at each marker's
+//      offset must match its crc32c; the file counts as committed only
+//      with its marker `cairn_transfer_parts/<file index>/complete`).
+//      Otherwise the pending sibling (and an older
 //      copy at `dst`) is removed and started afresh with the record. The
 //      receiver answers {"have": [bytes held of each file, from offset 0]}.
 //   3. The sender checks the answer (no more than each file's size, whole
@@ -29,11 +33,16 @@
 //      and released once sent.
 //   4. The receiver checks each frame (file index and offset in sequence,
 //      crc32c of the data; DataLoss naming the file otherwise). A file of
-//      one piece is written and committed at once; a longer file's pieces
-//      are committed one by one as parts (step 2), and when the last has
-//      arrived the file is written from its parts, committed (durable), and
-//      the parts removed. An interruption anywhere keeps what was
-//      committed for the next attempt.
+//      one piece is written and committed at once. A longer file, where the
+//      store can write in place (file driver), gets each checked piece
+//      written at its offset in the file (cut to the bytes kept in step 2
+//      when opened) and then an empty marker part `<offset>.<crc32c>`;
+//      after the last piece the file is synced and the marker `complete`
+//      written. Elsewhere its pieces are committed one by one as parts
+//      holding the data (step 2), and when the last has arrived the file is
+//      written from its parts, committed (durable), and the parts removed.
+//      An interruption anywhere keeps what was committed for the next
+//      attempt.
 //   5. After the last file the receiver removes the parts and the record
 //      and publishes the directory (step.h: commit_success.txt, everything
 //      synced, renamed, parent synced). Listings ignore pending directories:
@@ -49,6 +58,7 @@
 
 #include "cairn/emergency/transport.h"
 #include "cairn/engine/byte_budget.h"
+#include "cairn/kvstore/positional_write.h"
 #include "cairn/layout/orbax/location.h"
 
 namespace cairn::emergency {
@@ -61,6 +71,10 @@ struct TransferOptions {
   // once half of the data to move in this attempt has been sent / received
   // (a test kills the process there).
   std::function<void(std::string_view)> at_point;
+  // Receive a file longer than a piece straight into its place when the
+  // destination store can write in place (positional_write.h: the file
+  // driver); else (or when false) as parts joined at the end.
+  bool write_in_place = true;
 };
 
 inline constexpr std::string_view kPointTransferHalfSent = "transfer_half_sent";

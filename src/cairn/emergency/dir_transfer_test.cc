@@ -49,7 +49,10 @@ class FaultyTransport final : public PeerTransport {
   int sent_ = 0;
 };
 
-class DirTransfer : public ::testing::Test {
+// Every test runs twice: a file longer than a piece received in place (the
+// file driver's capability) and, as on stores without it, as parts joined
+// at the end.
+class DirTransfer : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     root_ = fs::temp_directory_path() / ("cairn_dir_transfer_" + std::to_string(::getpid()));
@@ -68,6 +71,7 @@ class DirTransfer : public ::testing::Test {
                         const Status& source_status = Status::OK()) {
     engine::ByteBudget budget(1 << 20);
     TransferOptions t{100, &budget, std::chrono::seconds(2), {}};
+    t.write_in_place = GetParam();
     Status sent;
     std::thread sender([&] {
       sent = SendDirectory(*sender_transport, 1, 5, "step 7", Loc(root_ / "src" / "7"), source_status, t).status();
@@ -81,7 +85,7 @@ class DirTransfer : public ::testing::Test {
   fs::path root_;
 };
 
-TEST_F(DirTransfer, CopiesEveryFileExactly) {
+TEST_P(DirTransfer, CopiesEveryFileExactly) {
   InProcessNetwork net(2);
   auto got = Copy(net.Endpoint(0), net.Endpoint(1));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
@@ -91,7 +95,7 @@ TEST_F(DirTransfer, CopiesEveryFileExactly) {
   EXPECT_TRUE(fs::exists(root_ / "dst" / "7" / "commit_success.txt"));
 }
 
-TEST_F(DirTransfer, CorruptPieceFailsAndLeavesNoStep) {
+TEST_P(DirTransfer, CorruptPieceFailsAndLeavesNoStep) {
   InProcessNetwork net(2);
   auto got = Copy(std::make_shared<FaultyTransport>(net.Endpoint(0), 3, -1), net.Endpoint(1));
   ASSERT_FALSE(got.ok());
@@ -103,7 +107,7 @@ TEST_F(DirTransfer, CorruptPieceFailsAndLeavesNoStep) {
   EXPECT_TRUE(steps->empty());  // the pending directory is not a step
 }
 
-TEST_F(DirTransfer, InterruptedTransferTimesOutAndTheRetryReplacesIt) {
+TEST_P(DirTransfer, InterruptedTransferTimesOutAndTheRetryReplacesIt) {
   InProcessNetwork net(2);
   auto got = Copy(std::make_shared<FaultyTransport>(net.Endpoint(0), -1, 4), net.Endpoint(1));
   ASSERT_FALSE(got.ok());
@@ -118,7 +122,7 @@ TEST_F(DirTransfer, InterruptedTransferTimesOutAndTheRetryReplacesIt) {
 
 // Sends: 0 the header, 1 commit_success.txt, then state/d/data (1004 bytes)
 // in pieces of 100. Dropping from send 6 on leaves 4 pieces received.
-TEST_F(DirTransfer, InterruptedTransferResumesWhereItStopped) {
+TEST_P(DirTransfer, InterruptedTransferResumesWhereItStopped) {
   InProcessNetwork net(2);
   auto cut = Copy(std::make_shared<FaultyTransport>(net.Endpoint(0), -1, 6), net.Endpoint(1));
   ASSERT_EQ(cut.status().code(), StatusCode::kUnavailable) << cut.status().ToString();
@@ -138,13 +142,21 @@ TEST_F(DirTransfer, InterruptedTransferResumesWhereItStopped) {
   for (const auto& e : fs::directory_iterator(root_ / "dst")) EXPECT_EQ(e.path().filename(), "7");
 }
 
-TEST_F(DirTransfer, AKeptPieceThatNoLongerMatchesItsCrcIsSentAgain) {
+TEST_P(DirTransfer, AKeptPieceThatNoLongerMatchesItsCrcIsSentAgain) {
   InProcessNetwork net(2);
   ASSERT_FALSE(Copy(std::make_shared<FaultyTransport>(net.Endpoint(0), -1, 6), net.Endpoint(1)).ok());
   // Damage the third kept piece (offset 200): it and those after it go.
-  const fs::path parts = root_ / "dst" / "7.orbax-checkpoint-tmp-resumable" / "cairn_transfer_parts" / "1";
+  const fs::path pending = root_ / "dst" / "7.orbax-checkpoint-tmp-resumable";
+  const fs::path parts = pending / "cairn_transfer_parts" / "1";
   bool damaged = false;
+  if (GetParam()) {  // in place: the piece's bytes are in the file itself
+    std::fstream f(pending / "state" / "d" / "data", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(210);
+    f.put('y');
+    damaged = f.good();
+  }
   for (const auto& e : fs::directory_iterator(parts)) {
+    if (GetParam()) break;
     if (e.path().filename().string().rfind("200.", 0) != 0) continue;
     std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(10);
@@ -159,7 +171,36 @@ TEST_F(DirTransfer, AKeptPieceThatNoLongerMatchesItsCrcIsSentAgain) {
   EXPECT_EQ(ReadAll(root_ / "dst" / "7" / "state" / "d" / "data"), std::string(1000, 'x') + "tail");
 }
 
-TEST_F(DirTransfer, ARewrittenSourceStartsTheCopyAfresh) {
+// In place, the pieces land in the file itself and the parts are empty
+// markers; a file at its full size is not taken as done without the
+// `complete` marker (here: grown with garbage after the cut), and is cut
+// back to its checked pieces and finished.
+class DirTransferInPlace : public DirTransfer {};
+INSTANTIATE_TEST_SUITE_P(InPlace, DirTransferInPlace, ::testing::Values(true));
+
+TEST_P(DirTransferInPlace, AFileAtFullSizeWithoutItsMarkerIsFinishedFromItsCheckedPieces) {
+  InProcessNetwork net(2);
+  ASSERT_FALSE(Copy(std::make_shared<FaultyTransport>(net.Endpoint(0), -1, 6), net.Endpoint(1)).ok());
+  const fs::path pending = root_ / "dst" / "7.orbax-checkpoint-tmp-resumable";
+  const fs::path data = pending / "state" / "d" / "data";
+  EXPECT_EQ(ReadAll(data), std::string(400, 'x'));  // 4 pieces, in place
+  int markers = 0;
+  for (const auto& e : fs::directory_iterator(pending / "cairn_transfer_parts" / "1")) {
+    EXPECT_EQ(fs::file_size(e.path()), 0u) << e.path();  // no data staged twice
+    ++markers;
+  }
+  EXPECT_EQ(markers, 4);
+  std::ofstream(data, std::ios::app | std::ios::binary) << std::string(604, 'g');
+  ASSERT_EQ(fs::file_size(data), 1004u);
+  InProcessNetwork fresh(2);
+  auto resumed = Copy(fresh.Endpoint(0), fresh.Endpoint(1));
+  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+  EXPECT_EQ(*resumed, 1004u - 400u);
+  EXPECT_EQ(ReadAll(root_ / "dst" / "7" / "state" / "d" / "data"), std::string(1000, 'x') + "tail");
+  EXPECT_FALSE(fs::exists(root_ / "dst" / "7" / "cairn_transfer_parts"));
+}
+
+TEST_P(DirTransfer, ARewrittenSourceStartsTheCopyAfresh) {
   std::ofstream(root_ / "src" / "7" / "_CHECKPOINT_METADATA") << "{\"init_timestamp_nsecs\": 1}";
   InProcessNetwork net(2);
   ASSERT_FALSE(Copy(std::make_shared<FaultyTransport>(net.Endpoint(0), -1, 6), net.Endpoint(1)).ok());
@@ -174,13 +215,16 @@ TEST_F(DirTransfer, ARewrittenSourceStartsTheCopyAfresh) {
   EXPECT_EQ(ReadAll(root_ / "dst" / "7" / "state" / "d" / "data"), std::string(1000, 'z') + "tail");
 }
 
-TEST_F(DirTransfer, SenderFailureReachesTheReceiver) {
+TEST_P(DirTransfer, SenderFailureReachesTheReceiver) {
   InProcessNetwork net(2);
   auto got = Copy(net.Endpoint(0), net.Endpoint(1), DataLossError("disk full"));
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(got.status().message().find("nothing to send: disk full"), std::string::npos) << got.status().ToString();
 }
+
+INSTANTIATE_TEST_SUITE_P(InPlaceAndParts, DirTransfer, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "InPlace" : "Parts"; });
 
 TEST(LocalSteps, OnlyCommittedStepsWithARecordAreHeld) {
   const fs::path root = fs::temp_directory_path() / ("cairn_local_steps_" + std::to_string(::getpid()));

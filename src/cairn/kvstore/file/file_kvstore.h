@@ -51,6 +51,7 @@
 
 #include "cairn/kvstore/file/safe_path.h"
 #include "cairn/kvstore/kvstore.h"
+#include "cairn/kvstore/positional_write.h"
 
 namespace cairn {
 
@@ -68,7 +69,7 @@ struct FileKvStoreOptions {
   uint64_t write_chunk_bytes = uint64_t{64} << 20;
 };
 
-class FileKvStore : public KvStore {
+class FileKvStore : public KvStore, public PositionalWriteStore {
  public:
   // REQUIRES: `root` is an absolute path. A trailing '/' is optional.
   explicit FileKvStore(std::string root, FileKvStoreOptions options = {});
@@ -105,6 +106,9 @@ class FileKvStore : public KvStore {
   Status FinishPrefixCommit(const PrefixCommit& commit, std::string_view marker_name,
                             ByteView marker) override;
   std::string url() const override { return url_; }
+  // Writes in place at offsets (positional_write.h), through the page cache
+  // (file_positional.cc).
+  Result<std::unique_ptr<PositionalFile>> OpenPositional(std::string_view key, uint64_t keep_bytes) override;
 
   // The root directory, without a trailing '/' (except for "/").
   const std::string& root() const { return root_; }

@@ -85,6 +85,40 @@ TEST(FileKvStoreTest, OneFilePerKeyInSubdirectories) {
   EXPECT_EQ(files, 2);
 }
 
+// The positional-write capability (positional_write.h): pieces land at their
+// offsets in the key's file (directories created), visible at once; reopening
+// cuts the value to the bytes the caller kept; a symbolic link is refused.
+TEST(FileKvStoreTest, WritesInPlaceAtOffsetsAndCutsToWhatWasKept) {
+  auto dir = TempDir();
+  ASSERT_TRUE(dir);
+  FileKvStore store(*dir + "/ckpt/");
+  PositionalWriteStore* positional = AsPositionalWriteStore(&store);
+  ASSERT_NE(positional, nullptr);
+  {
+    auto file = positional->OpenPositional("a/b/data", 0);
+    ASSERT_TRUE(file.ok()) << file.status().ToString();
+    ASSERT_TRUE((*file)->WriteAt(0, AsBytes("hello ")).ok());
+    ASSERT_TRUE((*file)->WriteAt(6, AsBytes("world")).ok());
+    ASSERT_TRUE((*file)->Sync().ok());
+  }
+  EXPECT_EQ(ReadFile(*dir + "/ckpt/a/b/data"), "hello world");
+  {
+    auto file = positional->OpenPositional("a/b/data", 6);  // keeps "hello "
+    ASSERT_TRUE(file.ok()) << file.status().ToString();
+    EXPECT_EQ(ReadFile(*dir + "/ckpt/a/b/data"), "hello ");
+    ASSERT_TRUE((*file)->WriteAt(6, AsBytes("there")).ok());
+  }
+  EXPECT_EQ(ReadFile(*dir + "/ckpt/a/b/data"), "hello there");
+  auto kept = positional->OpenPositional("a/b/data", 100);  // shorter than kept: untouched
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(ReadFile(*dir + "/ckpt/a/b/data"), "hello there");
+  ASSERT_EQ(::symlink((*dir + "/ckpt/a/b/data").c_str(), (*dir + "/ckpt/a/link").c_str()), 0);
+  auto link = positional->OpenPositional("a/link", 0);
+  ASSERT_FALSE(link.ok());
+  EXPECT_NE(link.status().message().find("a/link"), std::string::npos) << link.status().ToString();
+  EXPECT_EQ(ReadFile(*dir + "/ckpt/a/b/data"), "hello there");
+}
+
 TEST(FileKvStoreTest, ListHidesTemporaryFilesAndReadsExistingFiles) {
   auto dir = TempDir();
   ASSERT_TRUE(dir);
