@@ -13,6 +13,7 @@
 
 #include "cairn/kvstore/testing/conformance.h"
 #include "cairn/kvstore/testing/emulator_server.h"
+#include "cairn/kvstore/testing/own_write_check.h"
 #include "cairn/kvstore/url.h"
 
 namespace cairn::gcs {
@@ -177,39 +178,15 @@ TEST(GcsKvStoreTest, UrlOpensWithEmulatorHostAndPipelines) {
   unsetenv("STORAGE_EMULATOR_HOST");
 }
 
-// A compare-and-put expecting the bytes this store object wrote last with a
-// conditional write (an OCDBT manifest commit after commit) costs one
-// request: the write goes out with the generation of its own earlier write,
-// without reading the value first. Controls: another object on the same keys
-// reads first (two requests); once that other object changed the value, the
-// stale generation fails and the read decides (false, the value kept), and the
-// right expectation then succeeds.
+// A compare-and-put expecting this object's own last conditional write
+// sends its generation without reading first (testing/own_write_check.h).
 TEST(GcsKvStoreTest, CompareAndPutOfItsOwnWriteSkipsTheRead) {
   auto a = FakeGcsStore();
   ASSERT_NE(a, nullptr);
   auto b = GcsKvStore::Open(a->options());  // another writer of the same keys
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   http::HttpClient& client = *a->options().http;
-  auto value = [&](KvStore& s) {
-    auto v = s.Get("manifest");
-    return v.ok() && v->has_value() ? (*v)->ToString() : std::string("<none>");
-  };
-  auto put = [&](KvStore& s, const char* expected, const char* next) -> std::pair<bool, uint64_t> {
-    const uint64_t before = client.calls();
-    auto r = s.CompareAndPut("manifest", AsBytes(expected), AsBytes(next));
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return {r.ok() && *r, client.calls() - before};
-  };
-  auto created = a->PutIfAbsent("manifest", AsBytes("v1"));
-  ASSERT_TRUE(created.ok() && *created) << created.status().ToString();
-  EXPECT_EQ(put(*a, "v1", "v2"), std::make_pair(true, uint64_t{1}));
-  EXPECT_EQ(put(*a, "v2", "v3"), std::make_pair(true, uint64_t{1}));
-  EXPECT_EQ(value(*a), "v3");
-  EXPECT_EQ(put(**b, "v3", "v4"), std::make_pair(true, uint64_t{2}));  // control
-  EXPECT_EQ(put(*a, "v3", "v5").first, false);  // a's generation is stale
-  EXPECT_EQ(value(*a), "v4");
-  EXPECT_EQ(put(*a, "v4", "v6").first, true);
-  EXPECT_EQ(value(**b), "v6");
+  testing::ExpectCompareAndPutOfItsOwnWriteSkipsTheRead(*a, **b, [&] { return client.calls(); });
 }
 
 }  // namespace
