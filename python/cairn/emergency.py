@@ -163,11 +163,15 @@ class CheckpointManager:
         if tier == "none":
             raise FileNotFoundError("cairn.emergency: nothing to restore: " + "; ".join(log))
         report = {}
+        # A local step's chunks on a RAM disk are mapped, not copied, where a
+        # box is one stored chunk (docs/EMERGENCY.md, "Map instead of copy").
+        maps = tier == "local"
 
         def read(requests):
-            report.update(self._native.restore(requests))
+            report.update(self._native.restore(requests, map_boxes=maps))
+            return report.pop("mapped", [])
 
-        tree = _orbax.restore(item_dir, target, _read_boxes=read)
+        tree = _orbax.restore(item_dir, target, _read_boxes=read, _maps=maps)
         self.last_restore = report
         return tree
 

@@ -521,7 +521,7 @@ def _sharded_target(target, jax):
 
 
 def restore(directory, target=None, *, item_name: Optional[str] = None,
-            step: Optional[int] = None, _read_boxes=None):
+            step: Optional[int] = None, _read_boxes=None, _maps: bool = False):
     """Restores an Orbax PyTree checkpoint as nested dicts/lists of numpy
     arrays, Python scalars, strings and None.
 
@@ -532,7 +532,10 @@ def restore(directory, target=None, *, item_name: Optional[str] = None,
     leaf comes back as a ``jax.Array`` placed with it, and only the boxes
     this process's devices hold are read. With a target, only the arrays it
     names are read. (`_read_boxes(requests)`, for cairn.emergency: reads the
-    boxes instead of the engine reading them from `directory`'s item.)
+    boxes instead of the engine reading them from `directory`'s item; with
+    `_maps` it returns [(request index, box index, uint8 array)] for boxes it
+    handed out as mappings instead of filling them, which replace those
+    boxes' buffers: _swap_in_mappings.)
     """
     # The bookkeeping below allocates a few objects per shard: with thousands
     # of shards the cyclic GC would run dozens of times (each run also calls
@@ -540,13 +543,29 @@ def restore(directory, target=None, *, item_name: Optional[str] = None,
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _restore(directory, target, item_name, step, _read_boxes)
+        return _restore(directory, target, item_name, step, _read_boxes, _maps)
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
-def _restore(directory, target, item_name, step, _read_boxes):
+def _swap_in_mappings(mapped, slots, arrays, placed):
+    """Puts each mapping (a uint8 array over a stored chunk's pages) in place
+    of the buffer of the box it stands for: `slots[(request, box)]` is
+    (param, box key) for a sharded leaf, (param, None) for a whole numpy
+    array. The buffer it replaces was never touched, so it cost no pages."""
+    for ri, bi, pages in mapped:
+        param, key = slots[(ri, bi)]
+        if key is None:
+            old = arrays[param]
+            arrays[param] = pages.view(old.dtype).reshape(old.shape)
+        else:
+            buffers = placed[param][3]
+            old = buffers[key]
+            buffers[key] = pages.view(old.dtype).reshape(old.shape)
+
+
+def _restore(directory, target, item_name, step, _read_boxes, _maps=False):
     path = os.fspath(directory)
     if step is not None:
         steps = dict(_core._orbax_list_steps(path))
@@ -578,6 +597,7 @@ def _restore(directory, target, item_name, step, _read_boxes):
     impls = item.random_key_impls
     arrays = {}      # param -> numpy array (whole)
     placed = {}      # param -> (sharding, shape, [(device, box key)], {box key: buffer})
+    slots = {}       # (request index, box index) -> (param, box key or None)
     requests = []
     # Per request, the boxes the other processes restore: the engine reads
     # through the page cache when they share chunks with this process's.
@@ -598,6 +618,7 @@ def _restore(directory, target, item_name, step, _read_boxes):
                 key = (tuple(origin), tuple(extent))
                 if key not in buffers:
                     buffers[key] = _aligned_empty(extent, np_dtype)
+                    slots[(len(requests), len(boxes))] = (param, key)
                     boxes.append((origin, _dtypes.raw_view(buffers[key])))
                 devices.append((device, key))
             placed[param] = (sharding, tuple(shape), devices, buffers)
@@ -611,6 +632,7 @@ def _restore(directory, target, item_name, step, _read_boxes):
         else:
             arr = np.empty(shape, dtype=np_dtype)
             arrays[param] = arr
+            slots[(len(requests), 0)] = (param, None)
             boxes = [([0] * len(shape), _dtypes.raw_view(arr))]
             # Every process reads the whole array.
             others.append([] if me is None else [((0,) * len(shape), tuple(shape))])
@@ -621,10 +643,13 @@ def _restore(directory, target, item_name, step, _read_boxes):
         read = lambda: _read_boxes(requests)  # noqa: E731
     else:
         read = lambda: _core._engine_restore(item.dir, "", requests, others)  # noqa: E731
-    if placed and not converts:
+    if placed and not converts and not _maps:
         singles = iter(_read_while_placing(read, placed, jax))
     else:
-        read()
+        # Mappings replace buffers, so jax gets the buffers after the read.
+        mapped = read()
+        if _maps and mapped:
+            _swap_in_mappings(mapped, slots, arrays, placed)
         host, where = _host_shards(placed, targets)
         singles = iter(jax.device_put(host, where) if host else [])
     for param, (sharding, shape, devices, _) in placed.items():

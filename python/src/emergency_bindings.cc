@@ -132,9 +132,13 @@ void RegisterEmergency(nb::module_& m) {
            },
            nb::arg("step").none())
       .def("restore",
-           [](PyEmergencyManager& s, const std::vector<PyRestoreArray>& arrays) {
+           [](PyEmergencyManager& s, const std::vector<PyRestoreArray>& arrays, bool map_boxes) {
              if (!s.prepared) ThrowStatus(FailedPreconditionError("restore before prepare_restore"));
              std::vector<engine::ArrayToRestore> request;
+             // With map_boxes: per box, where the engine may put a mapping
+             // of the stored chunk instead of filling the box.
+             std::vector<std::vector<std::shared_ptr<MappedBytes>>> slots(arrays.size());
+             for (size_t ai = 0; ai < arrays.size(); ++ai) slots[ai].resize(std::get<2>(arrays[ai]).size());
              for (const auto& [param, dtype, boxes] : arrays) {
                engine::ArrayToRestore a;
                a.param = param;
@@ -146,7 +150,9 @@ void RegisterEmergency(nb::module_& m) {
                    shape[d] = static_cast<Index>(out.shape(d));
                    strides[d] = out.stride(d) * static_cast<Index>(out.itemsize());
                  }
-                 a.boxes.push_back({Box(origin, shape), out.data(), strides});
+                 std::shared_ptr<MappedBytes>* slot =
+                     map_boxes ? &slots[request.size()][a.boxes.size()] : nullptr;
+                 a.boxes.push_back({Box(origin, shape), out.data(), strides, slot});
                }
                request.push_back(std::move(a));
              }
@@ -160,10 +166,27 @@ void RegisterEmergency(nb::module_& m) {
              d["bytes_from_peers"] = report.bytes_from_peers;
              d["bytes_fetched"] = report.bytes_fetched;
              d["bytes_from_persistent"] = report.bytes_from_persistent;
+             d["bytes_mapped"] = report.bytes_mapped;
              d["log"] = report.log;
+             // [(array index, box index, uint8 array over the mapping)]: the
+             // array keeps the mapping alive.
+             nb::list mapped;
+             for (size_t ai = 0; ai < slots.size(); ++ai) {
+               for (size_t bi = 0; bi < slots[ai].size(); ++bi) {
+                 if (slots[ai][bi] == nullptr) continue;
+                 auto* hold = new std::shared_ptr<MappedBytes>(std::move(slots[ai][bi]));
+                 nb::capsule owner(hold, [](void* p) noexcept {
+                   delete static_cast<std::shared_ptr<MappedBytes>*>(p);
+                 });
+                 const size_t n = (*hold)->size();
+                 nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>> view((*hold)->data(), {n}, owner);
+                 mapped.append(nb::make_tuple(ai, bi, view));
+               }
+             }
+             d["mapped"] = mapped;
              return d;
            },
-           nb::arg("arrays"))
+           nb::arg("arrays"), nb::arg("map_boxes") = false)
       .def("close", [](PyEmergencyManager& s) {
         if (!s.native) return;
         Status st = Released([&] { return s.native->Close(); });

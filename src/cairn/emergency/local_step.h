@@ -38,6 +38,10 @@ namespace cairn::emergency {
 
 inline constexpr std::string_view kLocalStepRecord = "cairn_local_step.json";
 inline constexpr std::string_view kStateItem = "state";
+// Chunks of at least this many bytes start at a multiple of it in the local
+// tier's OCDBT data files (SaveOptions::ocdbt_value_alignment), so that a
+// restore from a RAM disk can map them (engine/restore.h).
+inline constexpr uint64_t kLocalValueAlignment = 4096;
 inline constexpr std::string_view kProcessMetadataItem = "process_metadata";
 inline constexpr std::string_view kPeerCopiesDir = "peer_copies";
 inline constexpr std::string_view kPeerRestoreDir = "peer_restore";

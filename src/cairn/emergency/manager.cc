@@ -172,6 +172,8 @@ Result<bool> EmergencyCheckpointManager::Save(int64_t step, const std::vector<en
     r.options.write_all_held_shards = true;
     r.options.compression = options_.local_compression.value_or(options_.save.compression);
     r.options.own_process_index = p;
+    // Chunks start on page boundaries: a restore from a RAM disk maps them.
+    r.options.ocdbt_value_alignment = kLocalValueAlignment;
     const std::string pm = std::string(kProcessMetadataItem) + "/";
     r.extra_files = {
         {pm + "global_process_metadata.json", options_.global_process_metadata_json.empty()

@@ -122,6 +122,9 @@ struct RestoreReport {
   uint64_t bytes_from_peers = 0;       // read from steps fetched from peers
   uint64_t bytes_fetched = 0;          // moved over the transport
   uint64_t bytes_from_persistent = 0;
+  // Of the local bytes, those handed out as mappings of a RAM disk's pages
+  // (engine/restore.h BoxToRestore::mapped) instead of copied.
+  uint64_t bytes_mapped = 0;
   std::vector<std::string> log;
 };
 

@@ -185,6 +185,13 @@ Result<RestoreReport> EmergencyCheckpointManager::RestorePersistent(
   r.directory = persistent_.Child(std::to_string(step)).Path();
   r.item_name = "default";
   r.arrays = arrays;
+  // After a failed local restore: drop what it mapped (the persistent step
+  // fills or maps the boxes afresh).
+  for (const engine::ArrayToRestore& a : arrays) {
+    for (const engine::BoxToRestore& b : a.boxes) {
+      if (b.mapped != nullptr) b.mapped->reset();
+    }
+  }
   const Clock::time_point start = Clock::now();
   Status s = engine::Restore(r);
   const std::string took = Took(start);
@@ -262,7 +269,10 @@ Result<RestoreReport> EmergencyCheckpointManager::Restore(PreparedRestore& prepa
         }
         uint8_t* dst = static_cast<uint8_t*>(want.data);
         for (size_t d = 0; d < part.rank(); ++d) dst += (part.origin[d] - want.box.origin[d]) * strides[d];
-        reads.push_back({owner, ai, {part, dst, strides}, static_cast<uint64_t>(part.num_elements()) * elem});
+        // A wanted box that is one saved box whole may be mapped instead of
+        // read (engine/restore.h BoxToRestore::mapped).
+        std::shared_ptr<MappedBytes>* mapped = part == want.box ? want.mapped : nullptr;
+        reads.push_back({owner, ai, {part, dst, strides, mapped}, static_cast<uint64_t>(part.num_elements()) * elem});
       }
     }
   }
@@ -305,10 +315,14 @@ Result<RestoreReport> EmergencyCheckpointManager::Restore(PreparedRestore& prepa
   const orbax::Location staging = local_.Child(kPeerRestoreDir);
   staging.store->DeletePrefix(staging.prefix).IgnoreError();
   if (all.ok()) {
+    for (const Read& r : reads) {
+      if (r.box.mapped != nullptr && *r.box.mapped != nullptr) report.bytes_mapped += r.bytes;
+    }
     report.log = prepared.log;
     report.log.push_back("bytes: " + Bytes(report.bytes_from_own_disk) + " from this host's disk, " +
                          Bytes(report.bytes_from_peers) + " from steps fetched from peers (" +
-                         Bytes(report.bytes_fetched) + " transferred)");
+                         Bytes(report.bytes_fetched) + " transferred); " + Bytes(report.bytes_mapped) +
+                         " of them mapped from a RAM disk, not copied");
     return report;
   }
   CAIRN_ASSIGN_OR_RETURN(auto exchanged, Exchange("restore/fallback"));

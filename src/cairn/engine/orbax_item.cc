@@ -78,7 +78,7 @@ Status BeginItem(const SaveRequest& request, const ItemPaths& paths) {
 Result<std::shared_ptr<KvStore>> OpenProcessStore(const SaveRequest& request, const ItemPaths& paths,
                                                   int process_index, int process_count) {
   return orbax::OpenItemWriteStore(paths.item_tmp(), request.options.use_ocdbt, process_index,
-                                   process_count);
+                                   process_count, request.options.ocdbt_value_alignment);
 }
 
 Result<ArrayFormat> FormatFor(const SaveLeaf& leaf, const Shape& chunk, const SaveOptions& options,

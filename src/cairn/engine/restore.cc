@@ -6,7 +6,10 @@
 //   3. Tell the store whether other processes read the same chunks
 //      (KvStore::SetReadsShared: then through the page cache they share,
 //      else large cold reads bypass it).
-//   4. Read with KvStore::GetMany, all arrays' chunks in one batch split
+//   4. Map the chunks whose boxes allow it (BoxToRestore::mapped; the store
+//      decides whether it can: kvstore/mapped_read.h), in parallel; those
+//      chunks are not read.
+//   5. Read with KvStore::GetMany, all arrays' chunks in one batch split
 //      into a few slices that run in parallel: whole chunks (and shards
 //      wholly needed) first, with the index of each shard needed only in
 //      part; then those shards' inner chunks. Each value is decoded as it
@@ -18,6 +21,7 @@
 //      value without being built.
 #include "cairn/engine/restore.h"
 
+#include <algorithm>
 #include <memory>
 
 #include "cairn/engine/restore_plan.h"
@@ -132,6 +136,87 @@ Status DeliverChunk(const ArrayRestorePlan& p, const ChunkToRead& c, std::option
   return Status::OK();
 }
 
+// Where chunk `c` may be mapped instead of read: its one part is its whole
+// box, which is a whole destination asking for a mapping, held
+// C-contiguously, and the chunk's elements are stored as they are in
+// memory at the start of its value: an identity codec chain, or (Orbax's
+// zarr3) a sharding codec whose shard is one inner chunk with identity
+// codecs and the index at the end. nullptr otherwise.
+std::shared_ptr<MappedBytes>* MappableDestination(const ArrayRestorePlan& p, const ChunkToRead& c) {
+  if (c.parts.size() != 1) return nullptr;
+  const Destination& d = p.dests[c.parts[0].dest];
+  if (d.mapped == nullptr || d.box != c.box || c.parts[0].inter != c.box) return nullptr;
+  if (WholeChunkDestination(p, c.parts, c.box).data() != d.data) return nullptr;
+  if (p.sharding == nullptr) return p.array->metadata().codecs.IsIdentity(p.spec) ? d.mapped : nullptr;
+  const Shape grid = p.sharding->GridShape(p.spec);
+  if (!c.whole_shard || p.sharding->index_location() != ShardIndexLocation::kEnd ||
+      std::any_of(grid.begin(), grid.end(), [](Index g) { return g != 1; }) ||
+      !p.sharding->inner_codecs().IsIdentity(p.sharding->InnerSpec(p.spec))) {
+    return nullptr;
+  }
+  return d.mapped;
+}
+
+// Maps the elements of chunk `c` (MappableDestination allowed it), or
+// nullptr when the store cannot or the stored value is not laid out as
+// expected (the read then reports what is wrong).
+std::shared_ptr<MappedBytes> MapChunk(MappedReadStore& maps, const ArrayRestorePlan& p, const ChunkToRead& c) {
+  const uint64_t n = p.spec.num_bytes();
+  const uint64_t index = p.sharding == nullptr ? 0 : p.sharding->EncodedIndexSize(p.spec);
+  auto m = maps.MapRange(c.key, 0, n + index);
+  if (!m.ok() || *m == nullptr || (*m)->value_size() != n + index) return nullptr;
+  if (p.sharding != nullptr) {
+    const ByteView shard((*m)->data(), (*m)->size());
+    auto index_bytes = p.sharding->IndexBytes(p.spec, shard);
+    if (!index_bytes.ok()) return nullptr;
+    auto entries = p.sharding->DecodeIndex(p.spec, *index_bytes);
+    if (!entries.ok() || entries->size() != 1 || !ValidateShardIndex(*entries, shard.size()).ok() ||
+        (*entries)[0].offset != 0 || (*entries)[0].nbytes != n) {
+      return nullptr;
+    }
+    (*m)->Shrink(static_cast<size_t>(n));
+  }
+  return std::move(*m);
+}
+
+// Step 4: maps what MappableDestination allows; returns, per chunk of each
+// plan, whether it was mapped. A chunk the store cannot map (or fails to:
+// the read reports real errors) is read instead.
+std::vector<std::vector<bool>> MapChunks(std::vector<ArrayRestorePlan>& plans, KvStore& store) {
+  std::vector<std::vector<bool>> mapped(plans.size());
+  MappedReadStore* maps = AsMappedReadStore(&store);
+  struct Candidate {
+    size_t array;
+    size_t chunk;
+    std::shared_ptr<MappedBytes>* out;
+  };
+  std::vector<Candidate> candidates;
+  for (size_t a = 0; a < plans.size(); ++a) {
+    mapped[a].assign(plans[a].chunks.size(), false);
+    if (maps == nullptr) continue;
+    for (size_t c = 0; c < plans[a].chunks.size(); ++c) {
+      if (auto* out = MappableDestination(plans[a], plans[a].chunks[c])) candidates.push_back({a, c, out});
+    }
+  }
+  if (candidates.empty()) return mapped;
+  std::vector<std::shared_ptr<MappedBytes>> got(candidates.size());
+  TaskGroup group;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    group.Run([&, i]() -> Status {
+      const Candidate& k = candidates[i];
+      got[i] = MapChunk(*maps, plans[k.array], plans[k.array].chunks[k.chunk]);
+      return Status::OK();
+    });
+  }
+  group.Wait().IgnoreError();
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (got[i] == nullptr) continue;
+    *candidates[i].out = std::move(got[i]);
+    mapped[candidates[i].array][candidates[i].chunk] = true;
+  }
+  return mapped;
+}
+
 // GetMany over a few contiguous slices of `reads` at once (parallelism for
 // drivers whose GetMany reads one value at a time).
 Status ReadSliced(KvStore& store, const std::vector<KeyRead>& reads, const ValueFn& fn) {
@@ -213,7 +298,10 @@ Status Restore(const RestoreRequest& request) {
     return "restoring `" + request.arrays[a].param + "` of " + dir + ": reading " + store.Describe(key);
   };
 
-  // Step 4: whole chunks, and the indexes of shards needed in part.
+  // Step 4.
+  const std::vector<std::vector<bool>> mapped = MapChunks(plans, store);
+
+  // Step 5: whole chunks, and the indexes of shards needed in part.
   struct Target {
     size_t array;
     size_t chunk;
@@ -223,6 +311,7 @@ Status Restore(const RestoreRequest& request) {
   for (size_t a = 0; a < plans.size(); ++a) {
     const ArrayRestorePlan& p = plans[a];
     for (size_t c = 0; c < p.chunks.size(); ++c) {
+      if (mapped[a][c]) continue;
       const ChunkToRead& chunk = p.chunks[c];
       ByteRange range;
       if (p.sharding != nullptr && !chunk.whole_shard) {

@@ -5,15 +5,18 @@
 // line up with the stored chunks). Only the chunks a box intersects are
 // read; all boxes of all arrays are read in parallel on the shared thread
 // pool, each chunk decoded straight into the destination when chunk and box
-// line up (ZarrArray::Read), else through one chunk-sized buffer.
+// line up (ZarrArray::Read), else through one chunk-sized buffer; or, for
+// boxes that allow it (BoxToRestore::mapped), not read at all but mapped.
 //
 // Thread safety: Restore may be called concurrently for different requests.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "cairn/dtype/dtype.h"
+#include "cairn/kvstore/mapped_read.h"
 #include "cairn/util/box.h"
 #include "cairn/util/result.h"
 
@@ -23,6 +26,15 @@ struct BoxToRestore {
   Box box;                          // global coordinates
   void* data = nullptr;             // element at box.origin
   std::vector<Index> byte_strides;  // empty: C-contiguous over box.shape
+  // When set, the restore may hand out the stored chunk's own pages instead
+  // of filling `data`: when the box is exactly one stored chunk, `data` is
+  // C-contiguous, the chunk is stored as is (identity codec chain, no
+  // sharding codec) and the store maps it (kvstore/mapped_read.h: a file on
+  // tmpfs/ramfs at a page-aligned offset). Then *mapped holds the box's
+  // elements in C order (a private, writable mapping; it stays valid after
+  // the checkpoint is deleted) and `data` is left untouched; otherwise
+  // *mapped is left null and `data` filled.
+  std::shared_ptr<MappedBytes>* mapped = nullptr;
 };
 
 struct ArrayToRestore {

@@ -69,7 +69,7 @@ Result<ArrayRestorePlan> PlanArrayRestore(const ArrayToRestore& a, std::shared_p
                                   std::to_string(m.shape.size()) + " box");
     }
     plan.dests.push_back({b.box, static_cast<uint8_t*>(b.data),
-                          b.byte_strides.empty() ? CStrides(b.box.shape, elem) : b.byte_strides});
+                          b.byte_strides.empty() ? CStrides(b.box.shape, elem) : b.byte_strides, b.mapped});
   }
   std::map<std::vector<Index>, size_t> by_cell;
   const std::vector<Index> zero(m.shape.size(), 0);

@@ -27,6 +27,7 @@ struct Destination {
   Box box;
   uint8_t* data = nullptr;
   std::vector<Index> byte_strides;  // always filled in
+  std::shared_ptr<MappedBytes>* mapped = nullptr;  // BoxToRestore::mapped
 };
 
 // The part `inter` (global coordinates) of destination `dest` that a chunk

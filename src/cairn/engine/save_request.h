@@ -94,6 +94,11 @@ struct SaveOptions {
   // are named after that index (`ocdbt.process_<i>/`), as every host names
   // its own local checkpoint in Orbax's emergency layout.
   int own_process_index = -1;
+  // Values of at least this many bytes start at a multiple of it in their
+  // OCDBT data file (OcdbtOptions::value_alignment); the emergency local
+  // tier sets the page size, so a restore from a RAM disk can map chunks
+  // instead of copying them (kvstore/mapped_read.h). 0: packed.
+  uint64_t ocdbt_value_alignment = 0;
   // Every collective of the save gives up (Unavailable) after this long.
   std::chrono::nanoseconds timeout = std::chrono::minutes(10);
 };

@@ -51,6 +51,7 @@
 
 #include "cairn/kvstore/file/safe_path.h"
 #include "cairn/kvstore/kvstore.h"
+#include "cairn/kvstore/mapped_read.h"
 #include "cairn/kvstore/positional_write.h"
 
 namespace cairn {
@@ -69,7 +70,7 @@ struct FileKvStoreOptions {
   uint64_t write_chunk_bytes = uint64_t{64} << 20;
 };
 
-class FileKvStore : public KvStore, public PositionalWriteStore {
+class FileKvStore : public KvStore, public PositionalWriteStore, public MappedReadStore {
  public:
   // REQUIRES: `root` is an absolute path. A trailing '/' is optional.
   explicit FileKvStore(std::string root, FileKvStoreOptions options = {});
@@ -109,6 +110,11 @@ class FileKvStore : public KvStore, public PositionalWriteStore {
   // Writes in place at offsets (positional_write.h), through the page cache
   // (file_positional.cc).
   Result<std::unique_ptr<PositionalFile>> OpenPositional(std::string_view key, uint64_t keep_bytes) override;
+  // Maps a range of a file on tmpfs or ramfs privately, populated read-only
+  // (mapped_read.h, file_mapped.cc); nullptr elsewhere or for a range that
+  // does not start on a page boundary.
+  Result<std::shared_ptr<MappedBytes>> MapRange(std::string_view key, uint64_t offset,
+                                                uint64_t length) override;
 
   // The root directory, without a trailing '/' (except for "/").
   const std::string& root() const { return root_; }

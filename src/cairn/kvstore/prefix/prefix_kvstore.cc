@@ -30,6 +30,14 @@ Status PrefixKvStore::GetMany(const std::vector<KeyRead>& reads, const KeyReadFn
   return base_->GetMany(full, fn);
 }
 
+Result<std::shared_ptr<MappedBytes>> PrefixKvStore::MapRange(std::string_view key, uint64_t offset,
+                                                             uint64_t length) {
+  CAIRN_RETURN_IF_ERROR(ValidateKey(key));
+  MappedReadStore* base = AsMappedReadStore(base_.get());
+  if (base == nullptr) return std::shared_ptr<MappedBytes>();
+  return base->MapRange(Full(key), offset, length);
+}
+
 Result<bool> PrefixKvStore::GetInto(std::string_view key, MutableByteView dst) {
   CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate("reading from " + url_));
   return base_->GetInto(Full(key), dst);

@@ -14,10 +14,11 @@
 #include <vector>
 
 #include "cairn/kvstore/kvstore.h"
+#include "cairn/kvstore/mapped_read.h"
 
 namespace cairn {
 
-class PrefixKvStore : public KvStore {
+class PrefixKvStore : public KvStore, public MappedReadStore {
  public:
   // REQUIRES: base != nullptr. `prefix` is prepended verbatim (normally it
   // ends with '/'). `url` names the view in errors; empty = base url + prefix.
@@ -46,6 +47,9 @@ class PrefixKvStore : public KvStore {
   std::string url() const override { return url_; }
   size_t io_concurrency() const override { return base_->io_concurrency(); }
   void SetReadsShared(bool shared) override { base_->SetReadsShared(shared); }
+  // Forwards to the base store's capability (nullptr without one).
+  Result<std::shared_ptr<MappedBytes>> MapRange(std::string_view key, uint64_t offset,
+                                                uint64_t length) override;
 
   const std::shared_ptr<KvStore>& base() const { return base_; }
   const std::string& prefix() const { return prefix_; }

@@ -49,10 +49,14 @@ StorageVariant OrbaxItem::variant() const {
 }
 
 Result<std::shared_ptr<KvStore>> OpenItemWriteStore(const Location& item, bool use_ocdbt,
-                                                    int process_index, int process_count) {
+                                                    int process_index, int process_count,
+                                                    uint64_t value_alignment) {
   (void)process_count;
   if (!use_ocdbt) return item.View();
-  return OpenOcdbtAt(item.Child(std::string(kProcessSubdirPrefix) + std::to_string(process_index)));
+  ocdbt::OcdbtOptions o = OrbaxOcdbtOptions();
+  o.value_alignment = value_alignment;
+  return ocdbt::OpenOcdbtKvStore(
+      item.Child(std::string(kProcessSubdirPrefix) + std::to_string(process_index)).View(), o);
 }
 
 Status BuildRootDatabase(const Location& item, int process_count) {

@@ -31,8 +31,10 @@ const char* StorageVariantName(StorageVariant v);
 // item location itself (per-array directories) or its own OCDBT database
 // `ocdbt.process_<i>/` (also for a single process, as Orbax does), both on
 // the item location's store.
+// `value_alignment`: OcdbtOptions::value_alignment of that database.
 Result<std::shared_ptr<KvStore>> OpenItemWriteStore(const Location& item, bool use_ocdbt,
-                                                    int process_index, int process_count);
+                                                    int process_index, int process_count,
+                                                    uint64_t value_alignment = 0);
 
 // Builds the root OCDBT database of an item from the per-process databases
 // `ocdbt.process_0..N-1` with MergeOcdbtDatabases: the root refers into

@@ -1,6 +1,8 @@
 #include "cairn/kvstore/ocdbt/io/data_file_writer.h"
 
+#include <algorithm>
 #include <random>
+#include <vector>
 
 namespace cairn::ocdbt {
 
@@ -16,8 +18,9 @@ std::string NewDataFileName(std::string_view prefix) {
   return name;
 }
 
-DataFileWriter::DataFileWriter(KvStore* base, std::string prefix, uint64_t target_size)
-    : base_(base), prefix_(std::move(prefix)), target_size_(target_size) {}
+DataFileWriter::DataFileWriter(KvStore* base, std::string prefix, uint64_t target_size,
+                               uint64_t value_alignment)
+    : base_(base), prefix_(std::move(prefix)), target_size_(target_size), value_alignment_(value_alignment) {}
 
 Status DataFileWriter::Start() {
   DataFileId id{"", NewDataFileName(prefix_)};
@@ -32,6 +35,17 @@ Result<IndirectDataReference> DataFileWriter::Append(ByteView bytes) {
     CAIRN_RETURN_IF_ERROR(Finish());
   }
   if (!open_) CAIRN_RETURN_IF_ERROR(Start());
+  if (value_alignment_ != 0 && bytes.size() >= value_alignment_ && open_->size() % value_alignment_ != 0) {
+    static const std::vector<uint8_t> kZeros(uint64_t{64} << 10, 0);
+    uint64_t pad = value_alignment_ - open_->size() % value_alignment_;
+    while (pad > 0) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(pad, kZeros.size()));
+      CAIRN_RETURN_IF_ERROR(open_->Append(ByteView(kZeros.data(), n)).Annotate(
+          "writing OCDBT data file " + base_->Describe(files_.back().relative_path)));
+      bytes_written_ += n;
+      pad -= n;
+    }
+  }
   IndirectDataReference ref{files_.back(), open_->size(), bytes.size()};
   CAIRN_RETURN_IF_ERROR(open_->Append(bytes).Annotate(
       "writing OCDBT data file " + base_->Describe(files_.back().relative_path)));

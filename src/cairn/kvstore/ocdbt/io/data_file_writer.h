@@ -30,7 +30,8 @@ namespace cairn::ocdbt {
 class DataFileWriter {
  public:
   // REQUIRES: `base` outlives the writer.
-  DataFileWriter(KvStore* base, std::string prefix = "d/", uint64_t target_size = 0);
+  DataFileWriter(KvStore* base, std::string prefix = "d/", uint64_t target_size = 0,
+                 uint64_t value_alignment = 0);
 
   // Appends `bytes` to the open data file (starting one if needed) and
   // returns where they are. Errors: those of the base store's writes.
@@ -49,6 +50,7 @@ class DataFileWriter {
   KvStore* base_;
   std::string prefix_;
   uint64_t target_size_;
+  uint64_t value_alignment_;
   std::unique_ptr<KvWriter> open_;
   std::vector<DataFileId> files_;
   uint64_t bytes_written_ = 0;

@@ -16,7 +16,8 @@ class OcdbtBatchWriter final : public KvBatchWriter {
   explicit OcdbtBatchWriter(std::shared_ptr<OcdbtKvStore> store) : store_(std::move(store)) {
     for (auto& lane : lanes_) {
       lane = std::make_unique<Lane>(store_->base().get(), store_->options().data_prefix,
-                                    store_->options().target_data_file_size);
+                                    store_->options().target_data_file_size,
+                                    store_->options().value_alignment);
     }
   }
 
@@ -115,7 +116,8 @@ class OcdbtBatchWriter final : public KvBatchWriter {
 
   // An open data file and the mutex its appends hold.
   struct Lane {
-    Lane(KvStore* base, std::string prefix, uint64_t target) : data(base, std::move(prefix), target) {}
+    Lane(KvStore* base, std::string prefix, uint64_t target, uint64_t alignment)
+        : data(base, std::move(prefix), target, alignment) {}
     std::mutex mu;
     DataFileWriter data;
   };

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "cairn/kvstore/kvstore.h"
+#include "cairn/kvstore/mapped_read.h"
 #include "cairn/kvstore/ocdbt/format/manifest.h"
 #include "cairn/kvstore/ocdbt/io/batch_read.h"
 #include "cairn/kvstore/ocdbt/io/btree_writer.h"
@@ -55,6 +56,11 @@ struct OcdbtOptions {
   // max_decoded_node_bytes (plus room for a few maximal entries), nor larger
   // than this, whatever the database's config says (reader.h ReadLimits).
   uint64_t max_node_read_bytes = uint64_t{256} << 20;
+  // Out-of-line values of at least this many bytes start at a multiple of
+  // it in their data file (zero bytes pad the gap; readers use offset and
+  // length, so TensorStore reads such files): values can then be mapped
+  // page-aligned (MapRange). 0 = packed back to back, as TensorStore writes.
+  uint64_t value_alignment = 0;
 };
 
 // A mutation whose value bytes the caller keeps alive (and unchanged) for
@@ -64,7 +70,7 @@ struct KvMutationView {
   std::optional<ByteView> value;
 };
 
-class OcdbtKvStore : public KvStore {
+class OcdbtKvStore : public KvStore, public MappedReadStore {
  public:
   OcdbtKvStore(std::shared_ptr<KvStore> base, OcdbtOptions options);
 
@@ -76,6 +82,11 @@ class OcdbtKvStore : public KvStore {
   using KvStore::GetMany;
   // Data files and nodes are read from the base store.
   void SetReadsShared(bool shared) override { base_->SetReadsShared(shared); }
+  // Resolves `key` to its value's range in a data file and maps it through
+  // the base store's capability (mapped_read.h); nullptr for an inline
+  // value or a base without the capability. NotFound for a missing key.
+  Result<std::shared_ptr<MappedBytes>> MapRange(std::string_view key, uint64_t offset,
+                                                uint64_t length) override;
   Status Put(std::string_view key, ByteView value) override;
   Result<bool> PutIfAbsent(std::string_view key, ByteView value) override;
   // The condition is checked against the tree each commit attempt builds on.
