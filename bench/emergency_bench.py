@@ -227,6 +227,7 @@ for rnd in range(repeats):
             s, r, rep = timed_restore(f"recover_{rnd}")
             out["recover_tier"], out["recover_step"] = rep["tier"], rep["step"]
             out["recover_bytes_from_peers"] = rep["bytes_from_peers"]
+            out["recover_bytes_mapped"] = rep.get("bytes_mapped", 0)
             out["recover_log"] = rep["log"]
             out["recover_exact"] = out["recover_exact"] and all(
                 np.array_equal(np.asarray(a.data), np.asarray(b.data))
@@ -384,7 +385,9 @@ def main():
         ["recover after losing 1 host (median)", f"{median(job('recover')):.2f} s",
              f"{results[0]['recover_tier']} step {results[0]['recover_step']}, "
              f"bit-exact={all(r['recover_exact'] for r in results)}, "
-             f"{max(r['recover_bytes_from_peers'] for r in results) / GB:.2f} GB from peers; "
+             f"{max(r['recover_bytes_from_peers'] for r in results) / GB:.2f} GB from peers, "
+             f"{min(r.get('recover_bytes_mapped', 0) for r in results) / GB:.2f}-"
+             f"{max(r.get('recover_bytes_mapped', 0) for r in results) / GB:.2f} GB mapped per process; "
              f"rounds {' '.join(f'{x:.2f}' for x in job('recover'))}; phases of the slowest: {phases('recover')}"],
             ["restore all from persistent (median)", f"{median(job('persistent')):.2f} s",
              f"{results[0]['persistent_tier']} step {results[0]['persistent_step']}; "
