@@ -197,7 +197,7 @@ Result<uint64_t> SendDirectory(PeerTransport& transport, int dest, int tag, cons
       StoreLE64(piece.data() + 8, offset);
       std::copy(data->data(), data->data() + n, piece.data() + kFrameBytes);
       data.reset();
-      CAIRN_RETURN_IF_ERROR(transport.Send(dest, tag, piece.view(), options.timeout).Annotate(what));
+      CAIRN_RETURN_IF_ERROR(transport.SendOwned(dest, tag, std::move(piece), options.timeout).Annotate(what));
       offset += n;
       sent += n;
       halfway.Update(sent);

@@ -38,6 +38,13 @@ class PeerTransport {
   virtual int process_index() const = 0;
   virtual int process_count() const = 0;
   virtual Status Send(int dest, int tag, ByteView bytes, Duration timeout) = 0;
+  // Send of a message the transport may keep instead of copying: ZeroMQ
+  // hands the buffer itself to its I/O thread and frees it once sent (the
+  // transfers' pieces, where a copy of every byte is on the lost host's
+  // critical path). Default: Send.
+  virtual Status SendOwned(int dest, int tag, Buffer bytes, Duration timeout) {
+    return Send(dest, tag, bytes.view(), timeout);
+  }
   // ResourceExhausted (naming the sender) for a message over `max_bytes`.
   virtual Result<Buffer> Receive(int source, int tag, size_t max_bytes, Duration timeout) = 0;
 };

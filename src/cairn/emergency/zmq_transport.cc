@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <deque>
 #include <map>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -54,7 +55,33 @@ class ZmqTransport final : public PeerTransport {
   int process_count() const override { return static_cast<int>(endpoints_.size()); }
 
   Status Send(int dest, int tag, ByteView bytes, Duration timeout) override {
-    const std::string what = "ZeroMQ send of " + std::to_string(bytes.size()) + " bytes to process " +
+    return SendWith(dest, tag, bytes.size(), timeout,
+                    [&](void* dealer) { return zmq_send(dealer, bytes.data(), bytes.size(), 0); });
+  }
+
+  // Zero-copy: the message's data is `bytes` itself, freed by ZeroMQ (on
+  // its I/O thread) once sent.
+  Status SendOwned(int dest, int tag, Buffer bytes, Duration timeout) override {
+    const size_t n = bytes.size();
+    auto* hold = new Buffer(std::move(bytes));
+    return SendWith(dest, tag, n, timeout, [&](void* dealer) {
+      zmq_msg_t msg;
+      if (zmq_msg_init_data(&msg, hold->data(), hold->size(), [](void*, void* h) { delete static_cast<Buffer*>(h); },
+                            hold) != 0) {
+        delete hold;
+        return -1;
+      }
+      const int rc = zmq_msg_send(&msg, dealer, 0);
+      if (rc < 0) zmq_msg_close(&msg);  // frees `hold`
+      return rc;
+    });
+  }
+
+ private:
+  // Sends the header frame, then the payload with `send_payload(dealer)`
+  // (a zmq_send result: < 0 on failure).
+  Status SendWith(int dest, int tag, size_t size, Duration timeout, const std::function<int(void*)>& send_payload) {
+    const std::string what = "ZeroMQ send of " + std::to_string(size) + " bytes to process " +
                              std::to_string(dest) + " (tag " + std::to_string(tag) + ")";
     if (dest < 0 || dest >= process_count() || tag < 0 || tag >= kMaxTag) {
       return InvalidArgumentError(what + ": destination or tag out of range");
@@ -76,13 +103,13 @@ class ZmqTransport final : public PeerTransport {
     uint8_t header[8];
     StoreLE32(header, static_cast<uint32_t>(index_));
     StoreLE32(header + 4, static_cast<uint32_t>(tag));
-    if (zmq_send(dealer, header, sizeof header, ZMQ_SNDMORE) < 0 ||
-        zmq_send(dealer, bytes.data(), bytes.size(), 0) < 0) {
+    if (zmq_send(dealer, header, sizeof header, ZMQ_SNDMORE) < 0 || send_payload(dealer) < 0) {
       return ZmqError(what + " (" + endpoints_[dest] + ")");
     }
     return Status::OK();
   }
 
+ public:
   Result<Buffer> Receive(int source, int tag, size_t max_bytes, Duration timeout) override {
     const std::string what =
         "ZeroMQ receive from process " + std::to_string(source) + " (tag " + std::to_string(tag) + ")";
