@@ -164,7 +164,7 @@ class CheckpointManager:
             raise FileNotFoundError("cairn.emergency: nothing to restore: " + "; ".join(log))
         report = {}
         # A local step's chunks on a RAM disk are mapped, not copied, where a
-        # box is one stored chunk (docs/EMERGENCY.md, "Map instead of copy").
+        # box is one stored chunk (docs/EMERGENCY.md, "Restoring by mapping").
         maps = tier == "local"
 
         def read(requests):

@@ -1,5 +1,5 @@
 """cairn.emergency restores a local step on a RAM disk by mapping its chunks
-instead of copying them (docs/EMERGENCY.md, "Map instead of copy"): each
+instead of copying them (docs/EMERGENCY.md, "Restoring by mapping"): each
 restored shard that is one stored chunk is the tmpfs file's own pages (seen
 in /proc/self/maps at the jax buffer's address), bit-exact, and stays so
 after later saves delete the step. Local directories on a disk, a
