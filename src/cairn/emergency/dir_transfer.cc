@@ -191,13 +191,15 @@ Result<uint64_t> SendDirectory(PeerTransport& transport, int dest, int tag, cons
       if (!data || data->size() != n) {
         return DataLossError(what + ": " + src.store->Describe(src.Key(f.path)) + " changed while sending");
       }
-      CAIRN_ASSIGN_OR_RETURN(Buffer piece, Buffer::TryAllocate(kFrameBytes + n, "a transfer piece"));
-      StoreLE32(piece.data(), static_cast<uint32_t>(i));
-      StoreLE32(piece.data() + 4, Crc32c(data->view()));
-      StoreLE64(piece.data() + 8, offset);
-      std::copy(data->data(), data->data() + n, piece.data() + kFrameBytes);
-      data.reset();
-      CAIRN_RETURN_IF_ERROR(transport.SendOwned(dest, tag, std::move(piece), options.timeout).Annotate(what));
+      // The frame and the bytes as read: the transport joins them (ZeroMQ
+      // on the receiving side, so the bytes are not copied here).
+      uint8_t frame[kFrameBytes] = {};
+      StoreLE32(frame, static_cast<uint32_t>(i));
+      StoreLE32(frame + 4, Crc32c(data->view()));
+      StoreLE64(frame + 8, offset);
+      CAIRN_RETURN_IF_ERROR(transport
+                                .SendFramed(dest, tag, ByteView(frame, kFrameBytes), std::move(*data), options.timeout)
+                                .Annotate(what));
       offset += n;
       sent += n;
       halfway.Update(sent);

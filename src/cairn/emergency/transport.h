@@ -17,6 +17,7 @@
 // Thread safety: see above.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 
@@ -44,6 +45,15 @@ class PeerTransport {
   // critical path). Default: Send.
   virtual Status SendOwned(int dest, int tag, Buffer bytes, Duration timeout) {
     return Send(dest, tag, bytes.view(), timeout);
+  }
+  // One message of `frame` followed by `bytes`, where the transport can
+  // send `bytes` without copying them into the message (ZeroMQ: two message
+  // parts, joined by the receiver). Default: joined here, then SendOwned.
+  virtual Status SendFramed(int dest, int tag, ByteView frame, Buffer bytes, Duration timeout) {
+    Buffer joined(frame.size() + bytes.size());
+    std::copy(frame.begin(), frame.end(), joined.data());
+    std::copy(bytes.data(), bytes.data() + bytes.size(), joined.data() + frame.size());
+    return SendOwned(dest, tag, std::move(joined), timeout);
   }
   // ResourceExhausted (naming the sender) for a message over `max_bytes`.
   virtual Result<Buffer> Receive(int source, int tag, size_t max_bytes, Duration timeout) = 0;

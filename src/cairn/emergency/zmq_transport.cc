@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -64,20 +65,38 @@ class ZmqTransport final : public PeerTransport {
   Status SendOwned(int dest, int tag, Buffer bytes, Duration timeout) override {
     const size_t n = bytes.size();
     auto* hold = new Buffer(std::move(bytes));
+    return SendWith(dest, tag, n, timeout, [&](void* dealer) { return SendZeroCopy(dealer, hold, 0); });
+  }
+
+  // The frame (copied, small) as its own message part, then the bytes
+  // without a copy; the receiver joins them.
+  Status SendFramed(int dest, int tag, ByteView frame, Buffer bytes, Duration timeout) override {
+    const size_t n = frame.size() + bytes.size();
+    auto* hold = new Buffer(std::move(bytes));
     return SendWith(dest, tag, n, timeout, [&](void* dealer) {
+      if (zmq_send(dealer, frame.data(), frame.size(), ZMQ_SNDMORE) < 0) {
+        delete hold;
+        return -1;
+      }
+      return SendZeroCopy(dealer, hold, 0);
+    });
+  }
+
+ private:
+  // Sends `hold`'s bytes as the next message part; ZeroMQ deletes `hold`
+  // once sent (or here, on failure).
+  static int SendZeroCopy(void* dealer, Buffer* hold, int flags) {
       zmq_msg_t msg;
       if (zmq_msg_init_data(&msg, hold->data(), hold->size(), [](void*, void* h) { delete static_cast<Buffer*>(h); },
                             hold) != 0) {
         delete hold;
         return -1;
       }
-      const int rc = zmq_msg_send(&msg, dealer, 0);
+      const int rc = zmq_msg_send(&msg, dealer, flags);
       if (rc < 0) zmq_msg_close(&msg);  // frees `hold`
       return rc;
-    });
   }
 
- private:
   // Sends the header frame, then the payload with `send_payload(dealer)`
   // (a zmq_send result: < 0 on failure).
   Status SendWith(int dest, int tag, size_t size, Duration timeout, const std::function<int(void*)>& send_payload) {
@@ -141,27 +160,39 @@ class ZmqTransport final : public PeerTransport {
       }
       zmq_pollitem_t item{router_, 0, ZMQ_POLLIN, 0};
       if (zmq_poll(&item, 1, 100) <= 0 || !(item.revents & ZMQ_POLLIN)) continue;
-      // Frames: identity, header, payload.
-      std::vector<Buffer> frames;
+      // Frames: identity, header, then the payload in one frame or two
+      // (SendFramed: a frame and the bytes), joined by one copy.
+      std::vector<zmq_msg_t> frames;
       int more = 1;
       while (more) {
-        zmq_msg_t msg;
-        zmq_msg_init(&msg);
-        if (zmq_msg_recv(&msg, router_, 0) < 0) {
-          zmq_msg_close(&msg);
-          break;
-        }
-        const auto* data = static_cast<const uint8_t*>(zmq_msg_data(&msg));
-        frames.push_back(Buffer::CopyOf(ByteView(data, zmq_msg_size(&msg))));
-        more = zmq_msg_more(&msg);
-        zmq_msg_close(&msg);
+        frames.emplace_back();
+        zmq_msg_init(&frames.back());
+        if (zmq_msg_recv(&frames.back(), router_, 0) < 0) break;
+        more = zmq_msg_more(&frames.back());
       }
-      if (frames.size() != 3 || frames[1].size() != 8) continue;  // not one of ours
-      const int source = static_cast<int>(LoadLE32(frames[1].data()));
-      const int tag = static_cast<int>(LoadLE32(frames[1].data() + 4));
+      auto bytes_of = [&](size_t i) {
+        return ByteView(static_cast<const uint8_t*>(zmq_msg_data(&frames[i])), zmq_msg_size(&frames[i]));
+      };
+      const bool ours = !more && (frames.size() == 3 || frames.size() == 4) && bytes_of(1).size() == 8;
+      Buffer payload;
+      int source = -1, tag = -1;
+      if (ours) {
+        source = static_cast<int>(LoadLE32(bytes_of(1).data()));
+        tag = static_cast<int>(LoadLE32(bytes_of(1).data() + 4));
+        if (frames.size() == 3) {
+          payload = Buffer::CopyOf(bytes_of(2));
+        } else {
+          const ByteView a = bytes_of(2), b = bytes_of(3);
+          payload = Buffer(a.size() + b.size());
+          std::copy(a.begin(), a.end(), payload.data());
+          std::copy(b.begin(), b.end(), payload.data() + a.size());
+        }
+      }
+      for (zmq_msg_t& m : frames) zmq_msg_close(&m);
+      if (!ours) continue;  // not one of ours
       std::lock_guard<std::mutex> lock(mu_);
-      queued_bytes_ += frames[2].size();
-      queues_[{source, tag}].push_back(std::move(frames[2]));
+      queued_bytes_ += payload.size();
+      queues_[{source, tag}].push_back(std::move(payload));
       cv_.notify_all();
     }
   }
