@@ -14,6 +14,7 @@
 #include "cairn/kvstore/s3/s3_xml.h"
 #include "cairn/kvstore/testing/conformance.h"
 #include "cairn/kvstore/testing/emulator_server.h"
+#include "cairn/kvstore/testing/get_into_check.h"
 #include "cairn/kvstore/testing/own_write_check.h"
 #include "cairn/kvstore/url.h"
 
@@ -225,51 +226,13 @@ TEST(S3KvStoreTest, CompareAndPutOfItsOwnWriteSkipsTheRead) {
 namespace cairn::s3 {
 namespace {
 
-// GetInto (a whole-chunk read of a restore) has libcurl write the object
-// straight into the caller's memory: one GET, no Buffer of the value's size
-// (before, it was Get into a buffer of the whole value plus a copy). An
-// error answer (404's XML) must not land in the destination.
+// GetInto has libcurl write the object into the caller's memory
+// (testing/get_into_check.h).
 TEST(S3KvStoreTest, GetIntoWritesTheObjectInPlaceWithoutABuffer) {
   auto store = MotoStore();
   ASSERT_NE(store, nullptr);
-  constexpr size_t kSize = (3 << 20) + 17;
-  std::vector<uint8_t> value(kSize);
-  std::mt19937 rng(5);
-  for (uint8_t& b : value) b = static_cast<uint8_t>(rng());
-  ASSERT_TRUE(store->Put("chunk/0", ByteView(value.data(), value.size())).ok());
   http::HttpClient& client = *store->options().http;
-
-  std::vector<uint8_t> dst(kSize, 0xAA);
-  const uint64_t allocated = Buffer::TotalBytesAllocated();
-  const uint64_t calls = client.calls();
-  auto got = store->GetInto("chunk/0", MutableByteView(dst.data(), dst.size()));
-  const uint64_t buffered = Buffer::TotalBytesAllocated() - allocated;
-  ASSERT_TRUE(got.ok()) << got.status().ToString();
-  EXPECT_TRUE(*got);
-  EXPECT_TRUE(dst == value);
-  EXPECT_EQ(client.calls() - calls, 1u);
-  EXPECT_LT(buffered, uint64_t{64} << 10) << "the value went through a buffer";
-
-  // A missing key: false, and the 404's body stays out of the destination.
-  std::vector<uint8_t> untouched(64, 0x3F);
-  auto missing = store->GetInto("chunk/none", MutableByteView(untouched.data(), untouched.size()));
-  ASSERT_TRUE(missing.ok()) << missing.status().ToString();
-  EXPECT_FALSE(*missing);
-  EXPECT_EQ(std::count(untouched.begin(), untouched.end(), 0x3F), 64);
-
-  // Sizes that differ from the stored value are DataLoss naming the key,
-  // both a destination too small (the transfer is cut) and too large.
-  for (size_t size : {kSize - 1, kSize + 1, size_t{1}}) {
-    std::vector<uint8_t> other(size);
-    auto wrong = store->GetInto("chunk/0", MutableByteView(other.data(), other.size()));
-    EXPECT_EQ(wrong.status().code(), StatusCode::kDataLoss) << size << ": " << wrong.status().ToString();
-    EXPECT_NE(wrong.status().message().find("chunk/0"), std::string_view::npos) << wrong.status().ToString();
-  }
-  // Control: Get of the same key does buffer the whole value.
-  const uint64_t before_get = Buffer::TotalBytesAllocated();
-  auto whole = store->Get("chunk/0");
-  ASSERT_TRUE(whole.ok() && whole->has_value());
-  EXPECT_GE(Buffer::TotalBytesAllocated() - before_get, kSize);
+  testing::ExpectGetIntoWritesTheObjectInPlace(*store, [&] { return client.calls(); });
 }
 
 }  // namespace
