@@ -286,6 +286,9 @@ def worker(args) -> None:
                 for side in order:
                     wipe(store, paths[side])
             for op, t in (("save", saves), ("restore", restores)):
+                print(f"  [{n} in flight] {store} {op} {fmt} MB/s per run (in order): cairn "
+                      + " ".join(f"{nbytes / x / MB:.0f}" for x in t["cairn"]) + "; tensorstore "
+                      + " ".join(f"{nbytes / x / MB:.0f}" for x in t["ts"]), file=sys.stderr, flush=True)
                 results.append({"store": store, "case": f"{op} {fmt}", "inflight": n,
                                 "cairn": nbytes / statistics.median(t["cairn"]) / MB,
                                 "ts": nbytes / statistics.median(t["ts"]) / MB, "unit": "MB/s",
@@ -305,6 +308,9 @@ def worker(args) -> None:
                     lists[side].append(timed_settled(lambda: box.__setitem__("k", kv.list().result())))
                 if len(box["k"]) != args.list_keys:
                     raise SystemExit(f"{store}: {side} listed {len(box['k'])} keys, not {args.list_keys}")
+        print(f"  [{n} in flight] {store} list seconds per run (in order): cairn "
+              + " ".join(f"{x:.2f}" for x in lists["cairn"]) + "; tensorstore "
+              + " ".join(f"{x:.2f}" for x in lists["ts"]), file=sys.stderr, flush=True)
         results.append({"store": store, "case": f"list {args.list_keys} keys", "inflight": n,
                         "cairn": args.list_keys / statistics.median(lists["cairn"]),
                         "ts": args.list_keys / statistics.median(lists["ts"]), "unit": "keys/s",
