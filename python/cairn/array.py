@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from cairn import _core, _dtypes
+from cairn import _core, _dtypes, _memory
 
 
 class Array:
@@ -72,8 +72,10 @@ class Array:
         shape = [int(x) for x in shape]
         if any(x < 0 for x in shape):
             raise ValueError(f"array {self.url}: negative read shape {shape}")
-        out = np.empty(shape, dtype=self._dtype)
-        # One allocation; C++ fills it through a flat same-size unsigned view.
+        # One allocation (ordinary pages, not numpy's transparent huge pages:
+        # _memory.aligned_empty says why); C++ fills it through a flat
+        # same-size unsigned view.
+        out = _memory.aligned_empty(shape, self._dtype)
         self._core.read_into(origin, shape, _dtypes.raw_view(out.reshape(-1)))
         return out
 

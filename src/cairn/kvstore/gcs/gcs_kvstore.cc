@@ -119,6 +119,40 @@ Result<std::optional<uint64_t>> GcsKvStore::Size(std::string_view key) const {
   return std::optional<uint64_t>(size);
 }
 
+Status GcsKvStore::CheckBucketAfter404(const std::string& op) const {
+  // An object that is missing, or a bucket that is: tell them apart, once
+  // (a bucket seen to exist is not checked again).
+  if (bucket_seen_.load(std::memory_order_relaxed)) return Status::OK();
+  HttpCall bucket = MakeCall("GET", options_.endpoint + "/storage/v1/b/" + options_.bucket, {}, {},
+                             op + ": checking the bucket");
+  CAIRN_ASSIGN_OR_RETURN(HttpResponse b, Run(bucket));
+  if (b.status == 404) {
+    return NotFoundError(op + ": the bucket `" + options_.bucket + "` does not exist");
+  }
+  if (b.status == 200) bucket_seen_.store(true, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+Result<bool> GcsKvStore::GetInto(std::string_view key, MutableByteView dst) {
+  if (dst.empty()) return KvStore::GetInto(key, dst);
+  CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate(url_));
+  std::string op = "reading " + Describe(key);
+  HttpCall call = MakeCall("GET", ObjectUrl(key) + "?alt=media", {}, {}, op);
+  call.destination = dst;
+  CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(call));
+  if (r.status == 404) {
+    CAIRN_RETURN_IF_ERROR(CheckBucketAfter404(op));
+    return false;
+  }
+  if (r.status != 200) return http::HttpStatusError(call, r);
+  bucket_seen_.store(true, std::memory_order_relaxed);
+  if (r.destination_bytes != dst.size()) {
+    return DataLossError(op + ": the value has " + std::to_string(r.destination_bytes) +
+                         " bytes, expected " + std::to_string(dst.size()));
+  }
+  return true;
+}
+
 Result<std::optional<Buffer>> GcsKvStore::Get(std::string_view key, const ByteRange& range) {
   CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate(url_));
   std::string op = "reading " + Describe(key);
@@ -148,16 +182,7 @@ Result<std::optional<Buffer>> GcsKvStore::Get(std::string_view key, const ByteRa
   HttpCall call = MakeCall("GET", ObjectUrl(key) + "?alt=media", {}, headers, op);
   CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(call));
   if (r.status == 404) {
-    // An object that is missing, or a bucket that is: tell them apart, once
-    // (a bucket seen to exist is not checked again).
-    if (bucket_seen_.load(std::memory_order_relaxed)) return std::optional<Buffer>();
-    HttpCall bucket = MakeCall("GET", options_.endpoint + "/storage/v1/b/" + options_.bucket, {}, {},
-                               op + ": checking the bucket");
-    CAIRN_ASSIGN_OR_RETURN(HttpResponse b, Run(bucket));
-    if (b.status == 404) {
-      return NotFoundError(op + ": the bucket `" + options_.bucket + "` does not exist");
-    }
-    if (b.status == 200) bucket_seen_.store(true, std::memory_order_relaxed);
+    CAIRN_RETURN_IF_ERROR(CheckBucketAfter404(op));
     return std::optional<Buffer>();
   }
   if (r.status == 200 || r.status == 206) bucket_seen_.store(true, std::memory_order_relaxed);

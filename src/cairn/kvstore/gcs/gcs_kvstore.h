@@ -11,6 +11,8 @@
 //
 // Operations:
 //   Get            GET .../o/<object>?alt=media, a Range header for ranges
+//   GetInto        that GET with the body written straight into the caller's
+//                  memory (a restored chunk lands in the array, no copy)
 //   Put            uploadType=media in one POST, or a resumable upload in
 //                  chunks of `upload_chunk_size` for values of at least
 //                  `resumable_threshold` bytes (gcs_upload.cc)
@@ -76,6 +78,8 @@ class GcsKvStore : public KvStore {
   static Result<std::shared_ptr<GcsKvStore>> Open(GcsOptions options);
 
   Result<std::optional<Buffer>> Get(std::string_view key, const ByteRange& range = {}) override;
+  // One GET whose body libcurl writes straight into `dst` (no buffer, no copy).
+  Result<bool> GetInto(std::string_view key, MutableByteView dst) override;
   Status Put(std::string_view key, ByteView value) override;
   Result<bool> PutIfAbsent(std::string_view key, ByteView value) override;
   Result<bool> CompareAndPut(std::string_view key, std::optional<ByteView> expected,
@@ -103,6 +107,9 @@ class GcsKvStore : public KvStore {
   Result<bool> Upload(std::string_view key, ByteView value, std::optional<std::string> if_generation);
   Result<bool> UploadResumable(std::string_view key, ByteView value);  // gcs_upload.cc
   Result<std::optional<uint64_t>> Size(std::string_view key) const;
+  // After a read answered 404: NotFound when the bucket is missing (checked
+  // only until the bucket was seen), else OK (the object is missing).
+  Status CheckBucketAfter404(const std::string& op) const;
   Result<http::HttpResponse> Run(http::HttpCall call) const;
 
   // The generation a conditional upload of this object created, with the

@@ -13,6 +13,7 @@
 
 #include "cairn/kvstore/testing/conformance.h"
 #include "cairn/kvstore/testing/emulator_server.h"
+#include "cairn/kvstore/testing/get_into_check.h"
 #include "cairn/kvstore/testing/own_write_check.h"
 #include "cairn/kvstore/url.h"
 
@@ -187,6 +188,15 @@ TEST(GcsKvStoreTest, CompareAndPutOfItsOwnWriteSkipsTheRead) {
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   http::HttpClient& client = *a->options().http;
   testing::ExpectCompareAndPutOfItsOwnWriteSkipsTheRead(*a, **b, [&] { return client.calls(); });
+}
+
+// GetInto has libcurl write the object into the caller's memory
+// (testing/get_into_check.h).
+TEST(GcsKvStoreTest, GetIntoWritesTheObjectInPlaceWithoutABuffer) {
+  auto store = FakeGcsStore();
+  ASSERT_NE(store, nullptr);
+  http::HttpClient& client = *store->options().http;
+  testing::ExpectGetIntoWritesTheObjectInPlace(*store, [&] { return client.calls(); });
 }
 
 }  // namespace

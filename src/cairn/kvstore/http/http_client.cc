@@ -91,6 +91,7 @@ struct Transfer {
   curl_slist* header_list = nullptr;
   size_t read_pos = 0;
   bool body_too_large = false;
+  bool destination_too_small = false;
   char error[CURL_ERROR_SIZE] = {};
   HttpResponse response;
   // Completion: the slot for the result, and the batch to signal.
@@ -144,9 +145,30 @@ struct HttpClient::Impl {
     return t.call.operation + " (" + t.call.request.method + " " + t.call.request.url + ")";
   }
 
+  // Whether this attempt's body goes to the call's destination: a 200/206
+  // answer (the status line has been received when the body or its
+  // Content-Length arrives).
+  static bool IntoDestination(Transfer* t) {
+    if (t->call.destination.empty()) return false;
+    long status = 0;
+    curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
+    return status == 200 || status == 206;
+  }
+
   static size_t OnBody(char* data, size_t size, size_t n, void* user) {
     auto* t = static_cast<Transfer*>(user);
     size_t bytes = size * n;
+    if (IntoDestination(t)) {
+      MutableByteView dst = t->call.destination;
+      uint64_t& at = t->response.destination_bytes;
+      if (bytes > dst.size() - at) {
+        t->destination_too_small = true;
+        return 0;  // aborts the transfer
+      }
+      std::memcpy(dst.data() + at, data, bytes);
+      at += bytes;
+      return bytes;
+    }
     Buffer& body = t->response.body;
     size_t old = body.size();
     if (old + bytes > t->call.max_response_bytes) {
@@ -184,6 +206,7 @@ struct HttpClient::Impl {
     constexpr uint64_t kMaxReserve = uint64_t{256} << 20;
     const std::string& v = t->response.headers.back().second;
     if (v.empty() || v.size() > 12 || v.find_first_not_of("0123456789") != std::string::npos) return;
+    if (IntoDestination(t)) return;  // the body has its place already
     uint64_t n = std::stoull(v);
     Buffer& body = t->response.body;
     if (n == 0 || n > kMaxReserve || n > t->call.max_response_bytes || n <= body.capacity()) return;
@@ -226,6 +249,7 @@ struct HttpClient::Impl {
     t->response = HttpResponse();
     t->read_pos = 0;
     t->body_too_large = false;
+    t->destination_too_small = false;
     t->error[0] = '\0';
     CURL* e = curl_easy_init();
     if (e == nullptr) {
@@ -296,6 +320,11 @@ struct HttpClient::Impl {
     if (t->body_too_large) {
       Complete(t, ResourceExhaustedError(Where(*t) + ": response body larger than " +
                                          std::to_string(t->call.max_response_bytes) + " bytes"));
+      return;
+    }
+    if (t->destination_too_small) {
+      Complete(t, DataLossError(Where(*t) + ": the value has more than the " +
+                                std::to_string(t->call.destination.size()) + " bytes expected"));
       return;
     }
     t->response.status = status;

@@ -50,6 +50,9 @@ struct HttpResponse {
   long status = 0;
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-case
   Buffer body;
+  // Bytes of a 200/206 body written to the call's `destination` (then not
+  // to `body`).
+  uint64_t destination_bytes = 0;
   // The value of the first header named `lower_name`, or nullopt.
   std::optional<std::string> Header(std::string_view lower_name) const;
 };
@@ -73,6 +76,14 @@ struct HttpCall {
   std::shared_ptr<const void> keep_alive;
   // A response body larger than this fails the call (ResourceExhausted).
   uint64_t max_response_bytes = uint64_t{1} << 40;
+  // When not empty: the body of a 200 or 206 response is written here, from
+  // its start, instead of into `HttpResponse::body` (no buffer, no copy:
+  // a whole-chunk read lands in the caller's array), and
+  // `HttpResponse::destination_bytes` says how many bytes came. Bodies of
+  // other statuses (errors, 404) still go to `body`. A body longer than the
+  // destination fails the call with DataLoss (not retried). Each attempt
+  // writes it again from the start. Must stay valid until the call returns.
+  MutableByteView destination;
 };
 
 struct HttpClientOptions {

@@ -215,6 +215,28 @@ Result<std::optional<Buffer>> S3KvStore::Get(std::string_view key, const ByteRan
   return GetResult(key, range, *call, std::move(r));
 }
 
+Result<bool> S3KvStore::GetInto(std::string_view key, MutableByteView dst) {
+  if (dst.empty()) return KvStore::GetInto(key, dst);
+  CAIRN_ASSIGN_OR_RETURN(std::optional<HttpCall> call, MakeGetCall(key, ByteRange{}));
+  call->destination = dst;
+  CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(*call));
+  if (r.status == 200) {
+    if (r.destination_bytes != dst.size()) {
+      return DataLossError(call->operation + ": the value has " +
+                           std::to_string(r.destination_bytes) + " bytes, expected " +
+                           std::to_string(dst.size()));
+    }
+    return true;
+  }
+  if (r.status == 404) {
+    if (r.body.as_string_view().find("NoSuchBucket") != std::string_view::npos) {
+      return NotFoundError(call->operation + ": the bucket `" + options_.bucket + "` does not exist");
+    }
+    return false;
+  }
+  return Explain(http::HttpStatusError(*call, r));
+}
+
 Status S3KvStore::GetMany(const std::vector<KeyRead>& reads, const KeyReadFn& fn) {
   // Windows of reads in flight together; each window's answers are handed
   // to `fn` before the next starts, which bounds the memory held.

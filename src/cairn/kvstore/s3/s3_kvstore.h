@@ -9,6 +9,9 @@
 //
 // Operations:
 //   Get            GET, with a Range header for byte ranges; 404 -> missing
+//   GetInto        one GET whose body libcurl writes straight into the
+//                  caller's memory (a restored chunk lands in the array
+//                  without a buffer or a copy)
 //   GetMany        the GETs of up to 64 reads in flight at once
 //   Put            one PUT, or a multipart upload for values of at least
 //                  `multipart_threshold` bytes (parts uploaded concurrently;
@@ -81,6 +84,7 @@ class S3KvStore : public KvStore {
   static Result<std::shared_ptr<S3KvStore>> Open(S3Options options);
 
   Result<std::optional<Buffer>> Get(std::string_view key, const ByteRange& range = {}) override;
+  Result<bool> GetInto(std::string_view key, MutableByteView dst) override;
   // Every read in flight at once (in windows of 64).
   Status GetMany(const std::vector<KeyRead>& reads, const KeyReadFn& fn) override;
   Status Put(std::string_view key, ByteView value) override;

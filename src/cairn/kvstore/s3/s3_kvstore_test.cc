@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <random>
 
@@ -13,6 +14,7 @@
 #include "cairn/kvstore/s3/s3_xml.h"
 #include "cairn/kvstore/testing/conformance.h"
 #include "cairn/kvstore/testing/emulator_server.h"
+#include "cairn/kvstore/testing/get_into_check.h"
 #include "cairn/kvstore/testing/own_write_check.h"
 #include "cairn/kvstore/url.h"
 
@@ -216,6 +218,21 @@ TEST(S3KvStoreTest, CompareAndPutOfItsOwnWriteSkipsTheRead) {
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   http::HttpClient& client = *a->options().http;
   testing::ExpectCompareAndPutOfItsOwnWriteSkipsTheRead(*a, **b, [&] { return client.calls(); });
+}
+
+}  // namespace
+}  // namespace cairn::s3
+
+namespace cairn::s3 {
+namespace {
+
+// GetInto has libcurl write the object into the caller's memory
+// (testing/get_into_check.h).
+TEST(S3KvStoreTest, GetIntoWritesTheObjectInPlaceWithoutABuffer) {
+  auto store = MotoStore();
+  ASSERT_NE(store, nullptr);
+  http::HttpClient& client = *store->options().http;
+  testing::ExpectGetIntoWritesTheObjectInPlace(*store, [&] { return client.calls(); });
 }
 
 }  // namespace
