@@ -15,9 +15,13 @@
 #include "cairn/engine/restore.h"
 #include "cairn/engine/save.h"
 #include "cairn/engine/testing/save_helpers.h"
+#include "cairn/util/testing/proc_maps.h"
 
 namespace cairn::engine {
 namespace {
+
+using ::cairn::testing::IsRamDisk;
+using ::cairn::testing::MappedPath;
 namespace fs = std::filesystem;
 using namespace testing;  // NOLINT: the save helpers
 
@@ -27,36 +31,11 @@ constexpr Index kRows = 32, kCols = 1000, kChunkRows = 2;
 constexpr Index kChunks = kRows / kChunkRows;
 constexpr float kSentinel = -7.0f;
 
-bool IsRamDisk(const std::string& path) {
-  struct statfs f;
-  if (::statfs(path.c_str(), &f) != 0) return false;
-  return f.f_type == 0x01021994 || static_cast<uint32_t>(f.f_type) == 0x858458f6u;
-}
-
 // A fresh directory under `base`, removed by the caller.
 std::string FreshDir(const std::string& base) {
   std::string pattern = base + "/cairn_restore_mapped_XXXXXX";
   if (::mkdtemp(pattern.data()) == nullptr) return "";
   return pattern;
-}
-
-// The file /proc/self/maps names for the mapping holding `address`.
-std::string MappedPath(const void* address) {
-  std::ifstream maps("/proc/self/maps");
-  const auto a = reinterpret_cast<uintptr_t>(address);
-  std::string line;
-  while (std::getline(maps, line)) {
-    std::istringstream in(line);
-    std::string range, perms, offset, dev, inode, path;
-    in >> range >> perms >> offset >> dev >> inode;
-    std::getline(in, path);
-    path.erase(0, path.find_first_not_of(' '));
-    const size_t dash = range.find('-');
-    if (a >= std::stoull(range.substr(0, dash), nullptr, 16) && a < std::stoull(range.substr(dash + 1), nullptr, 16)) {
-      return path;
-    }
-  }
-  return "";
 }
 
 class RestoreMapped : public ::testing::Test {

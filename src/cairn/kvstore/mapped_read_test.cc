@@ -20,9 +20,13 @@
 #include "cairn/kvstore/file/file_kvstore.h"
 #include "cairn/kvstore/ocdbt/io/ocdbt_kvstore.h"
 #include "cairn/kvstore/prefix/prefix_kvstore.h"
+#include "cairn/util/testing/proc_maps.h"
 
 namespace cairn {
 namespace {
+
+using ::cairn::testing::IsRamDisk;
+using ::cairn::testing::MappedPath;
 
 std::shared_ptr<std::string> TempDir(const char* base) {
   std::string pattern = std::string(base) + "/cairn_mapped_XXXXXX";
@@ -38,26 +42,6 @@ std::vector<uint8_t> Pattern(size_t n, uint8_t seed) {
   std::vector<uint8_t> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(seed + i * 7 + (i >> 12));
   return v;
-}
-
-// The path /proc/self/maps gives for the mapping holding `address` ("" if
-// none or anonymous). A deleted file shows as "<path> (deleted)".
-std::string MappedPath(const void* address) {
-  std::ifstream maps("/proc/self/maps");
-  const auto a = reinterpret_cast<uintptr_t>(address);
-  std::string line;
-  while (std::getline(maps, line)) {
-    std::istringstream in(line);
-    std::string range, perms, offset, dev, inode, path;
-    in >> range >> perms >> offset >> dev >> inode;
-    std::getline(in, path);
-    path.erase(0, path.find_first_not_of(' '));
-    const size_t dash = range.find('-');
-    const uintptr_t lo = std::stoull(range.substr(0, dash), nullptr, 16);
-    const uintptr_t hi = std::stoull(range.substr(dash + 1), nullptr, 16);
-    if (a >= lo && a < hi) return path;
-  }
-  return "";
 }
 
 bool Same(const MappedBytes& m, const uint8_t* expected, size_t n) {
@@ -111,12 +95,6 @@ TEST(MappedRead, FileRefusesUnalignedRangesAndNamesBadOnes) {
   auto outside = store.MapRange("v", 4096, 4097);
   EXPECT_EQ(outside.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(outside.status().message().find("v"), std::string_view::npos);
-}
-
-bool IsRamDisk(const std::string& path) {
-  struct statfs fs;
-  if (::statfs(path.c_str(), &fs) != 0) return false;
-  return fs.f_type == 0x01021994 || static_cast<uint32_t>(fs.f_type) == 0x858458f6u;
 }
 
 TEST(MappedRead, FileOnADiskDoesNotMap) {
