@@ -85,6 +85,7 @@ def start_emulators(logdir: str):
                                   stderr=subprocess.STDOUT))
     wait_for(port, procs[-1], "moto_server")
     ends["s3"] = f"http://127.0.0.1:{port}"
+    ends["s3_pid"] = procs[-1].pid
     urllib.request.urlopen(urllib.request.Request(f"{ends['s3']}/{BUCKET}/", method="PUT")).read()
     port = free_port()
     procs.append(subprocess.Popen([str(_get_binary_path()), "-scheme", "http", "-backend", "memory",
@@ -93,6 +94,7 @@ def start_emulators(logdir: str):
                                   stderr=subprocess.STDOUT))
     wait_for(port, procs[-1], "fake-gcs-server")
     ends["gcs"] = f"http://127.0.0.1:{port}"
+    ends["gcs_pid"] = procs[-1].pid
     req = urllib.request.Request(f"{ends['gcs']}/storage/v1/b", data=json.dumps({"name": BUCKET}).encode(),
                                  headers={"Content-Type": "application/json"}, method="POST")
     urllib.request.urlopen(req).read()
@@ -119,6 +121,44 @@ def environment(ends: dict, inflight: int) -> dict:
 
 def load() -> str:
     return "load average %.2f %.2f %.2f" % os.getloadavg()
+
+
+def proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) process `pid` has used so far."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        return float("nan")
+
+
+class Rounds:
+    """Every timed run of one cell: wall seconds, the worker's own CPU seconds
+    (client threads: cairn's or TensorStore's) and the emulator's CPU seconds
+    during it, per side, in round order."""
+
+    def __init__(self):
+        self.wall = {"cairn": [], "ts": []}
+        self.cpu = {"cairn": [], "ts": []}
+        self.emu = {"cairn": [], "ts": []}
+
+    def add(self, side, wall, cpu, emu):
+        self.wall[side].append(wall)
+        self.cpu[side].append(cpu)
+        self.emu[side].append(emu)
+
+    def ahead(self) -> str:
+        """Rounds (one run of each side, back to back) in which cairn took less time."""
+        pairs = list(zip(self.wall["cairn"], self.wall["ts"]))
+        return f"{sum(1 for c, t in pairs if c < t)}/{len(pairs)}"
+
+    def round_ratios(self):
+        return [t / c for c, t in zip(self.wall["cairn"], self.wall["ts"])]
+
+    def medians(self, what):
+        d = getattr(self, what)
+        return statistics.median(d["cairn"]), statistics.median(d["ts"])
 
 
 # ---------------------------------------------------------------- worker side
@@ -237,6 +277,16 @@ def worker(args) -> None:
         settle()
         return timed(fn)
 
+    def measured(rounds, side, store, fn):
+        # Wall time, and the CPU the worker (all its threads) and the
+        # emulator spent meanwhile: the same work should cost the emulator
+        # the same CPU whichever client sent it.
+        settle()
+        emu_pid = ends[f"{store}_pid"]
+        c0, e0 = time.process_time(), proc_cpu(emu_pid)
+        wall = timed(fn)
+        rounds.add(side, wall, time.process_time() - c0, proc_cpu(emu_pid) - e0)
+
     def warm_up(store, fmt):
         # One untimed save and restore per side of a 4-chunk array.
         small = data[:4 * chunk_rows]
@@ -251,10 +301,27 @@ def worker(args) -> None:
         wipe(store, pc)
         wipe(store, pt)
 
+    def report(store, op, rounds, unit, amount):
+        # One line per cell with every round, then a row for the table.
+        def fig(x):
+            return f"{amount / x:.0f}" if unit != "s" else f"{x:.2f}"
+        print(f"  [{n} in flight] {store} {op} {'MB/s' if unit != 's' else 'seconds'} per round (in order): "
+              f"cairn " + " ".join(fig(x) for x in rounds.wall["cairn"]) + "; tensorstore "
+              + " ".join(fig(x) for x in rounds.wall["ts"]) + "; ts/cairn time per round "
+              + " ".join(f"{x:.2f}" for x in rounds.round_ratios())
+              + "; client CPU s (median) cairn %.3f ts %.3f; emulator CPU s (median) cairn %.3f ts %.3f"
+              % (*rounds.medians("cpu"), *rounds.medians("emu")), file=sys.stderr, flush=True)
+        wc, wt = rounds.medians("wall")
+        cc, ct = rounds.medians("cpu")
+        ec, et = rounds.medians("emu")
+        results.append({"store": store, "case": op, "inflight": n, "cairn": amount / wc, "ts": amount / wt,
+                        "unit": unit if unit != "s" else "keys/s", "ahead": rounds.ahead(),
+                        "round_ratio": statistics.median(rounds.round_ratios()),
+                        "cpu": (cc, ct), "emu": (ec, et), "load": os.getloadavg()[0]})
+
     for store in args.stores.split(","):
         for fmt in args.formats.split(","):
-            saves = {"cairn": [], "ts": []}
-            restores = {"cairn": [], "ts": []}
+            saves, restores = Rounds(), Rounds()
             warm_up(store, fmt)
             for r in range(args.repeat):
                 order = ["cairn", "ts"] if r % 2 == 0 else ["ts", "cairn"]
@@ -262,59 +329,48 @@ def worker(args) -> None:
                 for side in order:
                     p = paths[side]
                     if side == "cairn":
-                        saves[side].append(timed_settled(lambda: cairn.create(cairn_url(store, p, fmt),
-                                                                      metadata=md).write(data)))
+                        measured(saves, side, store, lambda: cairn.create(cairn_url(store, p, fmt),
+                                                                          metadata=md).write(data))
                     else:
-                        saves[side].append(timed_settled(lambda: ts.open(
+                        measured(saves, side, store, lambda: ts.open(
                             ts_spec(store, ends, p, fmt), create=True, context=ctx,
                             dtype=ts.float32, shape=[rows, cols],
                             chunk_layout=ts.ChunkLayout(chunk_shape=[chunk_rows, cols]),
                             codec=ts.CodecSpec({"driver": "zarr3", "codecs": md["codecs"]}),
-                        ).result().write(data).result()))
+                        ).result().write(data).result())
                 out = {}
                 for side in order:
                     p = paths[side]
                     if side == "cairn":
-                        restores[side].append(timed_settled(lambda: out.__setitem__(
-                            side, cairn.open(cairn_url(store, p, fmt)).read())))
+                        measured(restores, side, store, lambda: out.__setitem__(
+                            side, cairn.open(cairn_url(store, p, fmt)).read()))
                     else:
-                        restores[side].append(timed_settled(lambda: out.__setitem__(side, ts.open(
-                            ts_spec(store, ends, p, fmt), context=ctx).result().read().result())))
+                        measured(restores, side, store, lambda: out.__setitem__(side, ts.open(
+                            ts_spec(store, ends, p, fmt), context=ctx).result().read().result()))
                 for side in order:
                     if not np.array_equal(out[side], data):
                         raise SystemExit(f"{store}/{fmt}: {side} read back other values")
+                out.clear()
                 for side in order:
                     wipe(store, paths[side])
-            for op, t in (("save", saves), ("restore", restores)):
-                print(f"  [{n} in flight] {store} {op} {fmt} MB/s per run (in order): cairn "
-                      + " ".join(f"{nbytes / x / MB:.0f}" for x in t["cairn"]) + "; tensorstore "
-                      + " ".join(f"{nbytes / x / MB:.0f}" for x in t["ts"]), file=sys.stderr, flush=True)
-                results.append({"store": store, "case": f"{op} {fmt}", "inflight": n,
-                                "cairn": nbytes / statistics.median(t["cairn"]) / MB,
-                                "ts": nbytes / statistics.median(t["ts"]) / MB, "unit": "MB/s",
-                                "load": os.getloadavg()[0]})
+            report(store, f"save {fmt}", saves, "MB/s", nbytes / MB)
+            report(store, f"restore {fmt}", restores, "MB/s", nbytes / MB)
             print(f"  [{n} in flight] {store} {fmt} done; {load()}", file=sys.stderr, flush=True)
 
         # list: the 10,000 keys the parent wrote below list/.
-        lists = {"cairn": [], "ts": []}
+        lists = Rounds()
         for r in range(max(args.repeat, args.list_repeat)):
             for side in (["cairn", "ts"] if r % 2 == 0 else ["ts", "cairn"]):
                 box = {}
                 if side == "cairn":
                     ckv = cairn.kvstore.open(f"{'s3' if store == 's3' else 'gs'}://{BUCKET}/list/")
-                    lists[side].append(timed_settled(lambda: box.__setitem__("k", ckv.keys())))
+                    measured(lists, side, store, lambda: box.__setitem__("k", ckv.keys()))
                 else:
                     kv = ts.KvStore.open(ts_base(store, ends, "list/"), context=ctx).result()
-                    lists[side].append(timed_settled(lambda: box.__setitem__("k", kv.list().result())))
+                    measured(lists, side, store, lambda: box.__setitem__("k", kv.list().result()))
                 if len(box["k"]) != args.list_keys:
                     raise SystemExit(f"{store}: {side} listed {len(box['k'])} keys, not {args.list_keys}")
-        print(f"  [{n} in flight] {store} list seconds per run (in order): cairn "
-              + " ".join(f"{x:.2f}" for x in lists["cairn"]) + "; tensorstore "
-              + " ".join(f"{x:.2f}" for x in lists["ts"]), file=sys.stderr, flush=True)
-        results.append({"store": store, "case": f"list {args.list_keys} keys", "inflight": n,
-                        "cairn": args.list_keys / statistics.median(lists["cairn"]),
-                        "ts": args.list_keys / statistics.median(lists["ts"]), "unit": "keys/s",
-                        "load": os.getloadavg()[0]})
+        report(store, f"list {args.list_keys} keys", lists, "s", args.list_keys)
 
         chunks = [data[i:i + chunk_rows].tobytes() for i in range(0, rows, chunk_rows)]
         puts, gets = [], []
@@ -324,6 +380,9 @@ def worker(args) -> None:
             puts.append(w)
             gets.append(rd)
             wipe(store, p)
+        print(f"  [{n} in flight] {store} raw http MB/s per round (in order): PUT "
+              + " ".join(f"{nbytes / x / MB:.0f}" for x in puts) + "; GET "
+              + " ".join(f"{nbytes / x / MB:.0f}" for x in gets), file=sys.stderr, flush=True)
         results.append({"store": store, "case": "raw http PUT/GET", "inflight": n,
                         "put": nbytes / statistics.median(puts) / MB,
                         "get": nbytes / statistics.median(gets) / MB, "unit": "MB/s",
@@ -379,12 +438,17 @@ def main():
         for r in sorted(rows, key=lambda r: (r["store"], r["case"], r["inflight"])):
             if "put" in r:
                 table.append([r["store"], r["case"], r["inflight"], f"PUT {r['put']:.0f}",
-                              f"GET {r['get']:.0f}", "", r["unit"], f"{r['load']:.1f}"])
+                              f"GET {r['get']:.0f}", "", "", "", "", "", r["unit"], f"{r['load']:.1f}"])
             else:
                 table.append([r["store"], r["case"], r["inflight"], f"{r['cairn']:.0f}", f"{r['ts']:.0f}",
-                              f"{r['cairn'] / r['ts']:.2f}", r["unit"], f"{r['load']:.1f}"])
-        print_table(["store", "case", "in flight", "cairn", "tensorstore", "cairn/ts", "unit", "load1"],
-                    table)
+                              f"{r['cairn'] / r['ts']:.2f}", f"{r['round_ratio']:.2f}", r["ahead"],
+                              "%.3f/%.3f" % tuple(r["cpu"]), "%.3f/%.3f" % tuple(r["emu"]),
+                              r["unit"], f"{r['load']:.1f}"])
+        print_table(["store", "case", "in flight", "cairn", "tensorstore", "cairn/ts", "per-round",
+                     "ahead", "client cpu s", "emulator cpu s", "unit", "load1"], table)
+        print("cairn/ts: ratio of the medians; per-round: median over rounds of TensorStore's time / "
+              "cairn's in the same round; ahead: rounds cairn was faster in; cpu: median CPU seconds per "
+              "operation, cairn/TensorStore, of the client process and of the emulator")
         print(f"at end: {load()}")
     finally:
         for p in procs:
