@@ -9,6 +9,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <queue>
 #include <random>
 #include <thread>
 
@@ -105,23 +106,40 @@ struct Batch {
   size_t remaining = 0;
 };
 
+// A retry waiting for its backoff to end; the earliest on top.
+struct Delayed {
+  Clock::time_point at;
+  uint64_t seq;  // ties keep the order the retries were scheduled in
+  Transfer* transfer;
+  bool operator>(const Delayed& o) const { return at != o.at ? at > o.at : seq > o.seq; }
+};
+
 struct HttpClient::Impl {
   HttpClientOptions options;
   CURLM* multi = nullptr;
   std::mutex mu;
-  std::deque<Transfer*> waiting;  // guarded by mu: not started (or backing off)
-  bool stopping = false;          // guarded by mu
+  // Guarded by mu. Calls not started yet, started in this order as room
+  // frees up (new calls, and retries whose backoff has ended), and retries
+  // still backing off. The loop takes from the front of `ready` and the top
+  // of `delayed` only, so a turn costs O(calls started) whatever the queue's
+  // length (it once looked at every queued call on every turn: a batch of N
+  // calls with few in flight cost O(N^2)).
+  std::deque<Transfer*> ready;
+  std::priority_queue<Delayed, std::vector<Delayed>, std::greater<>> delayed;
+  uint64_t delayed_seq = 0;
+  bool stopping = false;
   std::vector<Transfer*> active;  // loop thread only
   std::atomic<uint64_t> retries{0};
   std::atomic<uint64_t> loop_iterations{0};
   std::atomic<uint64_t> calls{0};
+  std::atomic<uint64_t> queue_visits{0};
   std::mt19937_64 rng{std::random_device{}()};  // loop thread only
   std::thread thread;
 
   void Submit(std::vector<Transfer*> transfers) {
     {
       std::lock_guard<std::mutex> lock(mu);
-      for (Transfer* t : transfers) waiting.push_back(t);
+      for (Transfer* t : transfers) ready.push_back(t);
     }
     curl_multi_wakeup(multi);
   }
@@ -335,7 +353,7 @@ struct HttpClient::Impl {
       retries.fetch_add(1, std::memory_order_relaxed);
       t->not_before = Clock::now() + Backoff(t->call.retry, t->attempt);
       std::lock_guard<std::mutex> lock(mu);
-      waiting.push_back(t);
+      delayed.push(Delayed{t->not_before, delayed_seq++, t});
       return;
     }
     std::string attempts = " after " + std::to_string(t->attempt) +
@@ -360,17 +378,21 @@ struct HttpClient::Impl {
         std::lock_guard<std::mutex> lock(mu);
         if (stopping) break;
         auto now = Clock::now();
+        uint64_t visits = 0;
+        while (!delayed.empty() && delayed.top().at <= now) {
+          ready.push_back(delayed.top().transfer);
+          delayed.pop();
+          ++visits;
+        }
         size_t room = static_cast<size_t>(options.max_in_flight) - std::min(
             active.size(), static_cast<size_t>(options.max_in_flight));
-        for (auto it = waiting.begin(); it != waiting.end();) {
-          if ((*it)->not_before <= now && to_start.size() < room) {
-            to_start.push_back(*it);
-            it = waiting.erase(it);
-          } else {
-            if ((*it)->not_before > now) next_wake = std::min(next_wake, (*it)->not_before);
-            ++it;
-          }
+        while (!ready.empty() && to_start.size() < room) {
+          to_start.push_back(ready.front());
+          ready.pop_front();
+          ++visits;
         }
+        if (!delayed.empty()) next_wake = std::min(next_wake, delayed.top().at);
+        queue_visits.fetch_add(visits, std::memory_order_relaxed);
       }
       for (Transfer* t : to_start) Start(t);
       int running = 0;
@@ -386,12 +408,12 @@ struct HttpClient::Impl {
         // Calls that can start now (room freed just now) or retries
         // scheduled just now may be due before `next_wake`. Calls that wait
         // for room do not count: a finishing transfer wakes the poll below
-        // anyway, and counting them (their not_before is in the past) made
-        // the loop spin with a zero timeout while more calls were queued
-        // than max_in_flight.
+        // anyway, and counting them made the loop spin with a zero timeout
+        // while more calls were queued than max_in_flight.
         std::lock_guard<std::mutex> lock(mu);
-        if (active.size() < static_cast<size_t>(options.max_in_flight)) {
-          for (Transfer* t : waiting) next_wake = std::min(next_wake, t->not_before);
+        if (!delayed.empty()) next_wake = std::min(next_wake, delayed.top().at);
+        if (active.size() < static_cast<size_t>(options.max_in_flight) && !ready.empty()) {
+          next_wake = Clock::now();
         }
       }
       auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_wake - Clock::now());
@@ -407,10 +429,11 @@ struct HttpClient::Impl {
     }
     active.clear();
     std::lock_guard<std::mutex> lock(mu);
-    for (Transfer* t : waiting) {
+    for (; !delayed.empty(); delayed.pop()) ready.push_back(delayed.top().transfer);
+    for (Transfer* t : ready) {
       Complete(t, UnavailableError(Where(*t) + ": the HTTP client was shut down"));
     }
-    waiting.clear();
+    ready.clear();
   }
 };
 
@@ -453,6 +476,8 @@ uint64_t HttpClient::retries() const { return impl_->retries.load(); }
 uint64_t HttpClient::loop_iterations() const { return impl_->loop_iterations.load(); }
 
 uint64_t HttpClient::calls() const { return impl_->calls.load(); }
+
+uint64_t HttpClient::queue_visits() const { return impl_->queue_visits.load(); }
 
 Result<HttpResponse> HttpClient::Execute(HttpCall call) {
   std::vector<HttpCall> calls;

@@ -124,6 +124,10 @@ class HttpClient {
   // Calls submitted (Execute / ExecuteAll) since the client was made, each
   // counted once whatever its attempts (for tests counting requests).
   uint64_t calls() const;
+  // Queued calls the transfer thread looked at while choosing what to start
+  // (for tests: choosing must not cost a look at every queued call on every
+  // turn, which made a batch of N calls with few in flight O(N^2)).
+  uint64_t queue_visits() const;
 
   struct Impl;
 

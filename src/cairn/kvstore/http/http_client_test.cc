@@ -8,7 +8,9 @@
 // (more queued than max_in_flight), the transfer thread sleeps in its poll
 // instead of spinning; control: the queued calls still all run, one at a
 // time. A batch of calls in flight at once leaves all its connections in the
-// pool for the next batch, however one by one its answers come.
+// pool for the next batch, however one by one its answers come. And choosing
+// which queued call starts next looks at each call a few times, not at the
+// whole queue on every turn (which made a batch of N calls O(N^2)).
 #include "cairn/kvstore/http/http_client.h"
 
 #include <arpa/inet.h>
@@ -235,6 +237,38 @@ TEST(HttpClientOverhead, QueuedCallsDoNotMakeTheTransferThreadSpin) {
   // The bound: 4 calls x (a few socket events + 2 capped timeouts), with
   // plenty of room; a spinning loop exceeds it within milliseconds.
   EXPECT_LT(iterations, 400u) << "the transfer thread spun while calls waited for room";
+}
+
+TEST(HttpClientOverhead, QueuedCallsAreNotScannedOnEveryTurn) {
+  // 1,000 calls, one in flight: 999 wait in the queue. The transfer thread
+  // goes round its loop at least once per call; when each turn looked at
+  // every queued call (to find one due to start and the next retry time),
+  // the batch cost about N^2 / 2 = 500,000 looks. Starting calls in order
+  // from the front of a queue, with retries apart in order of their time,
+  // looks at each call a small constant number of times.
+  RecordingServer server(/*close_after_each=*/false);
+  HttpClientOptions options;
+  options.max_in_flight = 1;
+  HttpClient client(options);
+  constexpr int kCalls = 1000;
+  std::vector<HttpCall> calls;
+  for (int i = 0; i < kCalls; ++i) calls.push_back(Put(server.url("/n" + std::to_string(i)), AsBytes("v")));
+  const uint64_t before = client.queue_visits();
+  std::vector<Result<HttpResponse>> results = client.ExecuteAll(std::move(calls));
+  const uint64_t visits = client.queue_visits() - before;
+  // Control: every call ran, one at a time, in the order given.
+  ASSERT_EQ(results.size(), static_cast<size_t>(kCalls));
+  for (const auto& r : results) {
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->status, 200);
+  }
+  auto heads = server.heads();
+  ASSERT_EQ(heads.size(), static_cast<size_t>(kCalls));
+  EXPECT_EQ(heads.front().rfind("put /n0 ", 0), 0u) << heads.front();
+  EXPECT_EQ(heads.back().rfind("put /n999 ", 0), 0u) << heads.back();
+  EXPECT_EQ(server.max_concurrent(), 1);
+  EXPECT_GE(visits, static_cast<uint64_t>(kCalls));  // each call was taken from the queue
+  EXPECT_LT(visits, static_cast<uint64_t>(4 * kCalls)) << "queued calls were scanned on every turn";
 }
 
 TEST(HttpClientOverhead, ConnectionsOfAFullBatchAreKeptForTheNextBatch) {
