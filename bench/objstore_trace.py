@@ -193,6 +193,7 @@ def main():
     ap.add_argument("--chunk-mib", type=float, default=2)
     ap.add_argument("--list-keys", type=int, default=2000)
     ap.add_argument("--formats", default="zarr3,ocdbt")
+    ap.add_argument("--requests", action="store_true", help="also print every request (method, path, sizes)")
     ap.add_argument("--side", default="", help=argparse.SUPPRESS)
     ap.add_argument("--ends", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -226,6 +227,11 @@ def main():
                 what = json.loads(line)["mark"]
                 if current is not None:
                     results.setdefault(current, {})[side] = proxy.summary()
+                    if args.requests:
+                        t00 = min((r["t0"] for r in proxy.log), default=0)
+                        for r in proxy.log:
+                            print(f"  {side} {current}: {r['t0'] - t00:7.3f}s {r['method']} {r['path'][:110]} "
+                                  f"up {r['up']} down {r['down']} -> {r['status']}")
                 proxy.reset()
                 current = None if what == "end" else what
                 p.stdin.write("\n")

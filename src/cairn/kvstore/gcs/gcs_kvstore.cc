@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
 #include <set>
 
 #include "cairn/kvstore/http/environment.h"
@@ -29,7 +30,37 @@ bool ParseU64(std::string_view s, uint64_t* out) {
   return true;
 }
 
+// Buckets ("<endpoint> <bucket>") that a store of this process has seen
+// exist. Each `cairn.save` opens store objects of its own; without this each
+// one's first missing key (the manifest of a new OCDBT database) cost a
+// request to check the bucket.
+class SeenBuckets {
+ public:
+  static SeenBuckets& Get() {
+    static SeenBuckets* seen = new SeenBuckets;  // never destroyed: used until exit
+    return *seen;
+  }
+  bool Contains(const std::string& id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return seen_.count(id) != 0;
+  }
+  void Add(const std::string& id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    seen_.insert(id);
+  }
+
+ private:
+  std::mutex mu_;
+  std::set<std::string> seen_;
+};
+
 }  // namespace
+
+void GcsKvStore::SawBucket() const {
+  if (!bucket_seen_.exchange(true, std::memory_order_relaxed)) {
+    SeenBuckets::Get().Add(options_.endpoint + " " + options_.bucket);
+  }
+}
 
 Status ValidateGcsBucketName(std::string_view bucket) {
   bool ok = bucket.size() >= 3 && bucket.size() <= 222;
@@ -123,13 +154,17 @@ Status GcsKvStore::CheckBucketAfter404(const std::string& op) const {
   // An object that is missing, or a bucket that is: tell them apart, once
   // (a bucket seen to exist is not checked again).
   if (bucket_seen_.load(std::memory_order_relaxed)) return Status::OK();
+  if (SeenBuckets::Get().Contains(options_.endpoint + " " + options_.bucket)) {
+    bucket_seen_.store(true, std::memory_order_relaxed);
+    return Status::OK();
+  }
   HttpCall bucket = MakeCall("GET", options_.endpoint + "/storage/v1/b/" + options_.bucket, {}, {},
                              op + ": checking the bucket");
   CAIRN_ASSIGN_OR_RETURN(HttpResponse b, Run(bucket));
   if (b.status == 404) {
     return NotFoundError(op + ": the bucket `" + options_.bucket + "` does not exist");
   }
-  if (b.status == 200) bucket_seen_.store(true, std::memory_order_relaxed);
+  if (b.status == 200) SawBucket();
   return Status::OK();
 }
 
@@ -145,7 +180,7 @@ Result<bool> GcsKvStore::GetInto(std::string_view key, MutableByteView dst) {
     return false;
   }
   if (r.status != 200) return http::HttpStatusError(call, r);
-  bucket_seen_.store(true, std::memory_order_relaxed);
+  SawBucket();
   if (r.destination_bytes != dst.size()) {
     return DataLossError(op + ": the value has " + std::to_string(r.destination_bytes) +
                          " bytes, expected " + std::to_string(dst.size()));
@@ -185,7 +220,7 @@ Result<std::optional<Buffer>> GcsKvStore::Get(std::string_view key, const ByteRa
     CAIRN_RETURN_IF_ERROR(CheckBucketAfter404(op));
     return std::optional<Buffer>();
   }
-  if (r.status == 200 || r.status == 206) bucket_seen_.store(true, std::memory_order_relaxed);
+  if (r.status == 200 || r.status == 206) SawBucket();
   if (r.status == 416) return from_size();
   if (r.status != 200 && r.status != 206) return http::HttpStatusError(call, r);
   if (range.IsAll()) return std::optional<Buffer>(std::move(r.body));
@@ -259,7 +294,7 @@ Result<bool> GcsKvStore::Upload(std::string_view key, ByteView value,
   }
   HttpResponse& r = *response;
   if (r.status == 200) {
-    bucket_seen_.store(true, std::memory_order_relaxed);
+    SawBucket();
     if (if_generation) {
       // The object resource of what was stored: its generation.
       auto j = nlohmann::json::parse(r.body.as_string_view(), nullptr, /*allow_exceptions=*/false);

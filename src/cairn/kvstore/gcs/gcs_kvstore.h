@@ -129,9 +129,12 @@ class GcsKvStore : public KvStore {
   std::map<std::string, KnownGeneration> generations_;  // guarded by generations_mu_
   std::string url_;
   // Set once a request showed the bucket exists (an object read or written,
-  // the bucket itself read): from then on a 404 on a read means a missing
-  // object, with no request to tell a missing bucket apart.
+  // the bucket itself read), by this store or (through a process-wide set
+  // of buckets seen) by another store on the same endpoint and bucket: from
+  // then on a 404 on a read means a missing object, with no request to tell
+  // a missing bucket apart.
   mutable std::atomic<bool> bucket_seen_{false};
+  void SawBucket() const;
 };
 
 }  // namespace cairn::gcs

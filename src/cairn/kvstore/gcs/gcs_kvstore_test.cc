@@ -106,12 +106,15 @@ TEST(GcsKvStoreTest, MissingBucketIsNotFoundNamingIt) {
   EXPECT_TRUE(good->Put("k", AsBytes("v")).ok());  // control
 }
 
-// A read of a missing key asks whether the bucket exists only until the
-// store has seen it exist: an OCDBT database opened on a fresh prefix reads
-// its missing manifest several times per save, and TensorStore makes no
-// such check at all. Requests are counted on a client of the test's own.
+// A read of a missing key asks whether the bucket exists only until a store
+// of this process has seen it exist: an OCDBT database opened on a fresh
+// prefix reads its missing manifest once per save (each `cairn.save` opens
+// its own store objects), and TensorStore makes no such check at all.
+// Requests are counted on a client of the test's own, on a bucket no other
+// test of this process uses.
 TEST(GcsKvStoreTest, MissingKeysCheckTheBucketOnlyUntilItIsSeen) {
-  auto seed = FakeGcsStore();
+  const std::string bucket = "cairn-seen-" + std::to_string(std::random_device{}());
+  auto seed = FakeGcsStore(bucket);  // creates the bucket (not a sighting)
   ASSERT_NE(seed, nullptr);
   GcsOptions o = seed->options();
   auto client = std::make_shared<http::HttpClient>();
@@ -133,17 +136,19 @@ TEST(GcsKvStoreTest, MissingKeysCheckTheBucketOnlyUntilItIsSeen) {
     EXPECT_FALSE(r->has_value()) << k;
   }
   EXPECT_EQ(client->calls() - before, 2u);
-  // A write shows the bucket exists too, on a store that knew nothing.
-  auto fresh = GcsKvStore::Open(o);
-  ASSERT_TRUE(fresh.ok());
-  ASSERT_TRUE((*fresh)->Put("present", AsBytes("v")).ok());
+  // Another store object on the same bucket (another prefix, as the next
+  // save opens) knows it too: its first miss is one request.
+  GcsOptions other = o;
+  other.prefix += "other/";
+  auto second = GcsKvStore::Open(other);
+  ASSERT_TRUE(second.ok());
   before = client->calls();
-  auto after_put = (*fresh)->Get("absent4");
-  ASSERT_TRUE(after_put.ok()) << after_put.status().ToString();
-  EXPECT_FALSE(after_put->has_value());
-  EXPECT_EQ(client->calls() - before, 1u);
+  auto miss2 = (*second)->Get("manifest.ocdbt");
+  ASSERT_TRUE(miss2.ok()) << miss2.status().ToString();
+  EXPECT_FALSE(miss2->has_value());
+  EXPECT_EQ(client->calls() - before, 1u) << "a second store object checked the bucket again";
   // Must fail: a store on a bucket that does not exist still says so on
-  // every read (it never saw the bucket).
+  // every read (no store saw it), also after others saw theirs.
   o.bucket = "no-such-bucket-cairn-2";
   auto gone = GcsKvStore::Open(o);
   ASSERT_TRUE(gone.ok());
@@ -152,6 +157,30 @@ TEST(GcsKvStoreTest, MissingKeysCheckTheBucketOnlyUntilItIsSeen) {
     EXPECT_EQ(r.status().code(), StatusCode::kNotFound) << r.status().ToString();
     EXPECT_NE(r.status().message().find("no-such-bucket-cairn-2"), std::string_view::npos)
         << r.status().ToString();
+  }
+}
+
+// A write shows the bucket exists too: a store that wrote, and any store
+// opened after on that bucket, read a missing key with one request.
+TEST(GcsKvStoreTest, AWriteShowsTheBucketExists) {
+  const std::string bucket = "cairn-seen-w-" + std::to_string(std::random_device{}());
+  auto seed = FakeGcsStore(bucket);
+  ASSERT_NE(seed, nullptr);
+  GcsOptions o = seed->options();
+  auto client = std::make_shared<http::HttpClient>();
+  o.http = client;
+  auto fresh = GcsKvStore::Open(o);
+  ASSERT_TRUE(fresh.ok());
+  ASSERT_TRUE((*fresh)->Put("present", AsBytes("v")).ok());
+  for (int i = 0; i < 2; ++i) {
+    GcsOptions p = o;
+    p.prefix += "p" + std::to_string(i) + "/";
+    auto s = i == 0 ? *fresh : *GcsKvStore::Open(p);
+    uint64_t before = client->calls();
+    auto after_put = s->Get("absent4");
+    ASSERT_TRUE(after_put.ok()) << after_put.status().ToString();
+    EXPECT_FALSE(after_put->has_value());
+    EXPECT_EQ(client->calls() - before, 1u) << "store " << i;
   }
 }
 
