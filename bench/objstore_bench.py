@@ -25,9 +25,16 @@ are cairn's CAIRN_HTTP_MAX_IN_FLIGHT (read once per process, so each level
 runs in its own worker process) and TensorStore's `s3_request_concurrency` /
 `gcs_request_concurrency` context limit. Prints one table (MB/s of array
 bytes, keys/s for list) with the ratio cairn/TensorStore, and the load
-average, because these machines are shared and noisy.
+average, because these machines are shared and noisy. Beside each ratio of
+medians it prints the median of the per-round ratios (TensorStore's time over
+cairn's in the same round, the two runs back to back), in how many rounds
+cairn was ahead, and the CPU seconds per operation of the client process and
+of the emulator (from /proc): the same work should cost the emulator the
+same CPU whichever client sent it, and a side that needs more client CPU on
+a 2-core machine takes it from the emulator. Every round's figures go to
+stderr.
 
-    python3 bench/objstore_bench.py [--mib 256] [--chunk-mib 2] [--repeat 3]
+    python3 bench/objstore_bench.py [--mib 256] [--chunk-mib 2] [--repeat 6]
                                     [--inflight 1,8,64] [--list-keys 10000]
 """
 from __future__ import annotations
@@ -396,7 +403,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mib", type=float, default=256, help="array size in MiB")
     ap.add_argument("--chunk-mib", type=float, default=2, help="chunk size in MiB")
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=6, help="rounds per cell (even: each side goes first equally often)")
     ap.add_argument("--inflight", default="1,8,64")
     ap.add_argument("--list-keys", type=int, default=10000)
     ap.add_argument("--list-repeat", type=int, default=5, help="at least this many listings per side")
