@@ -55,5 +55,31 @@ TEST(MemoryKvStoreTest, ErrorsNameTheStore) {
       << r.status().ToString();
 }
 
+// The default KvWriter (what object stores use: an OCDBT data file is
+// buffered whole, then uploaded) grows a large value in large steps: 32
+// appends of 2 MiB take one 64 MiB block, where doubling from the first
+// append's size took blocks of 2, 4, ..., 64 MiB (126 MiB, copying what it
+// held at each step).
+TEST(MemoryKvStoreTest, WriterGrowsALargeValueWithoutDoublingFromItsFirstAppend) {
+  MemoryKvStore store;
+  auto w = store.OpenWriter("big");
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  std::string chunk(size_t{2} << 20, '\0');
+  const uint64_t before = Buffer::TotalBytesAllocated();
+  for (int i = 0; i < 32; ++i) {
+    chunk[0] = static_cast<char>(i);
+    ASSERT_TRUE((*w)->Append(AsBytes(chunk)).ok());
+  }
+  const uint64_t allocated = Buffer::TotalBytesAllocated() - before;
+  ASSERT_TRUE((*w)->Commit().ok());
+  // Control: the value is every append, in order.
+  auto r = store.Get("big");
+  ASSERT_TRUE(r.ok() && r->has_value()) << r.status().ToString();
+  ASSERT_EQ((*r)->size(), size_t{64} << 20);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ((*r)->data()[size_t(i) * (2 << 20)], i) << i;
+  EXPECT_GE(allocated, uint64_t{64} << 20);
+  EXPECT_LT(allocated, uint64_t{96} << 20) << "the writer's buffer doubled from its first append";
+}
+
 }  // namespace
 }  // namespace cairn
