@@ -1,0 +1,113 @@
+// Host-shared decoding: the processes of one host that need the same
+// compressed chunk decode it once between them.
+//
+// Restoring onto another sharding (saved by rows, restored by columns), each
+// process of a host needs a part of nearly every stored chunk, and each
+// would read and decode every chunk: N processes, N times the decoding, the
+// slowest part of a restore of compressed chunks. With a coordinator, the
+// processes of a host split those chunks instead: each decodes its share
+// into one shared-memory file of the host, and every process copies its
+// parts out of it. Processes on different hosts share nothing.
+//
+// Protocol (every process of a coordinated restore, in this order; restore.cc
+// runs steps 1, 5 and 7, this file the others):
+//   1. Plan the reads (restore.cc). Candidates are the chunks read whole
+//      (not a shard's index first), not mapped, with a codec chain that
+//      changes the bytes, and at least kMinSharedBytes decoded.
+//   2. All-gather "needs": host id (host name and boot id), the item
+//      directory, a random token, the free bytes of the shared-memory
+//      directory, whether step 1 succeeded, and the candidates (key,
+//      decoded bytes). A process whose step 1 failed still takes part,
+//      without candidates, then returns its error.
+//   3. Every process computes the same assignment from the gathered needs:
+//      per host and directory, the candidates two or more of its processes
+//      need, in key order, each given to the needing process with the fewest
+//      bytes so far, at the next page-aligned offset of the host's file,
+//      while the file stays within its cap (the option, and half the
+//      smallest free bytes any of its processes reported). If no host shares
+//      a chunk, the protocol ends here.
+//   4. Open (creating) and map `<shm dir>/cairn-restore-<token of the
+//      host's first process>`, of the size step 3 computed.
+//   5. Read (restore.cc): a chunk this process owns is decoded into the
+//      file, then its own parts copied out; a chunk another process owns is
+//      not read; every other chunk as without sharing.
+//   6. All-gather "done": whether this process mapped the file and decoded
+//      every chunk it owns. Then every process unlinks the file's name (all
+//      have opened it, or failed to and said so).
+//   7. Each chunk owned by another process: its parts are copied out of
+//      the file when its owner reported success and this process mapped the
+//      file; otherwise this process reads and decodes it itself.
+// A failed collective (timeout) turns sharing off for this process: every
+// chunk it did not get is read and decoded by itself, so a restore never
+// depends on another process for correctness, only for speed.
+//
+// Thread safety: one HostShare per Restore call; Owns/Decoded/Region may be
+// called from the read threads of step 5 concurrently.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cairn/coordinator.h"
+#include "cairn/engine/restore_plan.h"
+#include "cairn/util/shared_memory_file.h"
+
+namespace cairn::engine {
+
+inline constexpr uint64_t kMinSharedBytes = 64 << 10;
+
+// Tests only: the process with this index fails to open the shared file
+// (as on a host without room in /dev/shm); -1, the default, for none.
+void SetHostShareOpenFailureForTesting(int process_index);
+
+class HostShare {
+ public:
+  enum class Role : uint8_t { kSelf, kOwner, kPeer };
+
+  // Steps 2-4. `planned` is step 1's status; `plans` is empty when it
+  // failed. Never fails: problems leave every chunk kSelf.
+  static std::unique_ptr<HostShare> Start(Coordinator& coordinator, const RestoreHostShareOptions& options,
+                                          const std::string& item_directory, bool planned,
+                                          const std::vector<ArrayRestorePlan>& plans,
+                                          const std::vector<std::vector<bool>>& mapped);
+  ~HostShare();
+
+  Role role(size_t array, size_t chunk) const;
+
+  // Step 5, for a chunk this process owns: decodes `value` into the file
+  // and copies this process's parts out.
+  Status DeliverOwned(const ArrayRestorePlan& p, size_t array, size_t chunk, std::optional<ByteView> value);
+
+  // Step 6, with this process's step-5 status. Returns the chunks (array,
+  // chunk) this process must read and decode itself after all.
+  std::vector<std::pair<size_t, size_t>> Finish(const Status& read_status);
+
+  // Step 7, for a peer chunk Finish did not return: copies its parts.
+  void CopyFromPeer(const ArrayRestorePlan& p, size_t array, size_t chunk);
+
+  // Adds what this process did for and with the host to `stats`.
+  void AddStats(RestoreStats* stats) const;
+
+ private:
+  HostShare() = default;
+  Coordinator* coordinator_ = nullptr;
+  RestoreHostShareOptions options_;
+  std::string name_;
+  std::string item_directory_;
+  bool sharing_ = false;  // step 3 found chunks to share on some host
+  std::vector<std::vector<Role>> roles_;
+  std::vector<std::vector<uint64_t>> offsets_;
+  std::vector<std::vector<int>> owners_;
+  std::string path_;
+  uint64_t size_ = 0;
+  std::unique_ptr<SharedMemoryFile> file_;
+  std::atomic<bool> owned_failed_{false};
+  int64_t owned_ = 0;
+  std::atomic<int64_t> decoded_for_host_{0};
+  std::atomic<int64_t> from_host_{0};
+  int64_t fallen_back_ = 0;
+};
+
+}  // namespace cairn::engine
