@@ -8,6 +8,7 @@
 #include <functional>
 #include <thread>
 
+#include "cairn/engine.h"
 #include "cairn/engine/restore.h"
 #include "cairn/engine/restore_host_share.h"
 #include "cairn/engine/save.h"
@@ -190,6 +191,25 @@ TEST(RestoreHostShare, ACorruptSharedChunkFailsEveryProcessThatNeedsItNamingIt) 
     EXPECT_NE(st.message().find("params.w"), std::string::npos) << st.ToString();
   }
   EXPECT_EQ(FilesIn(shm), 0u);
+}
+
+TEST(RestoreHostShare, ThePublicApiRestoresTogetherWithACoordinator) {
+  const Saved s = SaveByRows("host_share_public");
+  ThreadGroup group(kProcesses);
+  std::vector<Outcome> out(kProcesses);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kProcesses; ++i) {
+    threads.emplace_back([&, i] {
+      Outcome& o = out[static_cast<size_t>(i)];
+      o.got.assign(static_cast<size_t>(kRows * kColsEach), -1.0f);
+      RestoreArray a;
+      a.path = {"params", "w"};
+      a.boxes.push_back({{0, i * kColsEach}, {kRows, kColsEach}, o.got.data()});
+      o.status = RestoreCheckpoint(s.dir, {a}, &group.Member(i));
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kProcesses; ++i) ExpectColumns(s, out[static_cast<size_t>(i)], i);
 }
 
 }  // namespace
