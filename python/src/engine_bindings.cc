@@ -214,6 +214,7 @@ void RegisterEngine(nb::module_& m) {
         ThrowIfError(s);
         nb::dict out;
         out["chunks_read"] = stats.chunks_read;
+        out["host_share_rounds"] = stats.host_share_rounds;
         out["chunks_decoded_for_host"] = stats.chunks_decoded_for_host;
         out["chunks_from_host"] = stats.chunks_from_host;
         out["chunks_fallen_back"] = stats.chunks_fallen_back;

@@ -33,7 +33,7 @@ def test_processes_of_one_host_decode_each_shared_chunk_once(tmp_path, nproc):
         # Each process owns its share of the 8 chunks and copies the rest.
         assert s["chunks_decoded_for_host"] == CHUNKS // nproc, f"process {i}: {s}"
         assert s["chunks_from_host"] == CHUNKS - CHUNKS // nproc, f"process {i}: {s}"
-        assert s["chunks_read"] == CHUNKS // nproc and s["chunks_fallen_back"] == 0, f"process {i}: {s}"
+        assert s["chunks_read"] == 0 and s["chunks_fallen_back"] == 0, f"process {i}: {s}"
         decoded += s["chunks_decoded_for_host"]
         # Onto the saved rows each process reads its own chunks only.
         assert rows["stats"]["chunks_from_host"] == 0 and rows["stats"]["chunks_decoded_for_host"] == 0

@@ -308,41 +308,33 @@ Status Restore(const RestoreRequest& request) {
                              opened.ok() ? opened->plans : kNone, mapped);
   }
   if (!opened.ok()) {
-    if (share != nullptr) share->Finish(opened.status());
+    if (share != nullptr) share->Run(opened.status(), {}, nullptr);
     return opened.status();
   }
   const std::vector<ArrayRestorePlan>& plans = opened->plans;
   KvStore& store = *opened->item.store;
 
-  // Step 5: what this process reads (not mapped, not decoded by another).
+  // Step 5: the chunks shared on this host first, round by round (the
+  // other processes wait for this one's), then the rest.
+  Status read;
+  if (share != nullptr) {
+    HostShare::Outcome shared = share->Run(Status::OK(), plans, [&](const HostShare::Chunks& owned) {
+      std::vector<Target> targets;
+      for (const auto& [a, c] : owned) targets.push_back({a, c});
+      return ReadChunks(store, opened->dir, request, plans, targets, share.get());
+    });
+    read = shared.status;
+    if (request.stats != nullptr) share->AddStats(request.stats);
+  }
   std::vector<Target> targets;
-  for (size_t a = 0; a < plans.size(); ++a) {
+  for (size_t a = 0; a < plans.size() && read.ok(); ++a) {
     for (size_t c = 0; c < plans[a].chunks.size(); ++c) {
       if (mapped[a][c]) continue;
-      if (share != nullptr && share->role(a, c) == HostShare::Role::kPeer) continue;
+      if (share != nullptr && share->role(a, c) != HostShare::Role::kSelf) continue;
       targets.push_back({a, c});
     }
   }
-  Status read = ReadChunks(store, opened->dir, request, plans, targets, share.get());
-  if (share != nullptr) {
-    const std::vector<std::pair<size_t, size_t>> fallback = share->Finish(read);
-    CAIRN_RETURN_IF_ERROR(read);
-    TaskGroup group;
-    for (size_t a = 0; a < plans.size(); ++a) {
-      for (size_t c = 0; c < plans[a].chunks.size(); ++c) {
-        if (share->role(a, c) != HostShare::Role::kPeer) continue;
-        group.Run([&, a, c]() -> Status {
-          share->CopyFromPeer(plans[a], a, c);
-          return Status::OK();
-        });
-      }
-    }
-    CAIRN_RETURN_IF_ERROR(group.Wait());
-    std::vector<Target> again;
-    for (const auto& [a, c] : fallback) again.push_back({a, c});
-    read = ReadChunks(store, opened->dir, request, plans, again, nullptr);
-    if (request.stats != nullptr) share->AddStats(request.stats);
-  }
+  if (read.ok()) read = ReadChunks(store, opened->dir, request, plans, targets, nullptr);
   if (request.stats != nullptr) request.stats->chunks_read += static_cast<int64_t>(targets.size());
   return read;
 }

@@ -55,13 +55,16 @@ struct ArrayToRestore {
 // How the processes of one host share decoding (restore_host_share.h).
 struct RestoreHostShareOptions {
   std::string directory = "/dev/shm";  // of the shared file; empty: never share
-  uint64_t max_bytes = uint64_t{8} << 30;  // per host; also at most half the free space
+  // The shared window per host, reused round after round; also at most
+  // half the free space of `directory`.
+  uint64_t max_bytes = uint64_t{1} << 30;
   Coordinator::Duration timeout = std::chrono::minutes(10);
 };
 
 // What a restore did with its chunks.
 struct RestoreStats {
-  int64_t chunks_read = 0;              // read and decoded (or mapped) by this process for itself
+  int64_t chunks_read = 0;              // read and decoded by this process for itself only
+  int64_t host_share_rounds = 0;        // rounds of the host's shared window (restore_host_share.h)
   int64_t chunks_decoded_for_host = 0;  // owned: decoded into the host's shared file
   int64_t chunks_from_host = 0;         // copied out of another process's decoding
   int64_t chunks_fallen_back = 0;       // owned by another process that failed: decoded here

@@ -6,6 +6,7 @@
 
 #include "cairn/engine/restore_decode.h"
 #include "cairn/util/coding.h"
+#include "cairn/util/thread_pool.h"
 
 namespace cairn::engine {
 namespace {
@@ -98,15 +99,20 @@ bool IsCandidate(const ArrayRestorePlan& p, const ChunkToRead& c, bool mapped) {
 
 struct Assignment {
   int owner;
-  uint64_t offset;
+  uint64_t offset;  // in the window
+  int round;
+};
+
+struct GroupPlan {
+  uint64_t window = 0;  // the file's size: 0 when the group shares nothing
+  int rounds = 0;
 };
 
 // Step 3 for the group of `me`: the processes with the same host, item and
-// shared-memory directory whose planning succeeded. Returns the file size
-// (0: nothing shared in this group).
-uint64_t Assign(const std::vector<Needs>& all, size_t me, std::map<std::string, Assignment>* out) {
+// shared-memory directory whose planning succeeded.
+GroupPlan Assign(const std::vector<Needs>& all, size_t me, std::map<std::string, Assignment>* out) {
   const Needs& mine = all[me];
-  if (!mine.ok || mine.shm.empty()) return 0;
+  if (!mine.ok || mine.shm.empty()) return {};
   std::vector<size_t> group;
   uint64_t cap = UINT64_MAX;
   for (size_t i = 0; i < all.size(); ++i) {
@@ -115,7 +121,8 @@ uint64_t Assign(const std::vector<Needs>& all, size_t me, std::map<std::string, 
     group.push_back(i);
     cap = std::min({cap, n.max_bytes, n.free / 2});
   }
-  if (group.size() < 2) return 0;
+  cap = cap / kPage * kPage;
+  if (group.size() < 2 || cap == 0) return {};
   struct Need {
     uint64_t bytes = 0;
     bool consistent = true;
@@ -131,20 +138,27 @@ uint64_t Assign(const std::vector<Needs>& all, size_t me, std::map<std::string, 
     }
   }
   std::map<size_t, uint64_t> load;
-  uint64_t end = 0;
+  GroupPlan plan;
+  uint64_t end = 0;  // of the current round in the window
+  int round = 0;
   for (const auto& [key, need] : needs) {
-    if (!need.consistent || need.processes.size() < 2 || need.bytes == 0) continue;
-    const uint64_t offset = (end + kPage - 1) / kPage * kPage;
-    if (offset + need.bytes > cap) continue;
+    if (!need.consistent || need.processes.size() < 2 || need.bytes == 0 || need.bytes > cap) continue;
+    uint64_t offset = (end + kPage - 1) / kPage * kPage;
+    if (offset + need.bytes > cap) {
+      ++round;
+      offset = 0;
+    }
     size_t owner = need.processes[0];
     for (size_t i : need.processes) {
       if (load[i] < load[owner]) owner = i;
     }
     load[owner] += need.bytes;
-    (*out)[key] = {static_cast<int>(owner), offset};
+    (*out)[key] = {static_cast<int>(owner), offset, round};
     end = offset + need.bytes;
+    plan.window = std::max(plan.window, (end + kPage - 1) / kPage * kPage);
+    plan.rounds = round + 1;
   }
-  return (end + kPage - 1) / kPage * kPage;
+  return plan;
 }
 
 std::atomic<int> open_failure_for_testing{-1};
@@ -172,10 +186,12 @@ std::unique_ptr<HostShare> HostShare::Start(Coordinator& coordinator, const Rest
   share->roles_.resize(plans.size());
   share->offsets_.resize(plans.size());
   share->owners_.resize(plans.size());
+  share->rounds_of_.resize(plans.size());
   for (size_t a = 0; a < plans.size(); ++a) {
     share->roles_[a].assign(plans[a].chunks.size(), Role::kSelf);
     share->offsets_[a].assign(plans[a].chunks.size(), 0);
     share->owners_[a].assign(plans[a].chunks.size(), -1);
+    share->rounds_of_[a].assign(plans[a].chunks.size(), -1);
   }
   // Step 2.
   Needs mine;
@@ -205,13 +221,13 @@ std::unique_ptr<HostShare> HostShare::Start(Coordinator& coordinator, const Rest
   std::vector<Needs> all;
   for (const std::string& m : *gathered) all.push_back(Decode(m));
   const size_t me = static_cast<size_t>(coordinator.process_index());
-  for (size_t i = 0; i < all.size() && !share->sharing_; ++i) {
+  for (size_t i = 0; i < all.size(); ++i) {
     std::map<std::string, Assignment> theirs;
-    share->sharing_ = Assign(all, i, &theirs) > 0;
+    share->rounds_ = std::max(share->rounds_, Assign(all, i, &theirs).rounds);
   }
-  if (!share->sharing_) return share;
+  if (share->rounds_ == 0) return share;
   std::map<std::string, Assignment> assigned;
-  share->size_ = Assign(all, me, &assigned);
+  share->size_ = Assign(all, me, &assigned).window;
   if (share->size_ == 0) return share;
   for (const auto& [key, where] : assigned) {
     auto it = by_key.find(key);
@@ -220,7 +236,7 @@ std::unique_ptr<HostShare> HostShare::Start(Coordinator& coordinator, const Rest
     share->roles_[a][c] = where.owner == static_cast<int>(me) ? Role::kOwner : Role::kPeer;
     share->offsets_[a][c] = where.offset;
     share->owners_[a][c] = where.owner;
-    if (where.owner == static_cast<int>(me)) ++share->owned_;
+    share->rounds_of_[a][c] = where.round;
   }
   // Step 4: the group's first process names the file.
   uint64_t token = mine.token;
@@ -241,7 +257,6 @@ std::unique_ptr<HostShare> HostShare::Start(Coordinator& coordinator, const Rest
     for (auto& roles : share->roles_) {
       std::replace(roles.begin(), roles.end(), Role::kOwner, Role::kSelf);
     }
-    share->owned_ = -1;
   }
   return share;
 }
@@ -278,28 +293,86 @@ Status HostShare::DeliverOwned(const ArrayRestorePlan& p, size_t array, size_t c
   return Status::OK();
 }
 
-std::vector<std::pair<size_t, size_t>> HostShare::Finish(const Status& read_status) {
-  std::vector<std::pair<size_t, size_t>> fallback;
-  if (!sharing_) return fallback;
-  // Step 6.
-  const bool ok = file_ != nullptr && read_status.ok() && !owned_failed_ &&
-                  decoded_for_host_.load() == owned_;
-  auto gathered = coordinator_->AllGather(name_ + "/done", ok ? "1" : "0", options_.timeout);
-  if (file_ != nullptr) file_->Unlink();
+HostShare::Outcome HostShare::Run(const Status& before, const std::vector<ArrayRestorePlan>& plans,
+                                  const DecodeFn& decode) {
+  Outcome out;
+  // Per round, the chunks this process owns and those it needs from others.
+  std::vector<std::vector<std::pair<size_t, size_t>>> owned(static_cast<size_t>(rounds_));
+  std::vector<std::vector<std::pair<size_t, size_t>>> theirs(static_cast<size_t>(rounds_));
   for (size_t a = 0; a < roles_.size(); ++a) {
     for (size_t c = 0; c < roles_[a].size(); ++c) {
-      if (roles_[a][c] != Role::kPeer) continue;
-      const int owner = owners_[a][c];
-      const bool owner_ok = file_ != nullptr && gathered.ok() && owner >= 0 &&
-                            static_cast<size_t>(owner) < gathered->size() && (*gathered)[owner] == "1";
-      if (!owner_ok) {
-        roles_[a][c] = Role::kSelf;
-        fallback.emplace_back(a, c);
-      }
+      if (roles_[a][c] == Role::kSelf) continue;
+      auto& list = roles_[a][c] == Role::kOwner ? owned : theirs;
+      list[static_cast<size_t>(rounds_of_[a][c])].emplace_back(a, c);
     }
   }
-  fallen_back_ = static_cast<int64_t>(fallback.size());
-  return fallback;
+  bool failed = !before.ok();
+  // After a failed collective this process stops sharing: what is left,
+  // its own chunks included, it reads and decodes itself.
+  auto give_up_from = [&](size_t first) {
+    for (size_t r = first; r < owned.size(); ++r) {
+      for (const auto& list : {owned[r], theirs[r]}) {
+        for (const auto& [a, c] : list) {
+          roles_[a][c] = Role::kSelf;
+          out.fallback.emplace_back(a, c);
+        }
+      }
+    }
+  };
+  for (int r = 0; r < rounds_; ++r) {
+    const size_t ri = static_cast<size_t>(r);
+    // Step 5: decode this round's own chunks into the window.
+    if (!failed && !owned[ri].empty()) {
+      Status s = decode(owned[ri]);
+      if (!s.ok()) {
+        failed = true;
+        out.status = s;
+      }
+    }
+    // Step 6.
+    const bool ok = !failed && file_ != nullptr && !owned_failed_;
+    const std::string tag = name_ + "/round" + std::to_string(r);
+    auto done = coordinator_->AllGather(tag + "/done", ok ? "1" : "0", options_.timeout);
+    if (file_ != nullptr) file_->Unlink();  // every process has opened it, or failed to
+    if (!done.ok() || done->size() != static_cast<size_t>(coordinator_->process_count())) {
+      give_up_from(ri + 1);
+      for (const auto& [a, c] : theirs[ri]) {
+        roles_[a][c] = Role::kSelf;
+        out.fallback.emplace_back(a, c);
+      }
+      break;
+    }
+    // Step 7: copy out of the window what the owners decoded.
+    std::vector<std::pair<size_t, size_t>> copy;
+    for (const auto& [a, c] : theirs[ri]) {
+      const size_t owner = static_cast<size_t>(owners_[a][c]);
+      if (!failed && file_ != nullptr && owner < done->size() && (*done)[owner] == "1") {
+        copy.emplace_back(a, c);
+      } else {
+        roles_[a][c] = Role::kSelf;
+        out.fallback.emplace_back(a, c);
+      }
+    }
+    if (!copy.empty()) {
+      TaskGroup group;
+      for (const auto& [a, c] : copy) {
+        group.Run([&, a = a, c = c]() -> Status {
+          CopyFromPeer(plans[a], a, c);
+          return Status::OK();
+        });
+      }
+      group.Wait().IgnoreError();
+    }
+    // Nobody writes the next round into the window before everyone has
+    // copied this one out.
+    if (r + 1 < rounds_ && !coordinator_->Barrier(tag + "/copied", options_.timeout).ok()) {
+      give_up_from(ri + 1);
+      break;
+    }
+  }
+  if (file_ != nullptr) file_->Unlink();
+  fallen_back_ = static_cast<int64_t>(out.fallback.size());
+  return out;
 }
 
 void HostShare::CopyFromPeer(const ArrayRestorePlan& p, size_t array, size_t chunk) {
@@ -314,6 +387,7 @@ void HostShare::AddStats(RestoreStats* stats) const {
   stats->chunks_decoded_for_host += decoded_for_host_.load();
   stats->chunks_from_host += from_host_.load();
   stats->chunks_fallen_back += fallen_back_;
+  stats->host_share_rounds += rounds_;
 }
 
 }  // namespace cairn::engine

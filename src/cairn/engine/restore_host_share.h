@@ -46,6 +46,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -80,31 +81,40 @@ class HostShare {
   // and copies this process's parts out.
   Status DeliverOwned(const ArrayRestorePlan& p, size_t array, size_t chunk, std::optional<ByteView> value);
 
-  // Step 6, with this process's step-5 status. Returns the chunks (array,
-  // chunk) this process must read and decode itself after all.
-  std::vector<std::pair<size_t, size_t>> Finish(const Status& read_status);
+  using Chunks = std::vector<std::pair<size_t, size_t>>;  // (array, chunk)
+  using DecodeFn = std::function<Status(const Chunks& owned)>;
+  struct Outcome {
+    Status status;    // the first error decoding this process's own chunks
+    Chunks fallback;  // chunks this process must still read and decode itself
+  };
 
-  // Step 7, for a peer chunk Finish did not return: copies its parts.
-  void CopyFromPeer(const ArrayRestorePlan& p, size_t array, size_t chunk);
+  // Steps 5-7, round by round: `decode` reads the round's chunks this
+  // process owns (calling DeliverOwned for each); then the collectives and
+  // the copies. `before` is this process's status so far: when it failed,
+  // the process only takes part in the collectives. Must be called by every
+  // process that called Start, even with a failed `before`.
+  Outcome Run(const Status& before, const std::vector<ArrayRestorePlan>& plans, const DecodeFn& decode);
 
   // Adds what this process did for and with the host to `stats`.
   void AddStats(RestoreStats* stats) const;
 
  private:
+  void CopyFromPeer(const ArrayRestorePlan& p, size_t array, size_t chunk);
+
   HostShare() = default;
   Coordinator* coordinator_ = nullptr;
   RestoreHostShareOptions options_;
   std::string name_;
   std::string item_directory_;
-  bool sharing_ = false;  // step 3 found chunks to share on some host
   std::vector<std::vector<Role>> roles_;
   std::vector<std::vector<uint64_t>> offsets_;
   std::vector<std::vector<int>> owners_;
+  std::vector<std::vector<int>> rounds_of_;
+  int rounds_ = 0;  // of every host: the collectives every process takes part in
   std::string path_;
   uint64_t size_ = 0;
   std::unique_ptr<SharedMemoryFile> file_;
   std::atomic<bool> owned_failed_{false};
-  int64_t owned_ = 0;
   std::atomic<int64_t> decoded_for_host_{0};
   std::atomic<int64_t> from_host_{0};
   int64_t fallen_back_ = 0;

@@ -55,7 +55,8 @@ struct Outcome {
 // Process i restores columns [i * kColsEach, (i + 1) * kColsEach) of every
 // row: a part of every stored chunk. `box_of(i)` may change that.
 std::vector<Outcome> RestoreByColumns(const Saved& s, ThreadGroup* group, const std::string& shm,
-                                      std::function<Box(int)> box_of = nullptr) {
+                                      std::function<Box(int)> box_of = nullptr,
+                                      uint64_t max_bytes = uint64_t{1} << 30) {
   std::vector<Outcome> out(kProcesses);
   std::vector<std::thread> threads;
   for (int i = 0; i < kProcesses; ++i) {
@@ -71,6 +72,7 @@ std::vector<Outcome> RestoreByColumns(const Saved& s, ThreadGroup* group, const 
       q.arrays = {a};
       if (group != nullptr) q.coordinator = &group->Member(i);
       q.host_share.directory = shm;
+      q.host_share.max_bytes = max_bytes;
       q.host_share.timeout = std::chrono::seconds(60);
       q.stats = &o.stats;
       o.status = Restore(q);
@@ -109,12 +111,64 @@ TEST(RestoreHostShare, EachSharedChunkIsDecodedOnceOnTheHost) {
     // 8 chunks over 4 processes: each decodes 2 for the host, copies 6.
     EXPECT_EQ(o.stats.chunks_decoded_for_host, 2) << "process " << i;
     EXPECT_EQ(o.stats.chunks_from_host, 6) << "process " << i;
-    EXPECT_EQ(o.stats.chunks_read, 2) << "process " << i;
+    EXPECT_EQ(o.stats.chunks_read, 0) << "process " << i;
+    EXPECT_EQ(o.stats.host_share_rounds, 1) << "process " << i;
     EXPECT_EQ(o.stats.chunks_fallen_back, 0) << "process " << i;
     decoded += o.stats.chunks_decoded_for_host;
   }
   EXPECT_EQ(decoded, kRows / kChunkRows);
   EXPECT_EQ(FilesIn(shm), 0u) << "the shared file's name outlived the restore";
+}
+
+TEST(RestoreHostShare, AWindowSmallerThanTheSharedChunksIsReusedRoundAfterRound) {
+  const Saved s = SaveByRows("host_share_rounds");
+  const std::string shm = TempDir("host_share_rounds_shm");
+  ThreadGroup group(kProcesses);
+  // Room for 3 chunks of 64 KiB: 8 chunks in 3 rounds (3, 3, 2).
+  std::vector<Outcome> out = RestoreByColumns(s, &group, shm, nullptr, 3 * (64 << 10) + 100);
+  int64_t decoded = 0;
+  for (int i = 0; i < kProcesses; ++i) {
+    const Outcome& o = out[static_cast<size_t>(i)];
+    ExpectColumns(s, o, i);
+    EXPECT_EQ(o.stats.host_share_rounds, 3) << "process " << i;
+    EXPECT_EQ(o.stats.chunks_decoded_for_host + o.stats.chunks_from_host, 8) << "process " << i;
+    EXPECT_EQ(o.stats.chunks_read, 0) << "process " << i;
+    decoded += o.stats.chunks_decoded_for_host;
+  }
+  EXPECT_EQ(decoded, kRows / kChunkRows);
+  EXPECT_EQ(FilesIn(shm), 0u);
+}
+
+TEST(RestoreHostShare, AProcessThatNeverComesOnlyCostsTheOthersTheTimeout) {
+  const Saved s = SaveByRows("host_share_missing");
+  const std::string shm = TempDir("host_share_missing_shm");
+  ThreadGroup group(kProcesses);
+  // Processes 0-2 restore; process 3 of the coordinator never does.
+  std::vector<Outcome> out(kProcesses - 1);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kProcesses - 1; ++i) {
+    threads.emplace_back([&, i] {
+      Outcome& o = out[static_cast<size_t>(i)];
+      o.got.assign(static_cast<size_t>(kRows * kColsEach), -1.0f);
+      RestoreRequest q;
+      q.directory = s.dir;
+      ArrayToRestore a;
+      a.param = "params.w";
+      a.boxes.push_back({Box({0, i * kColsEach}, {kRows, kColsEach}), o.got.data(), {}});
+      q.arrays = {a};
+      q.coordinator = &group.Member(i);
+      q.host_share.directory = shm;
+      q.host_share.timeout = std::chrono::milliseconds(300);
+      q.stats = &o.stats;
+      o.status = Restore(q);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kProcesses - 1; ++i) {
+    ExpectColumns(s, out[static_cast<size_t>(i)], i);
+    EXPECT_EQ(out[static_cast<size_t>(i)].stats.chunks_read, kRows / kChunkRows) << "process " << i;
+  }
+  EXPECT_EQ(FilesIn(shm), 0u);
 }
 
 TEST(RestoreHostShare, WithoutACoordinatorEveryProcessDecodesEveryChunk) {
@@ -140,10 +194,12 @@ TEST(RestoreHostShare, AProcessThatCannotOpenTheFileLeavesItsChunksToTheOthers) 
   EXPECT_EQ(out[1].stats.chunks_decoded_for_host, 0);
   EXPECT_EQ(out[1].stats.chunks_from_host, 0);
   EXPECT_EQ(out[1].stats.chunks_fallen_back, 6);
+  EXPECT_EQ(out[1].stats.chunks_read, 8);
   for (int i : {0, 2, 3}) {
     EXPECT_EQ(out[static_cast<size_t>(i)].stats.chunks_decoded_for_host, 2) << "process " << i;
     EXPECT_EQ(out[static_cast<size_t>(i)].stats.chunks_fallen_back, 2) << "process " << i;
     EXPECT_EQ(out[static_cast<size_t>(i)].stats.chunks_from_host, 4) << "process " << i;
+    EXPECT_EQ(out[static_cast<size_t>(i)].stats.chunks_read, 2) << "process " << i;
   }
   EXPECT_EQ(FilesIn(shm), 0u);
 }
