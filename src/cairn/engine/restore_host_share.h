@@ -10,36 +10,41 @@
 // parts out of it. Processes on different hosts share nothing.
 //
 // Protocol (every process of a coordinated restore, in this order; restore.cc
-// runs steps 1, 5 and 7, this file the others):
+// runs step 1 and the reads, this file the rest):
 //   1. Plan the reads (restore.cc). Candidates are the chunks read whole
 //      (not a shard's index first), not mapped, with a codec chain that
 //      changes the bytes, and at least kMinSharedBytes decoded.
 //   2. All-gather "needs": host id (host name and boot id), the item
 //      directory, a random token, the free bytes of the shared-memory
-//      directory, whether step 1 succeeded, and the candidates (key,
-//      decoded bytes). A process whose step 1 failed still takes part,
-//      without candidates, then returns its error.
+//      directory, the window size it allows, whether step 1 succeeded, and
+//      the candidates (key, decoded bytes). A process whose step 1 failed
+//      still takes part, without candidates, and in every collective after.
 //   3. Every process computes the same assignment from the gathered needs:
 //      per host and directory, the candidates two or more of its processes
 //      need, in key order, each given to the needing process with the fewest
-//      bytes so far, at the next page-aligned offset of the host's file,
-//      while the file stays within its cap (the option, and half the
-//      smallest free bytes any of its processes reported). If no host shares
-//      a chunk, the protocol ends here.
+//      bytes so far, at the next page-aligned offset of the host's window;
+//      a chunk that does not fit starts the next round at offset 0. The
+//      window is at most the smallest size allowed and half the smallest free
+//      space reported; a larger chunk is not shared. The number of rounds is
+//      the largest of any host's. None anywhere: the protocol ends here.
 //   4. Open (creating) and map `<shm dir>/cairn-restore-<token of the
-//      host's first process>`, of the size step 3 computed.
-//   5. Read (restore.cc): a chunk this process owns is decoded into the
-//      file, then its own parts copied out; a chunk another process owns is
-//      not read; every other chunk as without sharing.
-//   6. All-gather "done": whether this process mapped the file and decoded
-//      every chunk it owns. Then every process unlinks the file's name (all
-//      have opened it, or failed to and said so).
-//   7. Each chunk owned by another process: its parts are copied out of
-//      the file when its owner reported success and this process mapped the
-//      file; otherwise this process reads and decodes it itself.
-// A failed collective (timeout) turns sharing off for this process: every
-// chunk it did not get is read and decoded by itself, so a restore never
-// depends on another process for correctness, only for speed.
+//      host's first process>`, of the window's size.
+//   Then, for each round r:
+//   5. Decode the round's chunks this process owns into the window (its own
+//      parts copied out as well).
+//   6. All-gather "round r done": whether this process has the window mapped
+//      and decoded every chunk it owns so far. After round 0's, every
+//      process unlinks the file's name (all have opened it or failed to).
+//   7. Copy its parts of the round's chunks owned by others out of the
+//      window; a chunk whose owner failed goes to the fallback list.
+//   8. Barrier "round r copied" (not after the last round): the window is
+//      overwritten only once everyone has copied.
+// After the rounds, restore.cc reads and decodes every other chunk and the
+// fallback list privately. A failed collective (timeout) turns sharing off
+// for the rest of the restore: what is left, owned chunks included, goes to
+// the fallback list. So a restore never depends on another process for its
+// result, only for its speed, and a process that never comes costs the
+// others one timeout.
 //
 // Thread safety: one HostShare per Restore call; Owns/Decoded/Region may be
 // called from the read threads of step 5 concurrently.
