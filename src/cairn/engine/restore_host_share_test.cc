@@ -56,10 +56,11 @@ struct Outcome {
 // row: a part of every stored chunk. `box_of(i)` may change that.
 std::vector<Outcome> RestoreByColumns(const Saved& s, ThreadGroup* group, const std::string& shm,
                                       std::function<Box(int)> box_of = nullptr,
-                                      uint64_t max_bytes = uint64_t{1} << 30) {
-  std::vector<Outcome> out(kProcesses);
+                                      uint64_t max_bytes = uint64_t{1} << 30, int participants = kProcesses,
+                                      Coordinator::Duration timeout = std::chrono::seconds(60)) {
+  std::vector<Outcome> out(static_cast<size_t>(participants));
   std::vector<std::thread> threads;
-  for (int i = 0; i < kProcesses; ++i) {
+  for (int i = 0; i < participants; ++i) {
     threads.emplace_back([&, i] {
       Outcome& o = out[static_cast<size_t>(i)];
       o.got.assign(static_cast<size_t>(kRows * kColsEach), -1.0f);
@@ -73,7 +74,7 @@ std::vector<Outcome> RestoreByColumns(const Saved& s, ThreadGroup* group, const 
       if (group != nullptr) q.coordinator = &group->Member(i);
       q.host_share.directory = shm;
       q.host_share.max_bytes = max_bytes;
-      q.host_share.timeout = std::chrono::seconds(60);
+      q.host_share.timeout = timeout;
       q.stats = &o.stats;
       o.status = Restore(q);
     });
@@ -144,26 +145,8 @@ TEST(RestoreHostShare, AProcessThatNeverComesOnlyCostsTheOthersTheTimeout) {
   const std::string shm = TempDir("host_share_missing_shm");
   ThreadGroup group(kProcesses);
   // Processes 0-2 restore; process 3 of the coordinator never does.
-  std::vector<Outcome> out(kProcesses - 1);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kProcesses - 1; ++i) {
-    threads.emplace_back([&, i] {
-      Outcome& o = out[static_cast<size_t>(i)];
-      o.got.assign(static_cast<size_t>(kRows * kColsEach), -1.0f);
-      RestoreRequest q;
-      q.directory = s.dir;
-      ArrayToRestore a;
-      a.param = "params.w";
-      a.boxes.push_back({Box({0, i * kColsEach}, {kRows, kColsEach}), o.got.data(), {}});
-      q.arrays = {a};
-      q.coordinator = &group.Member(i);
-      q.host_share.directory = shm;
-      q.host_share.timeout = std::chrono::milliseconds(300);
-      q.stats = &o.stats;
-      o.status = Restore(q);
-    });
-  }
-  for (auto& t : threads) t.join();
+  std::vector<Outcome> out =
+      RestoreByColumns(s, &group, shm, nullptr, uint64_t{1} << 30, kProcesses - 1, std::chrono::milliseconds(300));
   for (int i = 0; i < kProcesses - 1; ++i) {
     ExpectColumns(s, out[static_cast<size_t>(i)], i);
     EXPECT_EQ(out[static_cast<size_t>(i)].stats.chunks_read, kRows / kChunkRows) << "process " << i;

@@ -6,6 +6,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -23,15 +24,6 @@ Status Errno(const std::string& what, const std::string& path) {
   const int e = errno;
   return (e == ENOSPC || e == ENOMEM ? ResourceExhaustedError : InternalError)(
       what + " " + path + ": " + std::strerror(e));
-}
-
-// [offset, offset + n) widened to whole pages.
-void PageRange(uint8_t* base, uint64_t offset, uint64_t n, uint8_t** start, size_t* len) {
-  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  const uint64_t lo = offset / page * page;
-  const uint64_t hi = (offset + n + page - 1) / page * page;
-  *start = base + lo;
-  *len = static_cast<size_t>(hi - lo);
 }
 
 }  // namespace
@@ -80,19 +72,19 @@ SharedMemoryFile::~SharedMemoryFile() {
 }
 
 void SharedMemoryFile::PopulateRead(uint64_t offset, uint64_t n) const {
-  if (n == 0) return;
-  uint8_t* start;
-  size_t len;
-  PageRange(data_, offset, n, &start, &len);
-  ::madvise(start, len, MADV_POPULATE_READ);
+  Populate(offset, n, MADV_POPULATE_READ);
 }
 
 void SharedMemoryFile::PopulateWrite(uint64_t offset, uint64_t n) const {
+  Populate(offset, n, MADV_POPULATE_WRITE);
+}
+
+void SharedMemoryFile::Populate(uint64_t offset, uint64_t n, int advice) const {
   if (n == 0) return;
-  uint8_t* start;
-  size_t len;
-  PageRange(data_, offset, n, &start, &len);
-  ::madvise(start, len, MADV_POPULATE_WRITE);
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t lo = offset / page * page;
+  const uint64_t hi = std::min<uint64_t>((offset + n + page - 1) / page * page, (size_ + page - 1) / page * page);
+  if (hi > lo) ::madvise(data_ + lo, static_cast<size_t>(hi - lo), advice);
 }
 
 void SharedMemoryFile::Unlink() {

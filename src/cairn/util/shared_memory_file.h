@@ -49,6 +49,7 @@ class SharedMemoryFile {
  private:
   SharedMemoryFile(std::string path, int fd, uint8_t* data, uint64_t size)
       : path_(std::move(path)), fd_(fd), data_(data), size_(size) {}
+  void Populate(uint64_t offset, uint64_t n, int advice) const;
   std::string path_;
   int fd_;
   uint8_t* data_;
