@@ -137,7 +137,9 @@ GroupPlan Assign(const std::vector<Needs>& all, size_t me, std::map<std::string,
       it->second.processes.push_back(i);
     }
   }
-  std::map<size_t, uint64_t> load;
+  // Bytes owned, in the current round and in all: every round's decoding
+  // is spread evenly, since each round waits for its slowest process.
+  std::map<size_t, std::pair<uint64_t, uint64_t>> load;
   GroupPlan plan;
   uint64_t end = 0;  // of the current round in the window
   int round = 0;
@@ -147,12 +149,14 @@ GroupPlan Assign(const std::vector<Needs>& all, size_t me, std::map<std::string,
     if (offset + need.bytes > cap) {
       ++round;
       offset = 0;
+      for (auto& [process, bytes] : load) bytes.first = 0;
     }
     size_t owner = need.processes[0];
     for (size_t i : need.processes) {
       if (load[i] < load[owner]) owner = i;
     }
-    load[owner] += need.bytes;
+    load[owner].first += need.bytes;
+    load[owner].second += need.bytes;
     (*out)[key] = {static_cast<int>(owner), offset, round};
     end = offset + need.bytes;
     plan.window = std::max(plan.window, (end + kPage - 1) / kPage * kPage);
