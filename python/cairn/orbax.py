@@ -547,9 +547,13 @@ last_restore_stats = None
 
 
 def _restore_coordinator():
-    """jax.distributed's coordinator when jax runs several processes, else None."""
+    """jax.distributed's coordinator when jax runs several processes, else
+    None (also with CAIRN_RESTORE_HOST_SHARE=0 in the environment: every
+    process then decodes every chunk it needs itself)."""
     from cairn import dist
 
+    if os.environ.get("CAIRN_RESTORE_HOST_SHARE") == "0":
+        return None
     state = dist._jax_state()
     if state is None or state.client is None:
         return None
