@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <memory>
 
 #include "cairn/util/buffer.h"
@@ -55,8 +56,27 @@ class PeerTransport {
     std::copy(bytes.data(), bytes.data() + bytes.size(), joined.data() + frame.size());
     return SendOwned(dest, tag, std::move(joined), timeout);
   }
+  // SendFramed of bytes the transport does not own (a mapping of a file):
+  // `keep` keeps them valid and unchanged until the transport is done with
+  // them. ZeroMQ sends them without a copy and drops `keep` once sent.
+  // Default: copied into a Buffer, then SendFramed.
+  virtual Status SendFramedView(int dest, int tag, ByteView frame, ByteView bytes, std::shared_ptr<const void> keep,
+                                Duration timeout) {
+    (void)keep;
+    return SendFramed(dest, tag, frame, Buffer::CopyOf(bytes), timeout);
+  }
   // ResourceExhausted (naming the sender) for a message over `max_bytes`.
   virtual Result<Buffer> Receive(int source, int tag, size_t max_bytes, Duration timeout) = 0;
+  // Receive that hands the message to `consume` as the transport holds it,
+  // `first` followed by `second` (ZeroMQ: the two parts of SendFramed, not
+  // joined into a Buffer), and returns what `consume` returns. The views
+  // are valid during the call only. Default: Receive, then consume(message,
+  // empty).
+  virtual Status ReceiveParts(int source, int tag, size_t max_bytes, Duration timeout,
+                              const std::function<Status(ByteView first, ByteView second)>& consume) {
+    CAIRN_ASSIGN_OR_RETURN(Buffer b, Receive(source, tag, max_bytes, timeout));
+    return consume(b.view(), ByteView());
+  }
 };
 
 // N in-process endpoints over shared mailboxes: Endpoint(i) is process i's.
