@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "cairn/emergency/manager.h"
+#include "cairn/emergency/zmq_transport.h"
 #include "cairn/engine/testing/random_data.h"
 #include "cairn/engine/testing/thread_coordinator.h"
 #include "cairn/util/testing/proc_maps.h"
@@ -68,16 +69,25 @@ class GatedTransport final : public PeerTransport {
     return inner_->Send(dest, tag, bytes, timeout);
   }
   Result<Buffer> Receive(int source, int tag, size_t max_bytes, Duration timeout) override {
-    CAIRN_ASSIGN_OR_RETURN(Buffer b, inner_->Receive(source, tag, max_bytes, timeout));
-    if (b.size() > 1024 && ++pieces_ == 4) {
+    return inner_->Receive(source, tag, max_bytes, timeout);
+  }
+  // Pieces come this way (the transport's own, so ZeroMQ's parts as received).
+  Status ReceiveParts(int source, int tag, size_t max_bytes, Duration timeout,
+                      const std::function<Status(ByteView first, ByteView second)>& consume) override {
+    return inner_->ReceiveParts(source, tag, max_bytes, timeout, [&](ByteView first, ByteView second) {
+      if (first.size() + second.size() <= 1024 || ++pieces_ != 4) return consume(first, second);
       const auto deadline = std::chrono::steady_clock::now() + wait_;
       while (!OthersMapped() && std::chrono::steady_clock::now() < deadline) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
       others_mapped_during_fetch = OthersMapped();
-      if (corrupt_) b.data()[b.size() - 1] ^= 0x40;  // a byte of the data, past the frame
-    }
-    return b;
+      if (!corrupt_) return consume(first, second);
+      Buffer b(first.size() + second.size());
+      std::copy(first.begin(), first.end(), b.data());
+      std::copy(second.begin(), second.end(), b.data() + first.size());
+      b.data()[b.size() - 1] ^= 0x40;  // a byte of the data, past the frame
+      return consume(b.view(), ByteView());
+    });
   }
   std::atomic<bool> others_mapped_during_fetch{false};
 
@@ -99,6 +109,7 @@ struct Outcome {
   Result<RestoreReport> report = InternalError("not run");
   std::vector<uint8_t> rows = std::vector<uint8_t>(kRows / 2 * kCols * 4, 0xEE);
   std::shared_ptr<MappedBytes> mapped;
+  std::string metadata_item;  // PrepareRestore's
   const uint8_t* data() const { return mapped ? mapped->data() : rows.data(); }
 };
 
@@ -144,22 +155,46 @@ class RestoreOverlap : public ::testing::Test {
 
   // Restores (`step`: nullopt for the latest) on 4 threads; process 1's
   // transport is gated (and corrupts a piece when `corrupt`).
-  std::vector<Outcome> Restore(std::optional<int64_t> step, bool corrupt, bool& others_mapped) {
+  // `zmq`: ZeroMQ transports on localhost instead of in-process ones.
+  std::vector<Outcome> Restore(std::optional<int64_t> step, bool corrupt, bool& others_mapped, bool zmq = false) {
     std::vector<Outcome> out(kProcesses);
     engine::testing::ThreadGroup group(kProcesses);
     InProcessNetwork network(kProcesses);
     // A requested step is agreed on before anyone reads: no need to wait long.
     const std::chrono::seconds wait(step ? 2 : 60);
-    auto gated = std::make_shared<GatedTransport>(network.Endpoint(1), root_, corrupt, wait);
+    std::vector<std::shared_ptr<PeerTransport>> transports(kProcesses);
+    std::vector<std::thread> opening;
+    for (int p = 0; p < kProcesses; ++p) {
+      opening.emplace_back([&, p] {
+        if (!zmq) {
+          transports[p] = network.Endpoint(p);
+          return;
+        }
+        auto opened = NewZmqTransport(group.Member(p), "127.0.0.1", std::chrono::seconds(30));
+        ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+        transports[p] = *opened;
+      });
+    }
+    for (std::thread& t : opening) t.join();
+    for (const auto& t : transports) {
+      if (t == nullptr) return out;
+    }
+    auto gated = std::make_shared<GatedTransport>(transports[1], root_, corrupt, wait);
     std::vector<std::thread> threads;
     for (int p = 0; p < kProcesses; ++p) {
       threads.emplace_back([&, p] {
-        std::shared_ptr<PeerTransport> t = p == 1 ? gated : network.Endpoint(p);
+        std::shared_ptr<PeerTransport> t = p == 1 ? gated : transports[p];
         auto m = EmergencyCheckpointManager::Open(OptionsFor(root_, p), group.Member(p), t);
         ASSERT_TRUE(m.ok()) << m.status().ToString();
         std::vector<engine::ArrayToRestore> request = {
             {"params.w", DType::kFloat32, {{RowsOf(p), out[p].rows.data(), {}, &out[p].mapped}}, {}}};
-        out[p].report = (*m)->RestoreStep(step, std::move(request));
+        auto prepared = (*m)->PrepareRestore(step);
+        if (!prepared.ok()) {
+          out[p].report = prepared.status();
+        } else {
+          out[p].metadata_item = prepared->metadata_item;
+          out[p].report = (*m)->Restore(*prepared, std::move(request));
+        }
         EXPECT_TRUE((*m)->Close().ok());
       });
     }
@@ -191,6 +226,22 @@ TEST_F(RestoreOverlap, HealthyProcessesMapWhileTheLostHostFetches) {
   EXPECT_EQ(out[0].report->bytes_fetched, 0u);
 }
 
+// The same over ZeroMQ, whose holder sends the pieces from mappings of its
+// RAM disk's files (dir_transfer.h) and whose receiver writes them from the
+// message parts as received.
+TEST_F(RestoreOverlap, OverZeroMq) {
+  if (!ZmqTransportAvailable()) GTEST_SKIP() << "built without ZeroMQ";
+  bool others_mapped = false;
+  std::vector<Outcome> out = Restore(std::nullopt, /*corrupt=*/false, others_mapped, /*zmq=*/true);
+  EXPECT_TRUE(others_mapped);
+  for (int p = 0; p < kProcesses; ++p) {
+    ASSERT_TRUE(out[p].report.ok()) << "process " << p << ": " << out[p].report.status().ToString();
+    EXPECT_EQ(out[p].report->tier, StepChoice::Tier::kLocal) << p;
+    EXPECT_NE(out[p].mapped, nullptr) << p;
+    EXPECT_TRUE(BitExact(out[p], p, 3)) << p;
+  }
+}
+
 TEST_F(RestoreOverlap, AFetchFailingAfterTheOthersMappedSendsEveryoneToThePersistentTier) {
   bool others_mapped = false;
   std::vector<Outcome> out = Restore(std::nullopt, /*corrupt=*/true, others_mapped);
@@ -204,6 +255,9 @@ TEST_F(RestoreOverlap, AFetchFailingAfterTheOthersMappedSendsEveryoneToThePersis
     for (const std::string& line : out[p].report->log) log += line + "\n";
     EXPECT_NE(log.find("crc32c mismatch"), std::string::npos) << "process " << p << ":\n" << log;
   }
+  // The lost host read the tree from the step everyone falls back to.
+  EXPECT_EQ(out[1].metadata_item, root_ + "/persistent/2/default");
+  EXPECT_EQ(out[0].metadata_item, root_ + "/local_0/3/state");
   // The local steps' mappings were dropped before the persistent read.
   EXPECT_EQ(MappingsUnder(root_ + "/local_"), 0);
 }
