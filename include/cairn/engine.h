@@ -101,4 +101,11 @@ struct RestoreArray {
 // another sharding needs nothing more.
 Status RestoreCheckpoint(const std::string& directory, const std::vector<RestoreArray>& arrays);
 
+// The same, by every process of a job together (each with its own boxes):
+// the processes of one host then decode each compressed chunk that two or
+// more of them need once, and copy their parts out of a shared-memory file
+// (/dev/shm). Every process of `coordinator` must call it.
+Status RestoreCheckpoint(const std::string& directory, const std::vector<RestoreArray>& arrays,
+                         Coordinator* coordinator);
+
 }  // namespace cairn

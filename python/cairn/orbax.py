@@ -540,6 +540,22 @@ def _swap_in_mappings(mapped, slots, arrays, placed):
             buffers[key] = pages.view(old.dtype).reshape(old.shape)
 
 
+# What this process's latest restore did with its chunks (chunks_read,
+# chunks_decoded_for_host, chunks_from_host, chunks_fallen_back), for tests
+# and benchmarks.
+last_restore_stats = None
+
+
+def _restore_coordinator():
+    """jax.distributed's coordinator when jax runs several processes, else None."""
+    from cairn import dist
+
+    state = dist._jax_state()
+    if state is None or state.client is None:
+        return None
+    return dist.from_jax()
+
+
 def _restore(directory, target, item_name, step, _read_boxes, _maps=False):
     path = os.fspath(directory)
     if step is not None:
@@ -578,6 +594,7 @@ def _restore(directory, target, item_name, step, _read_boxes, _maps=False):
     # through the page cache when they share chunks with this process's.
     others = []
     me = jax.process_index() if jax is not None and jax.process_count() > 1 else None
+    spans_processes = False  # some target array has devices of other processes
     for param in leaves:
         dtype_name, shape, _ = info[param]
         np_dtype = _dtypes.to_numpy(dtype_name)
@@ -604,6 +621,7 @@ def _restore(directory, target, item_name, step, _read_boxes, _maps=False):
                         origin, extent = _box_of(index, shape)
                         theirs.add((tuple(origin), tuple(extent)))
             others.append(sorted(theirs))
+            spans_processes = spans_processes or bool(theirs)
         else:
             arr = np.empty(shape, dtype=np_dtype)
             arrays[param] = arr
@@ -617,7 +635,13 @@ def _restore(directory, target, item_name, step, _read_boxes, _maps=False):
     if _read_boxes is not None:
         read = lambda: _read_boxes(requests)  # noqa: E731
     else:
-        read = lambda: _core._engine_restore(item.dir, "", requests, others)  # noqa: E731
+        # Every process restores a target that spans processes: those of one
+        # host then decode the chunks they share once (engine/restore_host_share.h).
+        coordinator = _restore_coordinator() if spans_processes else None
+
+        def read():
+            global last_restore_stats
+            last_restore_stats = _core._engine_restore(item.dir, "", requests, others, coordinator)
     if placed and not converts and not _maps:
         singles = iter(_read_while_placing(read, placed, jax))
     else:

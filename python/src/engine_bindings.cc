@@ -179,7 +179,8 @@ void RegisterEngine(nb::module_& m) {
   m.def(
       "_engine_restore",
       [](const std::string& directory, const std::string& item_name,
-         const std::vector<PyRestoreArray>& arrays, const std::vector<PyOtherBoxes>& others) {
+         const std::vector<PyRestoreArray>& arrays, const std::vector<PyOtherBoxes>& others,
+         Coordinator* coordinator) -> nb::object {
         if (!others.empty() && others.size() != arrays.size()) {
           throw nb::value_error("_engine_restore: boxes_of_other_processes needs one list per array");
         }
@@ -202,15 +203,26 @@ void RegisterEngine(nb::module_& m) {
           }
           r.arrays.push_back(std::move(a));
         }
+        r.coordinator = coordinator;
+        engine::RestoreStats stats;
+        r.stats = &stats;
         Status s;
         {
           nb::gil_scoped_release release;
           s = engine::Restore(r);
         }
         ThrowIfError(s);
+        nb::dict out;
+        out["chunks_read"] = stats.chunks_read;
+        out["host_share_rounds"] = stats.host_share_rounds;
+        out["chunks_decoded_for_host"] = stats.chunks_decoded_for_host;
+        out["chunks_from_host"] = stats.chunks_from_host;
+        out["chunks_fallen_back"] = stats.chunks_fallen_back;
+        return out;
       },
       nb::arg("directory"), nb::arg("item_name"), nb::arg("arrays"),
-      nb::arg("boxes_of_other_processes") = std::vector<PyOtherBoxes>());
+      nb::arg("boxes_of_other_processes") = std::vector<PyOtherBoxes>(),
+      nb::arg("coordinator").none() = nb::none());
 }
 
 }  // namespace cairn::python

@@ -70,8 +70,14 @@ Status SaveCheckpoint(const std::string& directory, const std::vector<Checkpoint
 }
 
 Status RestoreCheckpoint(const std::string& directory, const std::vector<RestoreArray>& arrays) {
+  return RestoreCheckpoint(directory, arrays, nullptr);
+}
+
+Status RestoreCheckpoint(const std::string& directory, const std::vector<RestoreArray>& arrays,
+                         Coordinator* coordinator) {
   engine::RestoreRequest r;
   r.directory = directory;
+  r.coordinator = coordinator;
   for (const RestoreArray& a : arrays) {
     engine::ArrayToRestore out;
     out.param = orbax::ParamName(KeyPathOf(a.path));

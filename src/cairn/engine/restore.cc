@@ -1,4 +1,4 @@
-// Implements Restore (restore.h) in three steps:
+// Implements Restore (restore.h) in these steps:
 //   1. Open the item; an OCDBT item's database is pinned to its latest
 //      generation (the manifest is read once for the whole restore, B+tree
 //      nodes are decoded once) and every array's metadata is read.
@@ -19,11 +19,21 @@
 //      codec changes the bytes they are copied straight from the read
 //      buffer. Missing chunks fill with the fill
 //      value without being built.
+//   With a coordinator of several processes, the processes of one host
+//   decode the compressed chunks two or more of them need once
+//   (restore_host_share.h): after step 4 they agree who decodes which
+//   (its steps 2-4); in step 5 a process decodes the chunks it owns into
+//   the host's shared file and skips those others own; then (its steps
+//   6-7) it copies its parts of those out of the file, or reads and decodes
+//   them itself where their owner failed. A process that fails before step
+//   5 still takes part in the collectives, so that none waits for it.
 #include "cairn/engine/restore.h"
 
 #include <algorithm>
 #include <memory>
 
+#include "cairn/engine/restore_decode.h"
+#include "cairn/engine/restore_host_share.h"
 #include "cairn/engine/restore_plan.h"
 #include "cairn/kvstore/ocdbt/io/ocdbt_kvstore.h"
 #include "cairn/layout/orbax/item_store.h"
@@ -34,107 +44,7 @@
 namespace cairn::engine {
 namespace {
 
-using internal_zarr::FillStrided;
-using internal_zarr::Offset;
-
 using ValueFn = std::function<Status(size_t index, std::optional<ByteView> value)>;
-
-size_t Linear(const std::vector<Index>& cell, const Shape& grid) {
-  size_t n = 0;
-  for (size_t d = 0; d < cell.size(); ++d) n = n * static_cast<size_t>(grid[d]) + static_cast<size_t>(cell[d]);
-  return n;
-}
-
-// Copies each part from `src` (a C-order block covering `src_box`), or
-// fills it with the fill value when `src` is null.
-void FillParts(const ArrayRestorePlan& p, const std::vector<PartToFill>& parts, const uint8_t* src,
-               const Box& src_box) {
-  const size_t elem = DTypeSize(p.spec.dtype);
-  const std::vector<Index> src_strides = CStrides(src_box.shape, elem);
-  for (const PartToFill& part : parts) {
-    const Destination& d = p.dests[part.dest];
-    uint8_t* out = Offset(d.data, part.inter.origin, d.box.origin, d.byte_strides);
-    if (src == nullptr) {
-      FillStrided(out, d.byte_strides, part.inter.shape, p.spec.fill_value);
-      continue;
-    }
-    const uint8_t* in = Offset(const_cast<uint8_t*>(src), part.inter.origin, src_box.origin, src_strides);
-    StridedCopy(in, src_strides, out, d.byte_strides, part.inter.shape, elem);
-  }
-}
-
-// Where a chunk of `box` can be decoded straight into its destination: when
-// `parts` is one part covering the whole chunk and the destination holds that
-// box C-contiguously. Empty otherwise.
-MutableByteView WholeChunkDestination(const ArrayRestorePlan& p, const std::vector<PartToFill>& parts,
-                                      const Box& box) {
-  if (parts.size() != 1 || parts[0].inter.origin != box.origin || parts[0].inter.shape != box.shape) {
-    return {};
-  }
-  const Destination& d = p.dests[parts[0].dest];
-  const size_t elem = DTypeSize(p.spec.dtype);
-  const std::vector<Index> c = CStrides(box.shape, elem);
-  for (size_t i = 0; i < box.rank(); ++i) {
-    if (box.shape[i] > 1 && d.byte_strides[i] != c[i]) return {};
-  }
-  uint8_t* out = Offset(d.data, box.origin, d.box.origin, d.byte_strides);
-  return MutableByteView(out, static_cast<size_t>(box.num_elements()) * elem);
-}
-
-// Decodes a (inner) chunk of `spec` (its box `box`) into the parts it fills:
-// straight into the destination where WholeChunkDestination allows, else
-// through a chunk-sized buffer (none where the chain is the identity).
-Status DecodeIntoParts(const ArrayRestorePlan& p, const CodecChain& chain, const ChunkSpec& spec,
-                       ByteView stored, const std::vector<PartToFill>& parts, const Box& box) {
-  const size_t n = spec.num_bytes();
-  if (MutableByteView out = WholeChunkDestination(p, parts, box); out.size() == n && n != 0) {
-    return chain.DecodeInto(spec, stored, out);
-  }
-  if (chain.IsIdentity(spec)) {
-    if (stored.size() != n) {
-      return DataLossError("chunk has " + std::to_string(stored.size()) + " bytes, expected " +
-                           std::to_string(n));
-    }
-    FillParts(p, parts, stored.data(), box);
-    return Status::OK();
-  }
-  CAIRN_ASSIGN_OR_RETURN(Buffer decoded, chain.Decode(spec, stored));
-  if (decoded.size() != n) {
-    return DataLossError("chunk decoded to " + std::to_string(decoded.size()) + " bytes, expected " +
-                         std::to_string(n));
-  }
-  FillParts(p, parts, decoded.data(), box);
-  return Status::OK();
-}
-
-Status DeliverInner(const ArrayRestorePlan& p, const InnerChunkToRead& ic, std::optional<ByteView> bytes) {
-  if (!bytes) {
-    FillParts(p, ic.parts, nullptr, ic.box);
-    return Status::OK();
-  }
-  return DecodeIntoParts(p, p.sharding->inner_codecs(), p.sharding->InnerSpec(p.spec), *bytes, ic.parts,
-                         ic.box)
-      .Annotate("inner chunk " + ic.box.ToString());
-}
-
-Status DeliverChunk(const ArrayRestorePlan& p, const ChunkToRead& c, std::optional<ByteView> value) {
-  if (!value) {
-    FillParts(p, c.parts, nullptr, c.box);
-    return Status::OK();
-  }
-  if (p.sharding == nullptr) return DecodeIntoParts(p, p.array->metadata().codecs, p.spec, *value, c.parts, c.box);
-  CAIRN_ASSIGN_OR_RETURN(ByteView index_bytes, p.sharding->IndexBytes(p.spec, *value));
-  CAIRN_ASSIGN_OR_RETURN(auto entries, p.sharding->DecodeIndex(p.spec, index_bytes));
-  CAIRN_RETURN_IF_ERROR(ValidateShardIndex(entries, value->size()));
-  const Shape grid = p.sharding->GridShape(p.spec);
-  for (const InnerChunkToRead& ic : c.inner) {
-    const ShardIndexEntry& e = entries[Linear(ic.cell, grid)];
-    std::optional<ByteView> bytes;
-    if (!e.missing()) bytes = value->subspan(e.offset, e.nbytes);
-    CAIRN_RETURN_IF_ERROR(DeliverInner(p, ic, bytes));
-  }
-  return Status::OK();
-}
 
 // Where chunk `c` may be mapped instead of read: its one part is its whole
 // box, which is a whole destination asking for a mapping, held
@@ -255,79 +165,78 @@ Status AsDataLoss(Status s, const std::string& what) {
   return DataLossError(what + ": " + std::string(s.message()));
 }
 
-}  // namespace
+// Steps 1 and 2.
+struct Opened {
+  orbax::OrbaxItem item;
+  std::string dir;
+  std::vector<ArrayRestorePlan> plans;
+};
 
-Status Restore(const RestoreRequest& request) {
-  // Step 1.
+Result<Opened> OpenAndPlan(const RestoreRequest& request) {
   CAIRN_ASSIGN_OR_RETURN(orbax::Location where, orbax::OpenLocation(request.directory));
   CAIRN_ASSIGN_OR_RETURN(orbax::Location item_location,
                          orbax::ResolveItemLocation(where, request.item_name));
-  CAIRN_ASSIGN_OR_RETURN(orbax::OrbaxItem item, orbax::OpenItem(item_location));
-  if (auto* db = dynamic_cast<ocdbt::OcdbtKvStore*>(item.store.get())) {
+  Opened o;
+  CAIRN_ASSIGN_OR_RETURN(o.item, orbax::OpenItem(item_location));
+  if (auto* db = dynamic_cast<ocdbt::OcdbtKvStore*>(o.item.store.get())) {
     CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<ocdbt::OcdbtKvStore> pinned, db->PinLatest());
-    item.store = std::move(pinned);
+    o.item.store = std::move(pinned);
   }
-  const std::string dir = item_location.Path();
-  std::vector<ArrayRestorePlan> plans(request.arrays.size());
-  {
-    TaskGroup group;
-    for (size_t i = 0; i < request.arrays.size(); ++i) {
-      group.Run([&, i]() -> Status {
-        const ArrayToRestore& a = request.arrays[i];
-        CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<ZarrArray> array, orbax::OpenItemArray(item, a.param));
-        if (a.dtype && *a.dtype != array->dtype()) {
-          return InvalidArgumentError("restoring `" + a.param + "` of " + dir + ": stored dtype " +
-                                      std::string(DTypeName(array->dtype())) + ", requested " +
-                                      std::string(DTypeName(*a.dtype)));
-        }
-        // Step 2.
-        CAIRN_ASSIGN_OR_RETURN(plans[i], PlanArrayRestore(a, std::move(array), dir));
-        return Status::OK();
-      });
-    }
-    CAIRN_RETURN_IF_ERROR(group.Wait());
+  o.dir = item_location.Path();
+  o.plans.resize(request.arrays.size());
+  TaskGroup group;
+  for (size_t i = 0; i < request.arrays.size(); ++i) {
+    group.Run([&, i]() -> Status {
+      const ArrayToRestore& a = request.arrays[i];
+      CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<ZarrArray> array, orbax::OpenItemArray(o.item, a.param));
+      if (a.dtype && *a.dtype != array->dtype()) {
+        return InvalidArgumentError("restoring `" + a.param + "` of " + o.dir + ": stored dtype " +
+                                    std::string(DTypeName(array->dtype())) + ", requested " +
+                                    std::string(DTypeName(*a.dtype)));
+      }
+      CAIRN_ASSIGN_OR_RETURN(o.plans[i], PlanArrayRestore(a, std::move(array), o.dir));
+      return Status::OK();
+    });
   }
-  KvStore& store = *item.store;
-  // Step 3.
-  bool shared = false;
-  for (size_t a = 0; a < plans.size() && !shared; ++a) {
-    shared = ReadsOverlapOtherProcesses(request.arrays[a], plans[a]);
-  }
-  store.SetReadsShared(shared);
+  CAIRN_RETURN_IF_ERROR(group.Wait());
+  return o;
+}
+
+struct Target {
+  size_t array;
+  size_t chunk;
+};
+
+// Step 5 for `targets` (chunks of `plans`): reads and decodes them, whole
+// chunks (and shards wholly needed) first, with the index of each shard
+// needed only in part; then those shards' inner chunks.
+Status ReadChunks(KvStore& store, const std::string& dir, const RestoreRequest& request,
+                  const std::vector<ArrayRestorePlan>& plans, const std::vector<Target>& targets,
+                  HostShare* share) {
   auto where_of = [&](size_t a, const std::string& key) {
     return "restoring `" + request.arrays[a].param + "` of " + dir + ": reading " + store.Describe(key);
   };
-
-  // Step 4.
-  const std::vector<std::vector<bool>> mapped = MapChunks(plans, store);
-
-  // Step 5: whole chunks, and the indexes of shards needed in part.
-  struct Target {
-    size_t array;
-    size_t chunk;
-  };
   std::vector<KeyRead> reads;
-  std::vector<Target> targets;
-  for (size_t a = 0; a < plans.size(); ++a) {
-    const ArrayRestorePlan& p = plans[a];
-    for (size_t c = 0; c < p.chunks.size(); ++c) {
-      if (mapped[a][c]) continue;
-      const ChunkToRead& chunk = p.chunks[c];
-      ByteRange range;
-      if (p.sharding != nullptr && !chunk.whole_shard) {
-        const uint64_t n = p.sharding->EncodedIndexSize(p.spec);
-        range = p.sharding->index_location() == ShardIndexLocation::kEnd ? ByteRange::Suffix(n)
-                                                                         : ByteRange::Range(0, n);
-      }
-      reads.push_back({chunk.key, range});
-      targets.push_back({a, c});
+  for (const Target& t : targets) {
+    const ArrayRestorePlan& p = plans[t.array];
+    const ChunkToRead& chunk = p.chunks[t.chunk];
+    ByteRange range;
+    if (p.sharding != nullptr && !chunk.whole_shard) {
+      const uint64_t n = p.sharding->EncodedIndexSize(p.spec);
+      range = p.sharding->index_location() == ShardIndexLocation::kEnd ? ByteRange::Suffix(n)
+                                                                       : ByteRange::Range(0, n);
     }
+    reads.push_back({chunk.key, range});
   }
   // Per partly needed shard, its index (empty until read; missing shard: none).
   std::vector<std::optional<std::vector<ShardIndexEntry>>> indexes(reads.size());
   Status first = ReadSliced(store, reads, [&](size_t i, std::optional<ByteView> value) -> Status {
     const ArrayRestorePlan& p = plans[targets[i].array];
     const ChunkToRead& c = p.chunks[targets[i].chunk];
+    if (share != nullptr && share->role(targets[i].array, targets[i].chunk) == HostShare::Role::kOwner) {
+      return share->DeliverOwned(p, targets[i].array, targets[i].chunk, value)
+          .Annotate(where_of(targets[i].array, c.key));
+    }
     if (p.sharding == nullptr || c.whole_shard) {
       return DeliverChunk(p, c, value).Annotate(where_of(targets[i].array, c.key));
     }
@@ -373,6 +282,61 @@ Status Restore(const RestoreRequest& request) {
     return DeliverInner(p, c.inner[t.inner], value).Annotate(where_of(t.array, c.key));
   });
   return AsDataLoss(second, "restoring from " + dir + ": a shard index entry points past the shard's end");
+}
+
+}  // namespace
+
+Status Restore(const RestoreRequest& request) {
+  Result<Opened> opened = OpenAndPlan(request);
+  const bool coordinated = request.coordinator != nullptr && request.coordinator->process_count() > 1;
+  std::vector<std::vector<bool>> mapped;
+  std::unique_ptr<HostShare> share;
+  if (opened.ok()) {
+    // Step 3.
+    bool shared = false;
+    for (size_t a = 0; a < opened->plans.size() && !shared; ++a) {
+      shared = ReadsOverlapOtherProcesses(request.arrays[a], opened->plans[a]);
+    }
+    opened->item.store->SetReadsShared(shared);
+    // Step 4.
+    mapped = MapChunks(opened->plans, *opened->item.store);
+  }
+  if (coordinated) {
+    static const std::vector<ArrayRestorePlan> kNone;
+    share = HostShare::Start(*request.coordinator, request.host_share,
+                             opened.ok() ? opened->dir : request.directory, opened.ok(),
+                             opened.ok() ? opened->plans : kNone, mapped);
+  }
+  if (!opened.ok()) {
+    if (share != nullptr) share->Run(opened.status(), {}, nullptr);
+    return opened.status();
+  }
+  const std::vector<ArrayRestorePlan>& plans = opened->plans;
+  KvStore& store = *opened->item.store;
+
+  // Step 5: the chunks shared on this host first, round by round (the
+  // other processes wait for this one's), then the rest.
+  Status read;
+  if (share != nullptr) {
+    HostShare::Outcome shared = share->Run(Status::OK(), plans, [&](const HostShare::Chunks& owned) {
+      std::vector<Target> targets;
+      for (const auto& [a, c] : owned) targets.push_back({a, c});
+      return ReadChunks(store, opened->dir, request, plans, targets, share.get());
+    });
+    read = shared.status;
+    if (request.stats != nullptr) share->AddStats(request.stats);
+  }
+  std::vector<Target> targets;
+  for (size_t a = 0; a < plans.size() && read.ok(); ++a) {
+    for (size_t c = 0; c < plans[a].chunks.size(); ++c) {
+      if (mapped[a][c]) continue;
+      if (share != nullptr && share->role(a, c) != HostShare::Role::kSelf) continue;
+      targets.push_back({a, c});
+    }
+  }
+  if (read.ok()) read = ReadChunks(store, opened->dir, request, plans, targets, nullptr);
+  if (request.stats != nullptr) request.stats->chunks_read += static_cast<int64_t>(targets.size());
+  return read;
 }
 
 }  // namespace cairn::engine

@@ -11,10 +11,12 @@
 // Thread safety: Restore may be called concurrently for different requests.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "cairn/coordinator.h"
 #include "cairn/dtype/dtype.h"
 #include "cairn/kvstore/mapped_read.h"
 #include "cairn/util/box.h"
@@ -50,12 +52,38 @@ struct ArrayToRestore {
   std::vector<Box> boxes_of_other_processes;
 };
 
+// How the processes of one host share decoding (restore_host_share.h).
+struct RestoreHostShareOptions {
+  std::string directory = "/dev/shm";  // of the shared file; empty: never share
+  // The shared window per host, reused round after round; also at most
+  // half the free space of `directory`.
+  uint64_t max_bytes = uint64_t{1} << 30;
+  Coordinator::Duration timeout = std::chrono::minutes(10);
+};
+
+// What a restore did with its chunks.
+struct RestoreStats {
+  int64_t chunks_read = 0;              // read and decoded by this process for itself only
+  int64_t host_share_rounds = 0;        // rounds of the host's shared window (restore_host_share.h)
+  int64_t chunks_decoded_for_host = 0;  // owned: decoded into the host's shared file
+  int64_t chunks_from_host = 0;         // copied out of another process's decoding
+  int64_t chunks_fallen_back = 0;       // owned by another process that failed: decoded here
+};
+
 struct RestoreRequest {
   // An item directory, a step directory or a checkpoint root (the latest
   // finalized step), as orbax::ResolveItemDirectory takes them.
   std::string directory;
   std::string item_name;
   std::vector<ArrayToRestore> arrays;
+  // The processes restoring together. With several, every one of them must
+  // call Restore with its coordinator; those on one host then decode each
+  // compressed chunk that two or more of them need once, and copy their
+  // parts out of a shared-memory file (restore_host_share.h). Null: this
+  // process restores alone.
+  Coordinator* coordinator = nullptr;
+  RestoreHostShareOptions host_share;
+  RestoreStats* stats = nullptr;  // filled in when set
 };
 
 // Errors: NotFound for a missing item or param; InvalidArgument for a box
