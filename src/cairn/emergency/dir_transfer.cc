@@ -6,7 +6,6 @@
 #include <map>
 #include <vector>
 
-#include "cairn/kvstore/mapped_read.h"
 #include "cairn/layout/orbax/metadata_files.h"
 #include "cairn/layout/orbax/step.h"
 #include "cairn/util/coding.h"
@@ -180,7 +179,6 @@ Result<uint64_t> SendDirectory(PeerTransport& transport, int dest, int tag, cons
     total += files[i].size - h;
   }
   HalfwayPoint halfway{&options.at_point, kPointTransferHalfSent, total};
-  MappedReadStore* const mapper = AsMappedReadStore(src.store.get());
   uint64_t sent = 0;
   for (size_t i = 0; i < files.size(); ++i) {
     const FileEntry& f = files[i];
@@ -188,35 +186,20 @@ Result<uint64_t> SendDirectory(PeerTransport& transport, int dest, int tag, cons
       const uint64_t n = std::min<uint64_t>(options.piece_bytes, f.size - offset);
       options.budget->Acquire(2 * n + kFrameBytes);  // the read and the framed piece
       engine::BudgetHold hold(options.budget, 2 * n + kFrameBytes);
+      CAIRN_ASSIGN_OR_RETURN(std::optional<Buffer> data,
+                             src.store->Get(src.Key(f.path), ByteRange::Range(offset, n)));
+      if (!data || data->size() != n) {
+        return DataLossError(what + ": " + src.store->Describe(src.Key(f.path)) + " changed while sending");
+      }
+      // The frame and the bytes as read: ZeroMQ sends them as two parts
+      // without a copy, and its receiver does not join them (ReceiveParts).
       uint8_t frame[kFrameBytes] = {};
       StoreLE32(frame, static_cast<uint32_t>(i));
+      StoreLE32(frame + 4, Crc32c(data->view()));
       StoreLE64(frame + 8, offset);
-      // On a RAM disk the piece is sent from a mapping of the file's pages
-      // (no copy on this side; dropped once sent), else as read.
-      std::shared_ptr<MappedBytes> mapped;
-      if (mapper != nullptr) {
-        auto m = mapper->MapRange(src.Key(f.path), offset, n);
-        if (m.ok() && *m != nullptr && (*m)->size() == n) mapped = std::move(*m);
-      }
-      if (mapped != nullptr) {
-        StoreLE32(frame + 4, Crc32c(ByteView(mapped->data(), n)));
-        const ByteView bytes(mapped->data(), n);
-        CAIRN_RETURN_IF_ERROR(
-            transport.SendFramedView(dest, tag, ByteView(frame, kFrameBytes), bytes, std::move(mapped), options.timeout)
-                .Annotate(what));
-      } else {
-        CAIRN_ASSIGN_OR_RETURN(std::optional<Buffer> data,
-                               src.store->Get(src.Key(f.path), ByteRange::Range(offset, n)));
-        if (!data || data->size() != n) {
-          return DataLossError(what + ": " + src.store->Describe(src.Key(f.path)) + " changed while sending");
-        }
-        // The frame and the bytes as read: the transport joins them (ZeroMQ
-        // on the receiving side, so the bytes are not copied here).
-        StoreLE32(frame + 4, Crc32c(data->view()));
-        CAIRN_RETURN_IF_ERROR(transport
-                                  .SendFramed(dest, tag, ByteView(frame, kFrameBytes), std::move(*data), options.timeout)
-                                  .Annotate(what));
-      }
+      CAIRN_RETURN_IF_ERROR(transport
+                                .SendFramed(dest, tag, ByteView(frame, kFrameBytes), std::move(*data), options.timeout)
+                                .Annotate(what));
       offset += n;
       sent += n;
       halfway.Update(sent);

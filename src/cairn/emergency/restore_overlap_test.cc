@@ -226,9 +226,8 @@ TEST_F(RestoreOverlap, HealthyProcessesMapWhileTheLostHostFetches) {
   EXPECT_EQ(out[0].report->bytes_fetched, 0u);
 }
 
-// The same over ZeroMQ, whose holder sends the pieces from mappings of its
-// RAM disk's files (dir_transfer.h) and whose receiver writes them from the
-// message parts as received.
+// The same over ZeroMQ, whose receiver checks and writes the pieces from
+// the message parts as received (ReceiveParts).
 TEST_F(RestoreOverlap, OverZeroMq) {
   if (!ZmqTransportAvailable()) GTEST_SKIP() << "built without ZeroMQ";
   bool others_mapped = false;

@@ -56,15 +56,6 @@ class PeerTransport {
     std::copy(bytes.data(), bytes.data() + bytes.size(), joined.data() + frame.size());
     return SendOwned(dest, tag, std::move(joined), timeout);
   }
-  // SendFramed of bytes the transport does not own (a mapping of a file):
-  // `keep` keeps them valid and unchanged until the transport is done with
-  // them. ZeroMQ sends them without a copy and drops `keep` once sent.
-  // Default: copied into a Buffer, then SendFramed.
-  virtual Status SendFramedView(int dest, int tag, ByteView frame, ByteView bytes, std::shared_ptr<const void> keep,
-                                Duration timeout) {
-    (void)keep;
-    return SendFramed(dest, tag, frame, Buffer::CopyOf(bytes), timeout);
-  }
   // ResourceExhausted (naming the sender) for a message over `max_bytes`.
   virtual Result<Buffer> Receive(int source, int tag, size_t max_bytes, Duration timeout) = 0;
   // Receive that hands the message to `consume` as the transport holds it,

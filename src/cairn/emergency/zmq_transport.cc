@@ -83,29 +83,6 @@ class ZmqTransport final : public PeerTransport {
     });
   }
 
-  // The same with bytes kept alive by `keep` (a file's mapping), dropped by
-  // ZeroMQ's I/O thread once sent.
-  Status SendFramedView(int dest, int tag, ByteView frame, ByteView bytes, std::shared_ptr<const void> keep,
-                        Duration timeout) override {
-    const size_t n = frame.size() + bytes.size();
-    auto* hold = new std::shared_ptr<const void>(std::move(keep));
-    return SendWith(dest, tag, n, timeout, [&](void* dealer) {
-      if (zmq_send(dealer, frame.data(), frame.size(), ZMQ_SNDMORE) < 0) {
-        delete hold;
-        return -1;
-      }
-      zmq_msg_t msg;
-      if (zmq_msg_init_data(&msg, const_cast<uint8_t*>(bytes.data()), bytes.size(),
-                            [](void*, void* h) { delete static_cast<std::shared_ptr<const void>*>(h); }, hold) != 0) {
-        delete hold;
-        return -1;
-      }
-      const int rc = zmq_msg_send(&msg, dealer, 0);
-      if (rc < 0) zmq_msg_close(&msg);  // drops `hold`
-      return rc;
-    });
-  }
-
  private:
   // Sends `hold`'s bytes as the next message part; ZeroMQ deletes `hold`
   // once sent (or here, on failure).
