@@ -417,6 +417,14 @@ def main():
         print(f"\nrecovery log of process {slowest} (the slowest in the last round):")
         for line in results[slowest]["recover_log"]:
             print("  " + line)
+        if slowest != 1:
+            # The lost host: its fetch and its read of the fetched step.
+            print("recovery log of process 1 (the lost host) in the last round:")
+            for line in results[1]["recover_log"]:
+                print("  " + line)
+        lost = results[1]["recover_phases"]
+        print("phases of the lost host (process 1), median over rounds: " +
+              ", ".join(f"{name} {median([p[name] for p in lost]):.2f} s" for name in lost[0]))
         print(f"persistent restore log of process {slowest}:")
         for line in results[slowest]["persistent_log"]:
             print("  " + line)

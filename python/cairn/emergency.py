@@ -162,6 +162,12 @@ class CheckpointManager:
         tier, chosen, item_dir, log = self._native.prepare_restore(None if step is None else int(step))
         if tier == "none":
             raise FileNotFoundError("cairn.emergency: nothing to restore: " + "; ".join(log))
+        if not item_dir:
+            # This process could not fetch the local step and there is no
+            # persistent step to read the tree from: it still joins the
+            # others' agreement (which then fails on every process).
+            self._native.restore([], map_boxes=False)
+            raise FileNotFoundError("cairn.emergency: nothing to restore: " + "; ".join(log))
         report = {}
         # A local step's chunks on a RAM disk are mapped, not copied, where a
         # box is one stored chunk (docs/EMERGENCY.md, "Restoring by mapping").

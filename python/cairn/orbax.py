@@ -506,7 +506,11 @@ def restore(directory, target=None, *, item_name: Optional[str] = None,
     holds a ``jax.Array`` or ``jax.ShapeDtypeStruct`` with a sharding, that
     leaf comes back as a ``jax.Array`` placed with it, and only the boxes
     this process's devices hold are read. With a target, only the arrays it
-    names are read. (`_read_boxes(requests)`, for cairn.emergency: reads the
+    names are read. In a multi-process jax job, when the target's shardings
+    span processes, every process must call restore (as with any collective
+    jax operation): the processes of one host then decode each compressed
+    chunk they share once (docs/ENGINE.md, "Processes of one host decode a
+    shared chunk once"; CAIRN_RESTORE_HOST_SHARE=0 turns that off). (`_read_boxes(requests)`, for cairn.emergency: reads the
     boxes instead of the engine reading them from `directory`'s item; with
     `_maps` it returns [(request index, box index, uint8 array)] for boxes it
     handed out as mappings instead of filling them, which replace those

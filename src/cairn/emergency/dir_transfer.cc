@@ -191,8 +191,8 @@ Result<uint64_t> SendDirectory(PeerTransport& transport, int dest, int tag, cons
       if (!data || data->size() != n) {
         return DataLossError(what + ": " + src.store->Describe(src.Key(f.path)) + " changed while sending");
       }
-      // The frame and the bytes as read: the transport joins them (ZeroMQ
-      // on the receiving side, so the bytes are not copied here).
+      // The frame and the bytes as read: ZeroMQ sends them as two parts
+      // without a copy, and its receiver does not join them (ReceiveParts).
       uint8_t frame[kFrameBytes] = {};
       StoreLE32(frame, static_cast<uint32_t>(i));
       StoreLE32(frame + 4, Crc32c(data->view()));
@@ -312,31 +312,45 @@ Result<uint64_t> ReceiveDirectory(PeerTransport& transport, int source, int tag,
       const uint64_t want = std::min<uint64_t>(options.piece_bytes, f.size - offset);
       options.budget->Acquire(want + kFrameBytes);
       engine::BudgetHold hold(options.budget, want + kFrameBytes);
-      CAIRN_ASSIGN_OR_RETURN(
-          Buffer piece, transport.Receive(source, tag, options.piece_bytes + kFrameBytes, options.timeout));
       const std::string where = what + ": file `" + f.path + "` at offset " + std::to_string(offset);
-      if (piece.size() < kFrameBytes) return DataLossError(where + ": a piece shorter than its frame");
-      const uint32_t index = LoadLE32(piece.data());
-      const uint32_t crc = LoadLE32(piece.data() + 4);
-      const uint64_t at = LoadLE64(piece.data() + 8);
-      const ByteView data(piece.data() + kFrameBytes, piece.size() - kFrameBytes);
-      const uint64_t n = data.size();
-      if (index != i || at != offset || n != want) {
-        return DataLossError(where + ": the piece is out of sequence (file " + std::to_string(index) +
-                             ", offset " + std::to_string(at) + ", " + std::to_string(n) + " bytes)");
-      }
-      if (Crc32c(data) != crc) return DataLossError(where + ": crc32c mismatch");
-      if (single) {
-        CAIRN_RETURN_IF_ERROR(writer->Append(data).Annotate(where));
-      } else if (file) {
-        // The piece in its place, then its (empty) marker: a marker whose
-        // bytes did not survive fails its check on resuming.
-        CAIRN_RETURN_IF_ERROR(file->WriteAt(offset, data).Annotate(where));
-        CAIRN_RETURN_IF_ERROR(tmp.store->Put(PartKey(tmp, i, offset, crc), ByteView()).Annotate(where));
-      } else {
-        parts[i].push_back(PartKey(tmp, i, offset, crc));
-        CAIRN_RETURN_IF_ERROR(tmp.store->Put(parts[i].back(), data).Annotate(where));
-      }
+      // The piece as the transport holds it (ZeroMQ: the frame and the
+      // bytes as two parts, not joined): checked and written from there.
+      uint64_t n = 0;
+      auto consume = [&](ByteView first, ByteView second) -> Status {
+        Buffer joined;
+        if (first.size() < kFrameBytes || (first.size() > kFrameBytes && !second.empty())) {
+          joined.resize(first.size() + second.size());
+          std::copy(first.begin(), first.end(), joined.data());
+          std::copy(second.begin(), second.end(), joined.data() + first.size());
+          first = joined.view();
+          second = ByteView();
+        }
+        if (first.size() < kFrameBytes) return DataLossError(where + ": a piece shorter than its frame");
+        const uint32_t index = LoadLE32(first.data());
+        const uint32_t crc = LoadLE32(first.data() + 4);
+        const uint64_t at = LoadLE64(first.data() + 8);
+        const ByteView data = second.empty() ? first.subspan(kFrameBytes) : second;
+        n = data.size();
+        if (index != i || at != offset || n != want) {
+          return DataLossError(where + ": the piece is out of sequence (file " + std::to_string(index) +
+                               ", offset " + std::to_string(at) + ", " + std::to_string(n) + " bytes)");
+        }
+        if (Crc32c(data) != crc) return DataLossError(where + ": crc32c mismatch");
+        if (single) {
+          CAIRN_RETURN_IF_ERROR(writer->Append(data).Annotate(where));
+        } else if (file) {
+          // The piece in its place, then its (empty) marker: a marker whose
+          // bytes did not survive fails its check on resuming.
+          CAIRN_RETURN_IF_ERROR(file->WriteAt(offset, data).Annotate(where));
+          CAIRN_RETURN_IF_ERROR(tmp.store->Put(PartKey(tmp, i, offset, crc), ByteView()).Annotate(where));
+        } else {
+          parts[i].push_back(PartKey(tmp, i, offset, crc));
+          CAIRN_RETURN_IF_ERROR(tmp.store->Put(parts[i].back(), data).Annotate(where));
+        }
+        return Status::OK();
+      };
+      CAIRN_RETURN_IF_ERROR(
+          transport.ReceiveParts(source, tag, options.piece_bytes + kFrameBytes, options.timeout, consume));
       offset += n;
       received += n;
       halfway.Update(received);

@@ -301,7 +301,11 @@ Status EmergencyCheckpointManager::WaitUntilFinished() {
   return s;
 }
 
-Status EmergencyCheckpointManager::Close() { return WaitUntilFinished(); }
+Status EmergencyCheckpointManager::Close() {
+  Status sent = JoinRestoreSends();
+  Status background = WaitUntilFinished();
+  return background.ok() ? sent : background;
+}
 
 Result<std::pair<std::vector<Holding>, std::vector<int64_t>>> EmergencyCheckpointManager::Exchange(
     std::string_view what) {

@@ -29,7 +29,8 @@
 //      persistent steps after a persistent commit.
 //   WaitUntilFinished returns the first error of steps 2-5.
 //
-// Restore protocol (collective; PrepareRestore then Restore):
+// Restore protocol (collective; PrepareRestore then Restore), in full at the
+// top of manager_restore.cc:
 //   1. Wait for background work. Every process lists the local steps and
 //      peer copies it holds; the primary lists the persistent steps;
 //      AllGather.
@@ -38,12 +39,16 @@
 //   3. Local tier: every process that holds no copy of the chosen step
 //      fetches one (its own old step if it survives elsewhere, else one of
 //      a process with the same replica slot, else any), so that it can read
-//      the tree's metadata. Restore then works out which saved boxes cover
-//      the boxes it wants, fetches the owners' steps it lacks from their
-//      holders (AllGather of the needs, then point-to-point transfers into
-//      `<local>/peer_restore/`), and reads every box from disk.
-//   4. AgreeOnStatus. On any failure of any process, every process restores
-//      from the newest persistent step instead (the same step everywhere).
+//      the tree's metadata; its holder sends in the background and goes on.
+//   4. Restore works out which saved boxes cover the boxes each process
+//      wants and reads at once those on its disk (so the healthy processes
+//      read while a lost host fetches), then fetches the owners' steps it
+//      still lacks from their holders (AllGather of the needs, then
+//      point-to-point transfers into `<local>/peer_restore/`) and reads them.
+//   5. AgreeOnStatus, after every read and send. On any failure of any
+//      process (a fetch of step 3 included), every process drops its
+//      mappings and restores from the newest persistent step instead (the
+//      same step everywhere).
 //   The report says which step and tier, and where each byte came from.
 //
 // Thread safety: one thread drives a manager (as with the engine).
@@ -51,6 +56,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -113,6 +119,9 @@ struct PreparedRestore {
   // Owners of the chosen local step whose data is on this process's disk.
   std::map<int, orbax::Location> on_disk;
   std::map<int, std::string> on_disk_source;  // how it got there, for the log
+  // This process's fetch of step 3 failed (not yet agreed on: Restore
+  // reads nothing and makes every process fall back).
+  Status failure;
 };
 
 struct RestoreReport {
@@ -177,7 +186,14 @@ class EmergencyCheckpointManager {
   Status Replicate(int64_t step, const Status& local_status);
   Status ApplyRetention(bool persistent_committed);
   Result<std::pair<std::vector<Holding>, std::vector<int64_t>>> Exchange(std::string_view what);
-  Status Fetch(PreparedRestore& prepared, const std::vector<int>& owners, std::string_view phase);
+  // Collective: gathers every process's needed owners, then sends and
+  // receives this process's transfers on tags from `first_tag`; sends run
+  // on restore_sends_ when `send_in_background`. Returns this process's
+  // outcome (not agreed on).
+  Status Fetch(PreparedRestore& prepared, const std::vector<int>& owners, std::string_view phase, int first_tag,
+               bool send_in_background);
+  // Joins restore_sends_; the first failure.
+  Status JoinRestoreSends();
   Result<RestoreReport> RestorePersistent(int64_t step, const std::vector<engine::ArrayToRestore>& arrays,
                                           std::vector<std::string> log);
 
@@ -192,6 +208,13 @@ class EmergencyCheckpointManager {
   std::thread worker_;
   Status background_status_;
   int fetch_round_ = 0;
+  // Sends of a restore's step 3 still at work (joined by Restore, the next
+  // PrepareRestore and Close).
+  struct PendingSend {
+    std::thread thread;
+    Status result;
+  };
+  std::list<PendingSend> restore_sends_;
 };
 
 }  // namespace cairn::emergency

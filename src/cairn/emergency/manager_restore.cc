@@ -1,4 +1,40 @@
-// The restore protocol of manager.h (steps 1-4 of "Restore protocol").
+// The restore protocol of manager.h, as this file runs it (collective;
+// PrepareRestore, then Restore). Healthy processes read their own steps
+// while a process that lost its disk is still fetching: the only wait for
+// the fetch is the agreement at the end.
+//
+//   1. Wait for this process's background work. Every process lists the
+//      local steps and peer copies on its disk, the primary the persistent
+//      steps; one AllGather ("restore/exchange").
+//   2. ChooseStep (step_choice.h) on the gathered lists: the same step and
+//      tier on every process. Persistent: go to 7 (read, agree).
+//   3. PrepareRestore, local step: each process notes which owners' steps
+//      are on its disk. One that holds none needs one step, to read the
+//      tree's metadata (MetadataOwner). AllGather of these needs
+//      ("restore/prepare/needs"); each need is given a holder. A holder
+//      starts sending on a background thread (kept by the manager, joined
+//      in 6) and returns at once; a requester receives the step into
+//      `<local>/peer_restore/` before it returns (it needs the metadata).
+//      A failed receipt is not agreed on here: the requester remembers it
+//      (PreparedRestore::failure) and offers the newest persistent step's
+//      metadata instead ("" when there is none). With an explicit `step`,
+//      the processes agree on the fetch here instead and return its error
+//      (a requested step is never replaced by another).
+//   4. Restore: each process works out which saved boxes cover the boxes it
+//      wants and whose steps hold them, and reads (or maps) at once every
+//      box whose owner's step is on its disk. No collective comes before
+//      this read, so it runs while a requester of 3 is still fetching.
+//      A process whose 3 failed reads nothing.
+//   5. AllGather of the owners still missing ("restore/read/needs"; empty
+//      after a failure), transfers from their holders (as in 3, but joined
+//      here, on tags of their own), then the read of those boxes.
+//   6. Join this process's senders of 3; a failed send fails this process.
+//   7. AgreeOnStatus ("restore/read"). On success, the report. On any
+//      failure of any process, every process drops the mappings it made,
+//      exchanges again and restores the newest persistent step (the same on
+//      every process), or returns the agreed error when there is none.
+//   `<local>/peer_restore/` is removed after 7 (mappings of its files stay
+//   valid).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -11,7 +47,11 @@
 namespace cairn::emergency {
 namespace {
 
+// Transfer tags of the restore: step 3's from kFirstFetchTag, step 5's from
+// kFirstFetchTag + kFetchTagsPerPhase, so that a sender of step 3 still at
+// work never shares a tag with a transfer of step 5.
 constexpr int kFirstFetchTag = 2;
+constexpr int kFetchTagsPerPhase = (PeerTransport::kMaxTransferTag - kFirstFetchTag) / 2;
 
 std::string Bytes(uint64_t n) { return std::to_string(n) + " bytes"; }
 
@@ -54,7 +94,7 @@ StepChoice PersistentFallback(const std::vector<int64_t>& persistent, std::strin
 }  // namespace
 
 Status EmergencyCheckpointManager::Fetch(PreparedRestore& prepared, const std::vector<int>& owners,
-                                         std::string_view phase) {
+                                         std::string_view phase, int first_tag, bool send_in_background) {
   const int me = coordinator_.process_index();
   const std::string name = "cairn/emergency/" + std::string(phase);
   Json mine(owners);
@@ -77,10 +117,8 @@ Status EmergencyCheckpointManager::Fetch(PreparedRestore& prepared, const std::v
     }
   }
   if (transfers.empty()) return Status::OK();
-  if (transport_ == nullptr) {
-    return AgreeOnStatus(coordinator_, name + "/fetched",
-                         FailedPreconditionError("fetching from peers needs a transport"), options_.save.timeout);
-  }
+  // Every process computed the same transfers, so each fails alike here.
+  if (transport_ == nullptr) return FailedPreconditionError(name + ": fetching from peers needs a transport");
   TransferOptions t{options_.transfer_piece_bytes, budget_.get(), options_.save.timeout, {}};
   const int64_t step = prepared.choice.step;
   const Clock::time_point start = Clock::now();
@@ -90,7 +128,7 @@ Status EmergencyCheckpointManager::Fetch(PreparedRestore& prepared, const std::v
   for (size_t i = 0; i < transfers.size(); ++i) {
     const Transfer& tr = transfers[i];
     if (tr.holder != me && tr.requester != me) continue;
-    const int tag = kFirstFetchTag + static_cast<int>(i % (PeerTransport::kMaxTransferTag - kFirstFetchTag));
+    const int tag = first_tag + static_cast<int>(i % kFetchTagsPerPhase);
     const std::string what = "step " + std::to_string(step) + " of process " + std::to_string(tr.owner) +
                              " for process " + std::to_string(tr.requester);
     if (tr.holder == me) {
@@ -99,8 +137,19 @@ Status EmergencyCheckpointManager::Fetch(PreparedRestore& prepared, const std::v
                         ? InternalError("process " + std::to_string(me) + " lists but lacks " + what)
                         : Status::OK();
       const orbax::Location from = have.ok() ? src->second : local_;
-      threads.emplace_back([&, i, tag, what, from, have] {
-        results[i] = SendDirectory(*transport_, transfers[i].requester, tag, what, from, have, t).status();
+      const int requester = tr.requester;
+      if (send_in_background) {
+        // Step 3: joined in step 6 (JoinRestoreSends).
+        restore_sends_.emplace_back();
+        PendingSend& pending = restore_sends_.back();
+        std::shared_ptr<PeerTransport> transport = transport_;
+        pending.thread = std::thread([&pending, transport, requester, tag, what, from, have, t] {
+          pending.result = SendDirectory(*transport, requester, tag, what, from, have, t).status();
+        });
+        continue;
+      }
+      threads.emplace_back([&, i, requester, tag, what, from, have] {
+        results[i] = SendDirectory(*transport_, requester, tag, what, from, have, t).status();
       });
     } else {
       const orbax::Location to = local_.Child(kPeerRestoreDir)
@@ -129,13 +178,25 @@ Status EmergencyCheckpointManager::Fetch(PreparedRestore& prepared, const std::v
                              " from process " + std::to_string(tr.holder) + " (" + Bytes(bytes[i]) + took + ")");
     }
   }
-  return AgreeOnStatus(coordinator_, name + "/fetched", local, options_.save.timeout);
+  return local;
+}
+
+Status EmergencyCheckpointManager::JoinRestoreSends() {
+  Status first;
+  for (PendingSend& s : restore_sends_) {
+    if (s.thread.joinable()) s.thread.join();
+    if (!s.result.ok() && first.ok()) first = s.result;
+  }
+  restore_sends_.clear();
+  return first;
 }
 
 Result<PreparedRestore> EmergencyCheckpointManager::PrepareRestore(std::optional<int64_t> step) {
   PreparedRestore prepared;
   Status background = WaitUntilFinished();
   if (!background.ok()) prepared.log.push_back("the last save had failed: " + std::string(background.message()));
+  // Senders of an earlier PrepareRestore that never reached Restore.
+  JoinRestoreSends().IgnoreError();
   // Steps 1-2.
   CAIRN_ASSIGN_OR_RETURN(auto exchanged, Exchange("restore"));
   auto& [holdings, persistent] = exchanged;
@@ -153,17 +214,32 @@ Result<PreparedRestore> EmergencyCheckpointManager::PrepareRestore(std::optional
     }
     std::vector<int> needs;
     if (prepared.on_disk.empty()) needs.push_back(MetadataOwner(prepared.choice, layout_, me));
-    Status fetched = Fetch(prepared, needs, "restore/prepare");
-    if (!fetched.ok()) {
-      if (step) return fetched;
-      prepared.choice = PersistentFallback(persistent, std::string(fetched.message()));
+    Status fetched = Fetch(prepared, needs, "restore/prepare", kFirstFetchTag, /*send_in_background=*/!step);
+    if (step) {
+      // A requested step: agree now, and fail rather than restore another.
+      fetched = AgreeOnStatus(coordinator_, "cairn/emergency/restore/prepare/fetched", fetched, options_.save.timeout);
+      if (!fetched.ok()) {
+        JoinRestoreSends().IgnoreError();
+        return fetched;
+      }
+    } else if (!fetched.ok()) {
+      // Not agreed on: the others read meanwhile and learn of it in step 7.
+      prepared.failure = fetched;
       prepared.on_disk.clear();
-      prepared.log.push_back(prepared.choice.reason);
+      prepared.log.push_back("process " + std::to_string(me) + " could not fetch local step " +
+                             std::to_string(prepared.choice.step) + " (" + std::string(fetched.message()) +
+                             "): every process will restore the newest persistent step instead");
     }
   }
   switch (prepared.choice.tier) {
     case StepChoice::Tier::kLocal:
-      prepared.metadata_item = prepared.on_disk.begin()->second.Child(kStateItem).Path();
+      if (!prepared.on_disk.empty()) {
+        prepared.metadata_item = prepared.on_disk.begin()->second.Child(kStateItem).Path();
+      } else if (!persistent.empty()) {
+        // Step 3 failed here: the tree of the step every process falls back to.
+        const int64_t newest = *std::max_element(persistent.begin(), persistent.end());
+        prepared.metadata_item = persistent_.Child(std::to_string(newest)).Child("default").Path();
+      }
       break;
     case StepChoice::Tier::kPersistent:
       prepared.metadata_item =
@@ -211,8 +287,11 @@ Result<RestoreReport> EmergencyCheckpointManager::Restore(PreparedRestore& prepa
                                                           std::vector<engine::ArrayToRestore> arrays) {
   const StepChoice& choice = prepared.choice;
   if (choice.tier == StepChoice::Tier::kNone) return NotFoundError("nothing to restore: " + choice.reason);
-  if (choice.tier == StepChoice::Tier::kPersistent) return RestorePersistent(choice.step, arrays, prepared.log);
-  // Step 3: which saved boxes cover the wanted ones, and from which owner.
+  if (choice.tier == StepChoice::Tier::kPersistent) {
+    // Step 7 only (a persistent choice started no senders).
+    return RestorePersistent(choice.step, arrays, prepared.log);
+  }
+  // Step 4: which saved boxes cover the wanted ones, and from which owner.
   struct Read {
     int owner;
     size_t array;
@@ -221,7 +300,7 @@ Result<RestoreReport> EmergencyCheckpointManager::Restore(PreparedRestore& prepa
   };
   std::vector<Read> reads;
   std::set<int> needs;
-  Status local;
+  Status local = prepared.failure;
   for (size_t ai = 0; ai < arrays.size() && local.ok(); ++ai) {
     engine::ArrayToRestore& a = arrays[ai];
     std::vector<std::pair<Box, std::vector<int>>> stored;  // distinct box -> owners
@@ -280,15 +359,15 @@ Result<RestoreReport> EmergencyCheckpointManager::Restore(PreparedRestore& prepa
     prepared.log.push_back("process " + std::to_string(coordinator_.process_index()) + " reads " +
                            std::to_string(reads.size()) + " boxes from local step " + std::to_string(choice.step));
   }
-  Status fetched = Fetch(prepared, std::vector<int>(needs.begin(), needs.end()), "restore/read");
-  if (local.ok()) local = fetched;
   RestoreReport report;
   report.tier = StepChoice::Tier::kLocal;
   report.step = choice.step;
-  report.bytes_fetched = prepared.bytes_fetched;
-  if (local.ok()) {
+  // Reads the boxes whose owner's step is on this disk and not yet read.
+  std::set<int> done;
+  auto read_on_disk = [&]() -> Status {
     std::map<int, engine::RestoreRequest> requests;
     for (const Read& r : reads) {
+      if (done.count(r.owner) || !prepared.on_disk.count(r.owner)) continue;
       engine::RestoreRequest& req = requests[r.owner];
       if (req.arrays.empty()) {
         req.directory = prepared.on_disk[r.owner].Path();
@@ -300,17 +379,30 @@ Result<RestoreReport> EmergencyCheckpointManager::Restore(PreparedRestore& prepa
       (fetched_here ? report.bytes_from_peers : report.bytes_from_own_disk) += r.bytes;
     }
     for (auto& [owner, req] : requests) {
+      done.insert(owner);
       for (auto it = req.arrays.begin(); it != req.arrays.end();) {
         it = it->boxes.empty() ? req.arrays.erase(it) : it + 1;
       }
       const Clock::time_point start = Clock::now();
-      local = engine::Restore(req);
-      if (!local.ok()) break;
+      CAIRN_RETURN_IF_ERROR(engine::Restore(req));
       prepared.log.push_back("read process " + std::to_string(owner) + "'s step " + std::to_string(choice.step) +
                              " from " + prepared.on_disk_source[owner] + " (" + req.directory + ")" + Took(start));
     }
-  }
-  // Step 4.
+    return Status::OK();
+  };
+  // Step 4: no collective before this read.
+  if (local.ok()) local = read_on_disk();
+  // Step 5 (collective even after a failure, with no needs then).
+  const std::vector<int> missing = local.ok() ? std::vector<int>(needs.begin(), needs.end()) : std::vector<int>();
+  Status fetched = Fetch(prepared, missing, "restore/read", kFirstFetchTag + kFetchTagsPerPhase,
+                         /*send_in_background=*/false);
+  if (local.ok()) local = fetched;
+  if (local.ok()) local = read_on_disk();
+  report.bytes_fetched = prepared.bytes_fetched;
+  // Step 6.
+  Status sent = JoinRestoreSends();
+  if (local.ok()) local = sent;
+  // Step 7.
   Status all = AgreeOnStatus(coordinator_, "cairn/emergency/restore/read", local, options_.save.timeout);
   const orbax::Location staging = local_.Child(kPeerRestoreDir);
   staging.store->DeletePrefix(staging.prefix).IgnoreError();

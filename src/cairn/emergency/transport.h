@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <memory>
 
 #include "cairn/util/buffer.h"
@@ -57,6 +58,16 @@ class PeerTransport {
   }
   // ResourceExhausted (naming the sender) for a message over `max_bytes`.
   virtual Result<Buffer> Receive(int source, int tag, size_t max_bytes, Duration timeout) = 0;
+  // Receive that hands the message to `consume` as the transport holds it,
+  // `first` followed by `second` (ZeroMQ: the two parts of SendFramed, not
+  // joined into a Buffer), and returns what `consume` returns. The views
+  // are valid during the call only. Default: Receive, then consume(message,
+  // empty).
+  virtual Status ReceiveParts(int source, int tag, size_t max_bytes, Duration timeout,
+                              const std::function<Status(ByteView first, ByteView second)>& consume) {
+    CAIRN_ASSIGN_OR_RETURN(Buffer b, Receive(source, tag, max_bytes, timeout));
+    return consume(b.view(), ByteView());
+  }
 };
 
 // N in-process endpoints over shared mailboxes: Endpoint(i) is process i's.

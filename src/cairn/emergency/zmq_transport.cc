@@ -45,6 +45,7 @@ class ZmqTransport final : public PeerTransport {
     stop_ = true;
     cv_.notify_all();
     receiver_.join();
+    queues_.clear();  // messages still queued, before the context goes
     for (void* d : dealers_) {
       if (d != nullptr) zmq_close(d);
     }
@@ -130,6 +131,43 @@ class ZmqTransport final : public PeerTransport {
 
  public:
   Result<Buffer> Receive(int source, int tag, size_t max_bytes, Duration timeout) override {
+    CAIRN_ASSIGN_OR_RETURN(Queued q, Pop(source, tag, max_bytes, timeout));
+    if (q.parts == nullptr) return std::move(q.joined);
+    Buffer joined(q.size);
+    const ByteView a = q.parts->View(0), b = q.parts->View(1);
+    std::copy(a.begin(), a.end(), joined.data());
+    std::copy(b.begin(), b.end(), joined.data() + a.size());
+    return joined;
+  }
+
+  // A framed piece's two parts as ZeroMQ received them: no copy.
+  Status ReceiveParts(int source, int tag, size_t max_bytes, Duration timeout,
+                      const std::function<Status(ByteView first, ByteView second)>& consume) override {
+    CAIRN_ASSIGN_OR_RETURN(Queued q, Pop(source, tag, max_bytes, timeout));
+    if (q.parts == nullptr) return consume(q.joined.view(), ByteView());
+    return consume(q.parts->View(0), q.parts->View(1));
+  }
+
+ private:
+  // The two payload parts of a SendFramed message, closed when destroyed
+  // (any thread may close a ZeroMQ message).
+  struct Parts {
+    zmq_msg_t msgs[2];
+    ~Parts() {
+      for (zmq_msg_t& m : msgs) zmq_msg_close(&m);
+    }
+    ByteView View(int i) {
+      return ByteView(static_cast<const uint8_t*>(zmq_msg_data(&msgs[i])), zmq_msg_size(&msgs[i]));
+    }
+  };
+  // A queued message: joined into a Buffer, or the parts as received.
+  struct Queued {
+    Buffer joined;
+    std::unique_ptr<Parts> parts;
+    size_t size = 0;
+  };
+
+  Result<Queued> Pop(int source, int tag, size_t max_bytes, Duration timeout) {
     const std::string what =
         "ZeroMQ receive from process " + std::to_string(source) + " (tag " + std::to_string(tag) + ")";
     std::unique_lock<std::mutex> lock(mu_);
@@ -138,15 +176,15 @@ class ZmqTransport final : public PeerTransport {
       return UnavailableError(what + ": no message in time");
     }
     if (queue.empty()) return error_.Annotate(what);
-    Buffer b = std::move(queue.front());
+    Queued q = std::move(queue.front());
     queue.pop_front();
-    queued_bytes_ -= b.size();
+    queued_bytes_ -= q.size;
     cv_.notify_all();
-    if (b.size() > max_bytes) {
-      return ResourceExhaustedError(what + ": a message of " + std::to_string(b.size()) +
+    if (q.size > max_bytes) {
+      return ResourceExhaustedError(what + ": a message of " + std::to_string(q.size) +
                                     " bytes exceeds the limit of " + std::to_string(max_bytes));
     }
-    return b;
+    return q;
   }
 
  private:
@@ -160,8 +198,8 @@ class ZmqTransport final : public PeerTransport {
       }
       zmq_pollitem_t item{router_, 0, ZMQ_POLLIN, 0};
       if (zmq_poll(&item, 1, 100) <= 0 || !(item.revents & ZMQ_POLLIN)) continue;
-      // Frames: identity, header, then the payload in one frame or two
-      // (SendFramed: a frame and the bytes), joined by one copy.
+      // Frames: identity, header, then the payload in one frame (copied
+      // out) or two (SendFramed: a frame and the bytes, kept as received).
       std::vector<zmq_msg_t> frames;
       int more = 1;
       while (more) {
@@ -174,25 +212,28 @@ class ZmqTransport final : public PeerTransport {
         return ByteView(static_cast<const uint8_t*>(zmq_msg_data(&frames[i])), zmq_msg_size(&frames[i]));
       };
       const bool ours = !more && (frames.size() == 3 || frames.size() == 4) && bytes_of(1).size() == 8;
-      Buffer payload;
+      Queued q;
       int source = -1, tag = -1;
       if (ours) {
         source = static_cast<int>(LoadLE32(bytes_of(1).data()));
         tag = static_cast<int>(LoadLE32(bytes_of(1).data() + 4));
         if (frames.size() == 3) {
-          payload = Buffer::CopyOf(bytes_of(2));
+          q.joined = Buffer::CopyOf(bytes_of(2));
+          q.size = q.joined.size();
         } else {
-          const ByteView a = bytes_of(2), b = bytes_of(3);
-          payload = Buffer(a.size() + b.size());
-          std::copy(a.begin(), a.end(), payload.data());
-          std::copy(b.begin(), b.end(), payload.data() + a.size());
+          q.size = bytes_of(2).size() + bytes_of(3).size();
+          q.parts = std::make_unique<Parts>();
+          for (int i = 0; i < 2; ++i) {
+            zmq_msg_init(&q.parts->msgs[i]);
+            zmq_msg_move(&q.parts->msgs[i], &frames[2 + i]);
+          }
         }
       }
       for (zmq_msg_t& m : frames) zmq_msg_close(&m);
       if (!ours) continue;  // not one of ours
       std::lock_guard<std::mutex> lock(mu_);
-      queued_bytes_ += payload.size();
-      queues_[{source, tag}].push_back(std::move(payload));
+      queued_bytes_ += q.size;
+      queues_[{source, tag}].push_back(std::move(q));
       cv_.notify_all();
     }
   }
@@ -207,7 +248,7 @@ class ZmqTransport final : public PeerTransport {
   std::atomic<bool> stop_{false};
   std::mutex mu_;
   std::condition_variable cv_;
-  std::map<std::pair<int, int>, std::deque<Buffer>> queues_;
+  std::map<std::pair<int, int>, std::deque<Queued>> queues_;
   uint64_t queued_bytes_ = 0;
   Status error_;
 };

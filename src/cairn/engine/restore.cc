@@ -5,7 +5,9 @@
 //   2. Plan (restore_plan.h): the chunks every box touches, each once.
 //   3. Tell the store whether other processes read the same chunks
 //      (KvStore::SetReadsShared: then through the page cache they share,
-//      else large cold reads bypass it).
+//      else large cold reads bypass it). Chunks the host decodes once (see
+//      below) are read once: they do not count. Done after step 4 and the
+//      host's agreement.
 //   4. Map the chunks whose boxes allow it (BoxToRestore::mapped; the store
 //      decides whether it can: kvstore/mapped_read.h), in parallel; those
 //      chunks are not read.
@@ -147,12 +149,14 @@ Status ReadSliced(KvStore& store, const std::vector<KeyRead>& reads, const Value
 }
 
 // Whether another process reads a chunk this process reads (its boxes
-// touch one of this plan's chunks).
-bool ReadsOverlapOtherProcesses(const ArrayToRestore& a, const ArrayRestorePlan& p) {
+// touch one of this plan's chunks), other than a chunk the host decodes once.
+bool ReadsOverlapOtherProcesses(const ArrayToRestore& a, const ArrayRestorePlan& p, const HostShare* share,
+                                size_t array) {
   for (const Box& other : a.boxes_of_other_processes) {
     if (other.rank() != p.spec.shape.size()) continue;
-    for (const ChunkToRead& c : p.chunks) {
-      if (Intersect(c.box, other).num_elements() > 0) return true;
+    for (size_t c = 0; c < p.chunks.size(); ++c) {
+      if (share != nullptr && share->role(array, c) != HostShare::Role::kSelf) continue;
+      if (Intersect(p.chunks[c].box, other).num_elements() > 0) return true;
     }
   }
   return false;
@@ -291,21 +295,21 @@ Status Restore(const RestoreRequest& request) {
   const bool coordinated = request.coordinator != nullptr && request.coordinator->process_count() > 1;
   std::vector<std::vector<bool>> mapped;
   std::unique_ptr<HostShare> share;
-  if (opened.ok()) {
-    // Step 3.
-    bool shared = false;
-    for (size_t a = 0; a < opened->plans.size() && !shared; ++a) {
-      shared = ReadsOverlapOtherProcesses(request.arrays[a], opened->plans[a]);
-    }
-    opened->item.store->SetReadsShared(shared);
-    // Step 4.
-    mapped = MapChunks(opened->plans, *opened->item.store);
-  }
+  if (opened.ok()) mapped = MapChunks(opened->plans, *opened->item.store);  // step 4
   if (coordinated) {
     static const std::vector<ArrayRestorePlan> kNone;
     share = HostShare::Start(*request.coordinator, request.host_share,
                              opened.ok() ? opened->dir : request.directory, opened.ok(),
                              opened.ok() ? opened->plans : kNone, mapped);
+  }
+  if (opened.ok()) {
+    // Step 3 (after the host's processes agreed who decodes which chunk:
+    // a chunk decoded once per host is read once, so not through the cache).
+    bool shared = false;
+    for (size_t a = 0; a < opened->plans.size() && !shared; ++a) {
+      shared = ReadsOverlapOtherProcesses(request.arrays[a], opened->plans[a], share.get(), a);
+    }
+    opened->item.store->SetReadsShared(shared);
   }
   if (!opened.ok()) {
     if (share != nullptr) share->Run(opened.status(), {}, nullptr);

@@ -57,7 +57,7 @@ struct RestoreHostShareOptions {
   std::string directory = "/dev/shm";  // of the shared file; empty: never share
   // The shared window per host, reused round after round; also at most
   // half the free space of `directory`.
-  uint64_t max_bytes = uint64_t{1} << 30;
+  uint64_t max_bytes = uint64_t{512} << 20;
   Coordinator::Duration timeout = std::chrono::minutes(10);
 };
 

@@ -186,7 +186,8 @@ std::unique_ptr<HostShare> HostShare::Start(Coordinator& coordinator, const Rest
   share->coordinator_ = &coordinator;
   share->options_ = options;
   share->item_directory_ = item_directory;
-  share->name_ = "cairn/restore/" + item_directory;
+  // Not the directory: processes may name one checkpoint by different paths.
+  share->name_ = "cairn/restore/host-share";
   share->roles_.resize(plans.size());
   share->offsets_.resize(plans.size());
   share->owners_.resize(plans.size());

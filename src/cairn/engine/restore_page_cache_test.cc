@@ -12,6 +12,9 @@
 #include "cairn/engine/testing/save_helpers.h"
 #include "cairn/kvstore/file/posix_io.h"
 #include "cairn/coordinator.h"
+#include "cairn/engine/testing/thread_coordinator.h"
+
+#include <thread>
 
 namespace cairn::engine {
 namespace {
@@ -85,6 +88,60 @@ TEST(RestorePageCache, OnlyReadsSharedWithOtherProcessesGoThroughIt) {
   ASSERT_TRUE(Evict(dir));
   restore(Box({kRows / 2 - 1, 0}, {kRows / 2 + 1, kCols}));
   EXPECT_GT(CachedDataPages(dir), 0) << "shared reads bypassed the page cache";
+  fs::remove_all(fs::path(dir).parent_path());
+}
+
+TEST(RestorePageCache, ChunksTheHostDecodesOnceAreReadOnceAroundIt) {
+  // Compressed (host-shared decoding takes only chunks whose codecs change
+  // the bytes), 2 chunks of 512 rows (2 MiB); two processes each restore half the
+  // columns, so both need every chunk.
+  const std::string dir = TempDir("page_cache_host_share") + "/item";
+  std::vector<float> w = Iota(static_cast<size_t>(kRows * kCols), 0.5f);
+  uint32_t x = 12345;  // bits that do not compress: the data files stay large
+  for (float& v : w) {
+    x = x * 1664525u + 1013904223u;
+    v = static_cast<float>(x >> 8) * 1e-3f;
+  }
+  SaveRequest r;
+  r.directory = dir;
+  SaveLeaf leaf = ArrayLeaf("w", {kRows, kCols}, {512, kCols});
+  for (Index row = 0; row < kRows; row += 512) {
+    leaf.shards.push_back(Shard(w, {kRows, kCols}, Box({row, 0}, {512, kCols})));
+  }
+  r.leaves = {leaf};
+  auto single = NewSingleProcessCoordinator();
+  ASSERT_TRUE(Save(r, *single).ok());
+  if (!Evict(dir)) GTEST_SKIP() << dir << " keeps its pages in memory (tmpfs?)";
+  auto run = [&](bool together) {
+    testing::ThreadGroup group(2);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 2; ++i) {
+      threads.emplace_back([&, i] {
+        std::vector<float> got(static_cast<size_t>(kRows * kCols / 2), -1.0f);
+        RestoreRequest q;
+        q.directory = dir;
+        ArrayToRestore a;
+        a.param = "params.w";
+        a.boxes.push_back({Box({0, i * kCols / 2}, {kRows, kCols / 2}), got.data(), {}});
+        a.boxes_of_other_processes = {Box({0, (1 - i) * kCols / 2}, {kRows, kCols / 2})};
+        q.arrays = {a};
+        if (together) q.coordinator = &group.Member(i);
+        Status s = Restore(q);
+        EXPECT_TRUE(s.ok()) << s.ToString();
+        for (Index row = 0; row < kRows; ++row) {
+          for (Index c = 0; c < kCols / 2; ++c) {
+            ASSERT_EQ(got[static_cast<size_t>(row * kCols / 2 + c)], w[static_cast<size_t>(row * kCols + i * kCols / 2 + c)]);
+          }
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+  };
+  run(/*together=*/false);
+  EXPECT_GT(CachedDataPages(dir), 0) << "two processes reading the same chunks bypassed the page cache";
+  ASSERT_TRUE(Evict(dir));
+  run(/*together=*/true);
+  EXPECT_EQ(CachedDataPages(dir), 0) << "chunks decoded once for the host went through the page cache";
   fs::remove_all(fs::path(dir).parent_path());
 }
 
