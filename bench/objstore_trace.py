@@ -58,6 +58,7 @@ class RecordingProxy:
                 self.upstream = None
 
             def _handle(self):
+                t_begin = time.monotonic()  # the request line and headers are in
                 length = int(self.headers.get("Content-Length") or 0)
                 chunked = self.headers.get("Transfer-Encoding", "").lower() == "chunked"
                 if chunked:
@@ -90,6 +91,7 @@ class RecordingProxy:
                     proxy.in_flight -= 1
                     proxy.log.append({"method": self.command, "path": self.path, "up": len(body),
                                       "down": len(data), "status": resp.status, "t0": t0, "t1": t1,
+                                      "t_begin": t_begin,
                                       "expect": self.headers.get("Expect"), "chunked": chunked})
                 self.send_response(resp.status)
                 for k, v in resp.getheaders():
@@ -113,6 +115,7 @@ class RecordingProxy:
             self.in_flight = 0
             self.max_in_flight = 0
             self.log = []
+            self.op_start = time.monotonic()
 
     def summary(self) -> dict:
         with self.lock:
@@ -228,9 +231,12 @@ def main():
                 if current is not None:
                     results.setdefault(current, {})[side] = proxy.summary()
                     if args.requests:
-                        t00 = min((r["t0"] for r in proxy.log), default=0)
-                        for r in proxy.log:
-                            print(f"  {side} {current}: {r['t0'] - t00:7.3f}s {r['method']} {r['path'][:110]} "
+                        # Seconds since the operation began (the worker's mark): the
+                        # request's headers arrived, its body was in, its answer came.
+                        t00 = proxy.op_start
+                        for r in sorted(proxy.log, key=lambda r: r["t_begin"]):
+                            print(f"  {side} {current}: {r['t_begin'] - t00:7.3f}s body in {r['t0'] - t00:7.3f}s "
+                                  f"answered {r['t1'] - t00:7.3f}s {r['method']} {r['path'][:90]} "
                                   f"up {r['up']} down {r['down']} -> {r['status']}")
                 proxy.reset()
                 current = None if what == "end" else what

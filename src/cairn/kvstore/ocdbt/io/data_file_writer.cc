@@ -32,7 +32,12 @@ Status DataFileWriter::Start() {
 Result<IndirectDataReference> DataFileWriter::Append(ByteView bytes) {
   if (open_ && target_size_ != 0 && open_->size() != 0 &&
       open_->size() + bytes.size() > target_size_) {
-    CAIRN_RETURN_IF_ERROR(Finish());
+    if (full_file_handler_) {
+      CAIRN_RETURN_IF_ERROR(full_file_handler_(std::move(open_), files_.back()));
+      open_.reset();
+    } else {
+      CAIRN_RETURN_IF_ERROR(Finish());
+    }
   }
   if (!open_) CAIRN_RETURN_IF_ERROR(Start());
   if (value_alignment_ != 0 && bytes.size() >= value_alignment_ && open_->size() % value_alignment_ != 0) {

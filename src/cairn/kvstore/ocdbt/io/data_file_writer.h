@@ -11,12 +11,16 @@
 // Durability: a file is durable (KvWriter::Commit) when it rolls over and on
 // Finish; the caller writes the manifest that refers to the files only after
 // Finish returned OK (protocol in ocdbt_kvstore.cc). Files of an abandoned
-// writer are unlinked if still open, or stay behind unreferenced.
+// writer are unlinked if still open, or stay behind unreferenced. With a
+// full-file handler (set_full_file_handler), a file that rolls over is handed
+// to the handler instead of being committed in Append, and the caller must
+// wait for the handler's commits too before writing the manifest.
 //
 // Thread safety: not thread-safe; one writer per commit.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +44,13 @@ class DataFileWriter {
   // Commits the open data file, if any. Later Appends start a new file.
   Status Finish();
 
+  // Takes each file that rolls over (is full) in place of the commit Append
+  // would do: `file` is that file's writer, not yet committed, and the
+  // handler commits it (the OCDBT batch writer starts its upload at once, on
+  // another thread). An error from the handler is returned by that Append.
+  using FullFileHandler = std::function<Status(std::unique_ptr<KvWriter> file, const DataFileId& id)>;
+  void set_full_file_handler(FullFileHandler handler) { full_file_handler_ = std::move(handler); }
+
   // Ids of every file started so far (committed or open).
   const std::vector<DataFileId>& files() const { return files_; }
   uint64_t bytes_written() const { return bytes_written_; }
@@ -52,6 +63,7 @@ class DataFileWriter {
   uint64_t target_size_;
   uint64_t value_alignment_;
   std::unique_ptr<KvWriter> open_;
+  FullFileHandler full_file_handler_;
   std::vector<DataFileId> files_;
   uint64_t bytes_written_ = 0;
 };

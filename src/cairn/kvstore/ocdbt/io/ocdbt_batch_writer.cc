@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -11,13 +14,117 @@
 namespace cairn::ocdbt {
 namespace {
 
+// Full data files committed (on an object store: uploaded) in the background
+// while the batch goes on (step 1 of the protocol in ocdbt_batch_writer.h).
+// At most `max_pending` files are queued or uploading at once: Submit waits
+// for room, so the memory held by finished files stays bounded. Each file is
+// committed by one of at most max_pending threads, started as needed.
+class EarlyUploads {
+ public:
+  explicit EarlyUploads(size_t max_pending) : max_pending_(std::max<size_t>(max_pending, 1)) {}
+  ~EarlyUploads() {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      room_.wait(lock, [&] { return pending_ == 0; });
+      stop_ = true;
+    }
+    work_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+
+  // Queues `file` for its Commit; `what` prefixes its error. Fails at once
+  // with the first error of an earlier file (nothing more is uploaded then).
+  Status Submit(std::unique_ptr<KvWriter> file, std::string what) {
+    std::unique_lock<std::mutex> lock(mu_);
+    room_.wait(lock, [&] { return pending_ < max_pending_; });
+    if (!failed_.ok()) return failed_;
+    queue_.push_back({std::move(file), std::move(what)});
+    ++pending_;
+    if (idle_ < queue_.size() && threads_.size() < max_pending_) {
+      threads_.emplace_back([this] { Loop(); });
+    }
+    work_.notify_one();
+    return Status::OK();
+  }
+
+  // Waits until every submitted file is committed; the first error.
+  Status Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    room_.wait(lock, [&] { return pending_ == 0; });
+    return failed_;
+  }
+
+ private:
+  struct Job {
+    std::unique_ptr<KvWriter> file;
+    std::string what;
+  };
+
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      ++idle_;
+      work_.wait(lock, [&] { return !queue_.empty() || stop_; });
+      --idle_;
+      if (queue_.empty()) return;  // stopping
+      Job job = std::move(queue_.front());
+      queue_.pop_front();
+      const bool skip = !failed_.ok();  // the batch is lost: upload no more
+      lock.unlock();
+      Status st = skip ? Status::OK() : job.file->Commit().Annotate(job.what);
+      job.file.reset();  // free the file's bytes before making room
+      lock.lock();
+      if (!st.ok() && failed_.ok()) failed_ = std::move(st);
+      --pending_;
+      room_.notify_all();
+    }
+  }
+
+  const size_t max_pending_;
+  std::mutex mu_;
+  std::condition_variable room_;  // pending_ fell
+  std::condition_variable work_;  // a job was queued, or stop_
+  std::deque<Job> queue_;
+  std::vector<std::thread> threads_;
+  size_t pending_ = 0;  // queued or being committed
+  size_t idle_ = 0;     // threads waiting for a job
+  bool stop_ = false;
+  Status failed_;
+};
+
+// The size at which data files are cut when they are uploaded early, or 0
+// when they are not (a local base store, or the option is 0).
+uint64_t EarlyUploadFileSize(const KvStore& base, const OcdbtOptions& options) {
+  if (base.io_concurrency() == 0) return 0;
+  uint64_t size = options.upload_file_size;
+  if (const char* env = std::getenv("CAIRN_OCDBT_UPLOAD_FILE_SIZE"); env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(env, &end, 10);
+    if (end != nullptr && *end == '\0') size = v;
+  }
+  if (size == 0) return 0;
+  const uint64_t target = options.target_data_file_size;
+  return target == 0 ? size : std::min(size, target);
+}
+
 class OcdbtBatchWriter final : public KvBatchWriter {
  public:
   explicit OcdbtBatchWriter(std::shared_ptr<OcdbtKvStore> store) : store_(std::move(store)) {
+    KvStore* base = store_->base().get();
+    const OcdbtOptions& options = store_->options();
+    uint64_t target = options.target_data_file_size;
+    if (const uint64_t early = EarlyUploadFileSize(*base, options); early != 0) {
+      target = early;
+      uploads_ = std::make_unique<EarlyUploads>(std::clamp<size_t>(base->io_concurrency(), 2, 8));
+    }
     for (auto& lane : lanes_) {
-      lane = std::make_unique<Lane>(store_->base().get(), store_->options().data_prefix,
-                                    store_->options().target_data_file_size,
-                                    store_->options().value_alignment);
+      lane = std::make_unique<Lane>(base, options.data_prefix, target, options.value_alignment);
+      if (uploads_) {
+        lane->data.set_full_file_handler([this, base](std::unique_ptr<KvWriter> file, const DataFileId& id) {
+          return uploads_->Submit(std::move(file),
+                                  "writing OCDBT data file " + base->Describe(id.relative_path));
+        });
+      }
     }
   }
 
@@ -65,6 +172,9 @@ class OcdbtBatchWriter final : public KvBatchWriter {
     std::lock_guard<std::mutex> lock(mu_);
     if (!failed_.ok()) return failed_.Annotate("not committing " + store_->url() + " after a failed write");
     CAIRN_RETURN_IF_ERROR(FinishLanes());
+    if (uploads_) {
+      CAIRN_RETURN_IF_ERROR(uploads_->Wait().Annotate("committing data files of " + store_->url()));
+    }
     std::stable_sort(entries_.begin(), entries_.end(),
                      [](const BtreeMutation& a, const BtreeMutation& b) { return a.key < b.key; });
     std::vector<BtreeMutation> unique;
@@ -146,6 +256,9 @@ class OcdbtBatchWriter final : public KvBatchWriter {
   uint64_t inline_limit_ = 0;
   bool inline_loaded_ = false;
   Status failed_;  // the first failed data write; then Add and Commit fail
+  // Full data files being uploaded while Adds go on (object stores only).
+  // Declared last: destroyed first, waiting for its uploads.
+  std::unique_ptr<EarlyUploads> uploads_;
 };
 
 }  // namespace

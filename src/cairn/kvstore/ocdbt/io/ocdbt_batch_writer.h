@@ -10,10 +10,21 @@
 //      started), each written by one thread at a time, so that a thread
 //      blocked on the device does not stall the others. Nothing refers to
 //      these files yet. Delete records a removal of the key.
-//   2. Commit: the open data files are made durable, then the entries (sorted,
-//      the last Add or Delete of a key wins) are committed as one new generation with
-//      OcdbtKvStore::CommitEntries (B+tree nodes, then the manifest, last).
-// A writer abandoned before Commit leaves only unreferenced data files.
+//      On an object store (a base with io_concurrency() > 0, whose writers
+//      hold a value in memory and upload it whole at their commit), data
+//      files are cut at OcdbtOptions::upload_file_size (16 MiB) and each one
+//      is uploaded as soon as it is full, on a background thread, while Adds
+//      go on (at most 2-8 files queued or uploading; an Add that fills one
+//      more waits for room). Such a file is durable early but still
+//      unreferenced: no manifest names it before step 3.
+//   2. Commit: the open data files are made durable (all at once), and every
+//      early upload of step 1 has finished OK (else Commit fails and nothing
+//      is committed),
+//   3. then the entries (sorted, the last Add or Delete of a key wins) are
+//      committed as one new generation with OcdbtKvStore::CommitEntries
+//      (B+tree nodes, then the manifest, last).
+// A writer abandoned before Commit (or whose upload failed) leaves only
+// unreferenced data files; its destructor waits for uploads under way.
 //
 // Thread safety: as KvBatchWriter (Add concurrently, Commit once).
 #pragma once

@@ -6,7 +6,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include "cairn/kvstore/memory/memory_kvstore.h"
@@ -125,6 +127,183 @@ TEST(OcdbtBatchWriter, AddsGoOnWhileAnotherAddIsBlockedWriting) {
   auto v = store->Get("stuck");
   ASSERT_TRUE(v.ok() && v->has_value());
   EXPECT_EQ((*v)->ToString(), big);
+}
+
+// A memory store that says it is an object store (io_concurrency() > 0, so
+// the batch writer uploads full data files early) and records every upload
+// of a data file (`d/...`, one Put each through the default KvWriter):
+// whether the test had already called Commit when it began, how many ran at
+// once; data-file Puts can be held (they wait) or made to fail.
+class UploadRecordingStore final : public MemoryKvStore {
+ public:
+  explicit UploadRecordingStore(size_t io_concurrency) : io_concurrency_(io_concurrency) {}
+  size_t io_concurrency() const override { return io_concurrency_; }
+
+  Status Put(std::string_view key, ByteView value) override {
+    if (key.substr(0, 2) != "d/") return MemoryKvStore::Put(key, value);
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      ++started;
+      if (!commit_called) ++started_before_commit;
+      sizes.push_back(value.size());
+      max_in_flight = std::max(max_in_flight, ++in_flight);
+      cv.notify_all();
+      cv.wait(lock, [&] { return !hold; });
+      --in_flight;
+      if (fail_next) {
+        fail_next = false;
+        return UnavailableError("injected failure writing " + Describe(key));
+      }
+    }
+    return MemoryKvStore::Put(key, value);
+  }
+
+  // Waits (up to a minute: a bound for a broken build, not a timing
+  // assertion) until `pred` holds; returns whether it does.
+  template <typename Pred>
+  bool WaitFor(Pred pred) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(60), pred);
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu);
+    hold = false;
+    cv.notify_all();
+  }
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool commit_called = false;  // set by the test just before Commit
+  bool hold = false;
+  bool fail_next = false;
+  int started = 0, started_before_commit = 0, in_flight = 0, max_in_flight = 0;
+  std::vector<size_t> sizes;
+
+ private:
+  size_t io_concurrency_;
+};
+
+constexpr size_t kUploadFile = 64 << 10;
+
+// 16,000 bytes: 4 fill a data file of kUploadFile, a 5th does not fit.
+std::string Big(int i) {
+  std::string v(16000, static_cast<char>('a' + i % 26));
+  const std::string n = std::to_string(i);
+  return v.replace(0, n.size(), n);
+}
+
+std::shared_ptr<OcdbtKvStore> EarlyUploadDatabase(std::shared_ptr<KvStore> base) {
+  OcdbtOptions options;
+  options.upload_file_size = kUploadFile;
+  return std::make_shared<OcdbtKvStore>(std::move(base), options);
+}
+
+// On an object store a data file is uploaded as soon as it is full, before
+// Commit (the old writer uploaded every file at Commit, and cut files only
+// at target_data_file_size, 2 GiB), and stays unreferenced until Commit:
+// none of its keys is visible before.
+TEST(OcdbtBatchWriter, ObjectStoreUploadsFullDataFilesBeforeCommit) {
+  auto base = std::make_shared<UploadRecordingStore>(4);
+  auto store = EarlyUploadDatabase(base);
+  auto writer = NewBatchWriter(store);
+  // One thread: the 4 lanes take values in turn, 16 each, 4 files each.
+  for (int i = 0; i < 64; ++i) ASSERT_TRUE(writer->Add("k/" + std::to_string(100 + i), AsBytes(Big(i))).ok());
+  // 3 files of each lane rolled over: 12 uploads begin without a Commit.
+  EXPECT_TRUE(base->WaitFor([&] { return base->started >= 12; })) << base->started;
+  auto before = store->Get("k/100");
+  ASSERT_TRUE(before.ok());
+  EXPECT_FALSE(before->has_value());  // uploaded, yet not part of the database
+  auto no_manifest = store->ReadManifest();
+  ASSERT_TRUE(no_manifest.ok());
+  EXPECT_FALSE(no_manifest->has_value());
+  {
+    std::lock_guard<std::mutex> lock(base->mu);
+    base->commit_called = true;
+  }
+  ASSERT_TRUE(writer->Commit().ok());
+  EXPECT_EQ(base->started_before_commit, 12);
+  EXPECT_EQ(base->started, 16 + 1);  // + the B+tree node's file
+  for (size_t i = 0; i < base->sizes.size(); ++i) EXPECT_LE(base->sizes[i], kUploadFile) << i;
+  for (int i = 0; i < 64; ++i) {
+    auto v = store->Get("k/" + std::to_string(100 + i));
+    ASSERT_TRUE(v.ok() && v->has_value()) << i;
+    EXPECT_EQ((*v)->ToString(), Big(i));
+  }
+}
+
+// At most max(2, min(io_concurrency, 8)) full files are queued or uploading:
+// an Add that fills one more waits, so the memory held stays bounded.
+TEST(OcdbtBatchWriter, EarlyUploadsAreBounded) {
+  auto base = std::make_shared<UploadRecordingStore>(3);
+  base->hold = true;
+  auto store = EarlyUploadDatabase(base);
+  auto writer = NewBatchWriter(store);
+  std::atomic<bool> adds_done{false};
+  std::thread adder([&] {
+    for (int i = 0; i < 64; ++i) EXPECT_TRUE(writer->Add("k/" + std::to_string(100 + i), AsBytes(Big(i))).ok());
+    adds_done = true;
+  });
+  const bool reached = base->WaitFor([&] { return base->in_flight == 3; });
+  EXPECT_TRUE(reached);
+  if (reached) {
+    // 12 files fill up, but with uploads held only 3 can be pending: the
+    // adder waits (it cannot finish until an upload completes).
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_FALSE(adds_done.load());
+    std::lock_guard<std::mutex> lock(base->mu);
+    EXPECT_EQ(base->max_in_flight, 3);
+  }
+  base->Release();
+  adder.join();
+  ASSERT_TRUE(writer->Commit().ok());
+  EXPECT_LE(base->max_in_flight, 3 + 4);  // + the lanes' last files, at Commit
+  auto v = store->Get("k/163");
+  ASSERT_TRUE(v.ok() && v->has_value());
+  EXPECT_EQ((*v)->ToString(), Big(63));
+}
+
+// A failed early upload fails the Commit, which then commits nothing; the
+// error names the data file. An abandoned writer waits for its uploads.
+TEST(OcdbtBatchWriter, FailedEarlyUploadFailsCommit) {
+  auto base = std::make_shared<UploadRecordingStore>(4);
+  base->fail_next = true;
+  auto store = EarlyUploadDatabase(base);
+  auto writer = NewBatchWriter(store);
+  for (int i = 0; i < 64; ++i) (void)writer->Add("k/" + std::to_string(100 + i), AsBytes(Big(i)));
+  Status st = writer->Commit();
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
+  EXPECT_NE(st.message().find("OCDBT data file"), std::string_view::npos) << st.ToString();
+  EXPECT_NE(st.message().find("injected failure"), std::string_view::npos) << st.ToString();
+  auto manifest = store->ReadManifest();
+  ASSERT_TRUE(manifest.ok());
+  EXPECT_FALSE(manifest->has_value());
+
+  auto abandoned = NewBatchWriter(store);
+  for (int i = 0; i < 64; ++i) ASSERT_TRUE(abandoned->Add("a/" + std::to_string(i), AsBytes(Big(i))).ok());
+  abandoned.reset();  // joins its upload threads
+  {
+    std::lock_guard<std::mutex> lock(base->mu);
+    EXPECT_EQ(base->in_flight, 0);
+  }
+  auto still = store->ReadManifest();
+  ASSERT_TRUE(still.ok());
+  EXPECT_FALSE(still->has_value());
+}
+
+// Control: on a local store (io_concurrency() == 0) nothing changes: files
+// are cut at target_data_file_size and written at Commit.
+TEST(OcdbtBatchWriter, LocalStoreUploadsNothingBeforeCommit) {
+  auto base = std::make_shared<UploadRecordingStore>(0);
+  auto store = EarlyUploadDatabase(base);
+  auto writer = NewBatchWriter(store);
+  for (int i = 0; i < 64; ++i) ASSERT_TRUE(writer->Add("k/" + std::to_string(100 + i), AsBytes(Big(i))).ok());
+  {
+    std::lock_guard<std::mutex> lock(base->mu);
+    base->commit_called = true;
+  }
+  ASSERT_TRUE(writer->Commit().ok());
+  EXPECT_EQ(base->started_before_commit, 0);
+  EXPECT_EQ(base->started, 4 + 1);  // one file per lane, + the node file
 }
 
 TEST(OcdbtBatchWriter, DefaultWriterPutsEachValue) {

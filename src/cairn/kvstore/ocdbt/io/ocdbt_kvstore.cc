@@ -13,7 +13,11 @@
 //     streamed, in key order, straight from the caller's buffers into new
 //     data files `d/<32 random hex>` (data_file_writer.h). A data file that
 //     reaches target_data_file_size is committed (made durable) and the next
-//     one started. Nothing refers to these files yet.
+//     one started. Nothing refers to these files yet. (The batch writer,
+//     ocdbt_batch_writer.h, streams values into data files before it calls
+//     CommitEntries; on object stores it uploads each full file at once, so
+//     such files may be durable long before this commit: still unreferenced
+//     until step 6.)
 //  3. Copy-on-write update of generation G's B+tree (btree_writer.h): new
 //     nodes are appended to the open data file, children before parents.
 //  4. Build generation N's manifest (version_writer.h, TensorStore's
