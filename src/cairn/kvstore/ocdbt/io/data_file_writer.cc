@@ -32,12 +32,7 @@ Status DataFileWriter::Start() {
 Result<IndirectDataReference> DataFileWriter::Append(ByteView bytes) {
   if (open_ && target_size_ != 0 && open_->size() != 0 &&
       open_->size() + bytes.size() > target_size_) {
-    if (full_file_handler_) {
-      CAIRN_RETURN_IF_ERROR(full_file_handler_(std::move(open_), files_.back()));
-      open_.reset();
-    } else {
-      CAIRN_RETURN_IF_ERROR(Finish());
-    }
+    CAIRN_RETURN_IF_ERROR(RollOver());
   }
   if (!open_) CAIRN_RETURN_IF_ERROR(Start());
   if (value_alignment_ != 0 && bytes.size() >= value_alignment_ && open_->size() % value_alignment_ != 0) {
@@ -56,6 +51,13 @@ Result<IndirectDataReference> DataFileWriter::Append(ByteView bytes) {
       "writing OCDBT data file " + base_->Describe(files_.back().relative_path)));
   bytes_written_ += bytes.size();
   return ref;
+}
+
+Status DataFileWriter::RollOver() {
+  if (!open_) return Status::OK();
+  if (!full_file_handler_) return Finish();
+  std::unique_ptr<KvWriter> file = std::move(open_);
+  return full_file_handler_(std::move(file), files_.back());
 }
 
 Status DataFileWriter::Finish() {

@@ -51,6 +51,14 @@ class DataFileWriter {
   using FullFileHandler = std::function<Status(std::unique_ptr<KvWriter> file, const DataFileId& id)>;
   void set_full_file_handler(FullFileHandler handler) { full_file_handler_ = std::move(handler); }
 
+  // Ends the open data file now, as if it were full: hands it to the
+  // full-file handler (without one: commits it). Later Appends start a new
+  // file. OK when no file is open.
+  Status RollOver();
+
+  // Bytes in the open data file (0 when none is open).
+  uint64_t open_size() const { return open_ ? open_->size() : 0; }
+
   // Ids of every file started so far (committed or open).
   const std::vector<DataFileId>& files() const { return files_; }
   uint64_t bytes_written() const { return bytes_written_; }

@@ -47,6 +47,12 @@ class EarlyUploads {
     return Status::OK();
   }
 
+  // Whether no file is queued or uploading.
+  bool Idle() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return pending_ == 0;
+  }
+
   // Waits until every submitted file is committed; the first error.
   Status Wait() {
     std::unique_lock<std::mutex> lock(mu_);
@@ -92,8 +98,9 @@ class EarlyUploads {
   Status failed_;
 };
 
-// The size at which data files are cut when they are uploaded early, or 0
-// when they are not (a local base store, or the option is 0).
+// The size from which an open data file is cut and uploaded early while no
+// other is uploading, or 0 when files are not uploaded early (a local base
+// store, or the option is 0).
 uint64_t EarlyUploadFileSize(const KvStore& base, const OcdbtOptions& options) {
   if (base.io_concurrency() == 0) return 0;
   uint64_t size = options.upload_file_size;
@@ -112,13 +119,13 @@ class OcdbtBatchWriter final : public KvBatchWriter {
   explicit OcdbtBatchWriter(std::shared_ptr<OcdbtKvStore> store) : store_(std::move(store)) {
     KvStore* base = store_->base().get();
     const OcdbtOptions& options = store_->options();
-    uint64_t target = options.target_data_file_size;
-    if (const uint64_t early = EarlyUploadFileSize(*base, options); early != 0) {
-      target = early;
+    early_cut_ = EarlyUploadFileSize(*base, options);
+    if (early_cut_ != 0) {
       uploads_ = std::make_unique<EarlyUploads>(std::clamp<size_t>(base->io_concurrency(), 2, 8));
     }
     for (auto& lane : lanes_) {
-      lane = std::make_unique<Lane>(base, options.data_prefix, target, options.value_alignment);
+      lane = std::make_unique<Lane>(base, options.data_prefix, options.target_data_file_size,
+                                    options.value_alignment);
       if (uploads_) {
         lane->data.set_full_file_handler([this, base](std::unique_ptr<KvWriter> file, const DataFileId& id) {
           return uploads_->Submit(std::move(file),
@@ -144,7 +151,8 @@ class OcdbtBatchWriter final : public KvBatchWriter {
       v.is_inline = false;
       Lane& lane = TakeLane();
       std::unique_lock<std::mutex> held(lane.mu, std::adopt_lock);
-      auto ref = lane.data.Append(value);
+      const Status cut = CutEarly(lane);
+      auto ref = cut.ok() ? lane.data.Append(value) : Result<IndirectDataReference>(cut);
       held.unlock();
       if (!ref.ok()) {
         // The data file's end is unknown after a failed write: nothing more
@@ -232,6 +240,21 @@ class OcdbtBatchWriter final : public KvBatchWriter {
     DataFileWriter data;
   };
 
+  // Step 1's early cut (object stores): while no data file is uploading,
+  // a lane's open file of at least early_cut_ << (files cut so far) bytes
+  // is ended and its upload started, so the uploads run while later values
+  // are still copied in, in few files (16, then at least 32, 64, ... MiB:
+  // the emulators and real buckets pay per object; TensorStore likewise
+  // sends what gathered whenever its previous data file is written). Called
+  // with the lane held.
+  Status CutEarly(Lane& lane) {
+    if (!uploads_) return Status::OK();
+    const size_t cuts = std::min<size_t>(early_cuts_.load(std::memory_order_relaxed), 20);
+    if (lane.data.open_size() < (early_cut_ << cuts) || !uploads_->Idle()) return Status::OK();
+    early_cuts_.fetch_add(1, std::memory_order_relaxed);
+    return lane.data.RollOver();
+  }
+
   // Locks and returns an idle lane, else waits for the next one in turn.
   Lane& TakeLane() {
     const size_t start = next_lane_.fetch_add(1, std::memory_order_relaxed);
@@ -247,6 +270,7 @@ class OcdbtBatchWriter final : public KvBatchWriter {
   // Up to this many data files are written at once, each by one thread: a
   // thread blocked on the device does not hold up the others' appends.
   static constexpr size_t kLanes = 4;
+  std::atomic<size_t> early_cuts_{0};
 
   std::shared_ptr<OcdbtKvStore> store_;
   std::mutex mu_;  // entries_, the inline limit, failed_
@@ -254,6 +278,7 @@ class OcdbtBatchWriter final : public KvBatchWriter {
   std::atomic<size_t> next_lane_{0};
   std::vector<BtreeMutation> entries_;
   uint64_t inline_limit_ = 0;
+  uint64_t early_cut_ = 0;  // 0: no early uploads (local stores)
   bool inline_loaded_ = false;
   Status failed_;  // the first failed data write; then Add and Commit fail
   // Full data files being uploaded while Adds go on (object stores only).

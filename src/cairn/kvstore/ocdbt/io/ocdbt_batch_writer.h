@@ -12,11 +12,16 @@
 //      these files yet. Delete records a removal of the key.
 //      On an object store (a base with io_concurrency() > 0, whose writers
 //      hold a value in memory and upload it whole at their commit), data
-//      files are cut at OcdbtOptions::upload_file_size (16 MiB) and each one
-//      is uploaded as soon as it is full, on a background thread, while Adds
-//      go on (at most 2-8 files queued or uploading; an Add that fills one
-//      more waits for room). Such a file is durable early but still
-//      unreferenced: no manifest names it before step 3.
+//      files are uploaded before Commit, on background threads, while Adds
+//      go on: an Add that finds no upload under way ends its lane's open
+//      file if it holds at least OcdbtOptions::upload_file_size bytes
+//      (16 MiB) times 2^(files ended so far) and starts uploading it (one
+//      early upload at a time, each at least twice the one before: few
+//      objects, which buckets and emulators charge for), and a file reaching
+//      target_data_file_size is uploaded at once too (at most 2-8 files
+//      queued or uploading; an Add that fills one more waits for room). The
+//      4 files still open are uploaded at Commit. Such a file is durable
+//      early but still unreferenced: no manifest names it before step 3.
 //   2. Commit: the open data files are made durable (all at once), and every
 //      early upload of step 1 has finished OK (else Commit fails and nothing
 //      is committed),

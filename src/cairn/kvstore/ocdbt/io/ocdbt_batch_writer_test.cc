@@ -185,31 +185,33 @@ class UploadRecordingStore final : public MemoryKvStore {
 
 constexpr size_t kUploadFile = 64 << 10;
 
-// 16,000 bytes: 4 fill a data file of kUploadFile, a 5th does not fit.
+// 16,000 bytes: 4 fit in kUploadFile, 5 are more.
 std::string Big(int i) {
   std::string v(16000, static_cast<char>('a' + i % 26));
   const std::string n = std::to_string(i);
   return v.replace(0, n.size(), n);
 }
 
-std::shared_ptr<OcdbtKvStore> EarlyUploadDatabase(std::shared_ptr<KvStore> base) {
+std::shared_ptr<OcdbtKvStore> EarlyUploadDatabase(std::shared_ptr<KvStore> base,
+                                                  uint64_t target = uint64_t{2} << 30) {
   OcdbtOptions options;
   options.upload_file_size = kUploadFile;
+  options.target_data_file_size = target;
   return std::make_shared<OcdbtKvStore>(std::move(base), options);
 }
 
-// On an object store a data file is uploaded as soon as it is full, before
-// Commit (the old writer uploaded every file at Commit, and cut files only
-// at target_data_file_size, 2 GiB), and stays unreferenced until Commit:
-// none of its keys is visible before.
-TEST(OcdbtBatchWriter, ObjectStoreUploadsFullDataFilesBeforeCommit) {
+// On an object store a data file is uploaded while values are still being
+// added, before Commit (the old writer uploaded every file at Commit), and
+// stays unreferenced until Commit: none of its keys is visible before.
+TEST(OcdbtBatchWriter, ObjectStoreUploadsDataFilesBeforeCommit) {
   auto base = std::make_shared<UploadRecordingStore>(4);
   auto store = EarlyUploadDatabase(base);
   auto writer = NewBatchWriter(store);
-  // One thread: the 4 lanes take values in turn, 16 each, 4 files each.
+  // One thread: the 4 lanes take values in turn; the first Add that finds a
+  // lane holding >= kUploadFile bytes (5 values) with no upload under way
+  // ends that file and starts its upload.
   for (int i = 0; i < 64; ++i) ASSERT_TRUE(writer->Add("k/" + std::to_string(100 + i), AsBytes(Big(i))).ok());
-  // 3 files of each lane rolled over: 12 uploads begin without a Commit.
-  EXPECT_TRUE(base->WaitFor([&] { return base->started >= 12; })) << base->started;
+  EXPECT_TRUE(base->WaitFor([&] { return base->started >= 1; })) << base->started;
   auto before = store->Get("k/100");
   ASSERT_TRUE(before.ok());
   EXPECT_FALSE(before->has_value());  // uploaded, yet not part of the database
@@ -221,9 +223,11 @@ TEST(OcdbtBatchWriter, ObjectStoreUploadsFullDataFilesBeforeCommit) {
     base->commit_called = true;
   }
   ASSERT_TRUE(writer->Commit().ok());
-  EXPECT_EQ(base->started_before_commit, 12);
-  EXPECT_EQ(base->started, 16 + 1);  // + the B+tree node's file
-  for (size_t i = 0; i < base->sizes.size(); ++i) EXPECT_LE(base->sizes[i], kUploadFile) << i;
+  EXPECT_GE(base->started_before_commit, 1);
+  // One early upload at a time, each of at least twice the bytes of the one
+  // before (few objects): the k-th started holds >= kUploadFile << k.
+  for (int k = 0; k < base->started_before_commit; ++k) EXPECT_GE(base->sizes[k], kUploadFile << k) << k;
+  EXPECT_GE(base->started, 1 + 4 + 1);  // + each lane's last file, + the B+tree node's
   for (int i = 0; i < 64; ++i) {
     auto v = store->Get("k/" + std::to_string(100 + i));
     ASSERT_TRUE(v.ok() && v->has_value()) << i;
@@ -231,12 +235,37 @@ TEST(OcdbtBatchWriter, ObjectStoreUploadsFullDataFilesBeforeCommit) {
   }
 }
 
-// At most max(2, min(io_concurrency, 8)) full files are queued or uploading:
-// an Add that fills one more waits, so the memory held stays bounded.
+// While an early upload is under way no other file is ended early: values
+// gather in the open files (few, large files, as TensorStore writes), and
+// those go at Commit.
+TEST(OcdbtBatchWriter, OneEarlyUploadAtATime) {
+  auto base = std::make_shared<UploadRecordingStore>(8);
+  base->hold = true;
+  auto store = EarlyUploadDatabase(base);
+  auto writer = NewBatchWriter(store);
+  for (int i = 0; i < 64; ++i) ASSERT_TRUE(writer->Add("k/" + std::to_string(100 + i), AsBytes(Big(i))).ok());
+  EXPECT_TRUE(base->WaitFor([&] { return base->in_flight == 1; }));
+  {
+    std::lock_guard<std::mutex> lock(base->mu);
+    EXPECT_EQ(base->started, 1);
+    ASSERT_EQ(base->sizes.size(), 1u);
+    EXPECT_GE(base->sizes[0], kUploadFile);
+  }
+  base->Release();
+  ASSERT_TRUE(writer->Commit().ok());
+  EXPECT_EQ(base->started, 1 + 4 + 1);  // + the 4 lanes' open files, + the node's
+  auto v = store->Get("k/163");
+  ASSERT_TRUE(v.ok() && v->has_value());
+  EXPECT_EQ((*v)->ToString(), Big(63));
+}
+
+// Files reaching target_data_file_size are uploaded at once too, but at most
+// max(2, min(io_concurrency, 8)) files are queued or uploading: an Add that
+// fills one more waits, so the memory held stays bounded.
 TEST(OcdbtBatchWriter, EarlyUploadsAreBounded) {
   auto base = std::make_shared<UploadRecordingStore>(3);
   base->hold = true;
-  auto store = EarlyUploadDatabase(base);
+  auto store = EarlyUploadDatabase(base, /*target=*/kUploadFile);  // 4 values a file
   auto writer = NewBatchWriter(store);
   std::atomic<bool> adds_done{false};
   std::thread adder([&] {
@@ -257,6 +286,7 @@ TEST(OcdbtBatchWriter, EarlyUploadsAreBounded) {
   adder.join();
   ASSERT_TRUE(writer->Commit().ok());
   EXPECT_LE(base->max_in_flight, 3 + 4);  // + the lanes' last files, at Commit
+  for (size_t i = 0; i < base->sizes.size(); ++i) EXPECT_LE(base->sizes[i], kUploadFile) << i;
   auto v = store->Get("k/163");
   ASSERT_TRUE(v.ok() && v->has_value());
   EXPECT_EQ((*v)->ToString(), Big(63));

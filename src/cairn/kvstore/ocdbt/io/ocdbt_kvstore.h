@@ -53,12 +53,12 @@ struct OcdbtOptions {
   // unlimited. TensorStore's and Orbax's local default: 2 GiB.
   uint64_t target_data_file_size = uint64_t{2} << 30;
   // On a base store that uploads each value whole (an object store: one
-  // with io_concurrency() > 0), the batch writer (ocdbt_batch_writer.h) cuts
-  // its data files at this many bytes instead (when smaller than
-  // target_data_file_size) and starts uploading each one as soon as it is
-  // full, while later values are still being added; the environment
-  // variable CAIRN_OCDBT_UPLOAD_FILE_SIZE (bytes) overrides it. 0 = as
-  // target_data_file_size, every file uploaded at the commit.
+  // with io_concurrency() > 0), the batch writer (ocdbt_batch_writer.h)
+  // uploads data files while values are still being added: whenever no
+  // upload is under way, an open data file of at least this many bytes,
+  // doubled for each file so ended before, is ended and sent (and a file
+  // reaching target_data_file_size is sent at once). The environment variable CAIRN_OCDBT_UPLOAD_FILE_SIZE (bytes)
+  // overrides it; 0 = every file is uploaded at the commit.
   uint64_t upload_file_size = uint64_t{16} << 20;
   // Reads never decode a node larger than the database's own
   // max_decoded_node_bytes (plus room for a few maximal entries), nor larger
