@@ -17,6 +17,9 @@ disk). One run measures, per process (the table shows the slowest one):
   throughput (bytes of the step / the extra background time);
 - recovery after losing one host (its local directory deleted): restore of
   the newest local step, the lost host fetching from its peer;
+- the fetch floor: the lost host's bytes sent over one plain TCP connection
+  (from memory) straight into a fresh file on its RAM disk, after the same
+  pause; no fetch over this loopback can be faster;
 - restore of everything from the persistent tier (all local directories gone);
   the page cache is dropped before each restore (when run as root), so the
   persistent tier is read from the device while the local tier, on the RAM
@@ -55,7 +58,8 @@ WORKER = r'''
 import json, os, shutil, sys, time
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
 os.environ["JAX_PLATFORMS"] = "cpu"
-address, pid, local_root, persistent_root, nbytes, narrays, out_path, repeats, settle_s, skip_orbax = sys.argv[1:11]
+address, pid, local_root, persistent_root, nbytes, narrays, out_path, repeats, settle_s, skip_orbax, xport = sys.argv[1:12]
+xport = int(xport)
 pid, nbytes, narrays, repeats, settle_s, skip_orbax = int(pid), int(nbytes), int(narrays), int(repeats), float(settle_s), skip_orbax == "1"
 import numpy as np
 import jax
@@ -218,7 +222,51 @@ def timed_floor():
             dsts.append(dst)
     return time.perf_counter() - t
 
+def timed_fetch_floor():
+    """The floor of the lost host's fetch on this machine, after the same
+    pause: process 3 sends the bytes process 1 holds over one plain TCP
+    connection (from memory: no files, framing or checks) and process 1
+    receives them straight into a fresh file on its RAM disk (`recv_into` a
+    shared mapping of it). Any fetch over this loopback costs at least this."""
+    import socket
+    gc.collect()
+    time.sleep(settle_s)
+    srv = None
+    if pid == 1:
+        srv = socket.socket()
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        srv.bind(("127.0.0.1", xport))
+        srv.listen(1)
+    barrier("fetch_floor_start")
+    t = time.perf_counter()
+    if pid == 3:
+        with socket.create_connection(("127.0.0.1", xport)) as c:
+            for a in want.values():
+                for s in a.addressable_shards:
+                    c.sendall(memoryview(np.ascontiguousarray(np.asarray(s.data))).cast("B"))
+    elif pid == 1:
+        conn, _ = srv.accept()
+        path = os.path.join(local("fetch_floor"), "fetched")
+        with open(path, "w+b") as f:
+            f.truncate(held)
+            mm = mmap.mmap(f.fileno(), held)
+            view, got = memoryview(mm), 0
+            while got < held:
+                n = conn.recv_into(view[got:], min(held - got, 16 << 20))
+                if n == 0:
+                    raise RuntimeError(f"the fetch floor's sender stopped after {got} bytes")
+                got += n
+            view.release()
+            mm.close()
+        conn.close()
+        srv.close()
+        os.remove(path)
+    seconds = time.perf_counter() - t
+    barrier("fetch_floor_done")
+    return seconds
+
 out["floor_s"] = []
+out["fetch_floor_s"] = []
 out["recover_s"], out["persistent_s"], out["recover_phases"], out["persistent_phases"] = [], [], [], []
 out["recover_exact"] = True
 for rnd in range(repeats):
@@ -242,6 +290,7 @@ for rnd in range(repeats):
         barrier(f"{which}_{rnd}_done")
     out["floor_s"].append(timed_floor())
     barrier(f"floor_{rnd}_done")
+    out["fetch_floor_s"].append(timed_fetch_floor())
 shutil.rmtree(local("peer"), ignore_errors=True)
 barrier("restores_done")
 if skip_orbax:
@@ -325,7 +374,7 @@ def main():
             log = open(os.path.join(work, f"log_{i}.txt"), "wb")
             procs.append((subprocess.Popen([sys.executable, script, address, str(i), local, work, str(args.bytes),
                                             str(NARRAYS), os.path.join(work, f"out_{i}.json"), str(args.repeats),
-                                            str(args.settle), "1" if args.no_orbax else "0"],
+                                            str(args.settle), "1" if args.no_orbax else "0", str(free_port())],
                                            env=env, stdout=log, stderr=subprocess.STDOUT), log))
         deadline = time.monotonic() + args.timeout
         for p, log in procs:
@@ -396,7 +445,12 @@ def main():
              "per round: " + " ".join(f"{p / r:.2f}x" for r, p in zip(job('recover'), job('persistent')))],
             ["floor: shards copied into fresh 4 KiB pages (median)", f"{median(job('floor')):.2f} s",
              f"every restore writes its bytes into fresh memory; persistent / floor "
-             f"{median(job('persistent')) / median(job('floor')):.2f}x (the best ratio a recovery could reach)"],
+             f"{median(job('persistent')) / median(job('floor')):.2f}x (the best ratio a recovery that copies could reach)"],
+            ["fetch floor: the lost host's bytes over plain TCP into fresh RAM-disk pages (median)",
+             f"{median(job('fetch_floor')):.2f} s",
+             f"{held / median(job('fetch_floor')) / GB:.2f} GB/s; rounds {' '.join(f'{x:.2f}' for x in job('fetch_floor'))}; "
+             f"persistent / fetch floor {median(job('persistent')) / median(job('fetch_floor')):.2f}x "
+             f"(the best ratio a recovery that fetches a host's shards could reach)"],
         ]
         errors = [r["orbax_error"] for r in results if "orbax_error" in r]
         if errors:
