@@ -368,13 +368,14 @@ def main():
             f.write(WORKER)
         env = {k: v for k, v in os.environ.items() if k not in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "XLA_FLAGS")}
         address = f"127.0.0.1:{free_port()}"
+        fetch_floor_port = free_port()  # where process 1 listens for the fetch floor
         load_before = os.getloadavg()[0]
         procs = []
         for i in range(NPROC):
             log = open(os.path.join(work, f"log_{i}.txt"), "wb")
             procs.append((subprocess.Popen([sys.executable, script, address, str(i), local, work, str(args.bytes),
                                             str(NARRAYS), os.path.join(work, f"out_{i}.json"), str(args.repeats),
-                                            str(args.settle), "1" if args.no_orbax else "0", str(free_port())],
+                                            str(args.settle), "1" if args.no_orbax else "0", str(fetch_floor_port)],
                                            env=env, stdout=log, stderr=subprocess.STDOUT), log))
         deadline = time.monotonic() + args.timeout
         for p, log in procs:
