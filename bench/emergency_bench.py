@@ -17,6 +17,10 @@ disk). One run measures, per process (the table shows the slowest one):
   throughput (bytes of the step / the extra background time);
 - recovery after losing one host (its local directory deleted): restore of
   the newest local step, the lost host fetching from its peer;
+- the fetch floor: the lost host's bytes sent over one plain TCP connection
+  (from memory) straight into a fresh file on its RAM disk, after the same
+  pause; no fetch over this loopback can be faster; and the replication
+  floor: every process's bytes to its peer that way, all at once;
 - restore of everything from the persistent tier (all local directories gone);
   the page cache is dropped before each restore (when run as root), so the
   persistent tier is read from the device while the local tier, on the RAM
@@ -55,7 +59,8 @@ WORKER = r'''
 import json, os, shutil, sys, time
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
 os.environ["JAX_PLATFORMS"] = "cpu"
-address, pid, local_root, persistent_root, nbytes, narrays, out_path, repeats, settle_s, skip_orbax = sys.argv[1:11]
+address, pid, local_root, persistent_root, nbytes, narrays, out_path, repeats, settle_s, skip_orbax, xports = sys.argv[1:12]
+xports = [int(x) for x in xports.split(",")]  # where each process listens for the transfer floors
 pid, nbytes, narrays, repeats, settle_s, skip_orbax = int(pid), int(nbytes), int(narrays), int(repeats), float(settle_s), skip_orbax == "1"
 import numpy as np
 import jax
@@ -218,7 +223,58 @@ def timed_floor():
             dsts.append(dst)
     return time.perf_counter() - t
 
+def timed_transfer_floor(name, source_of):
+    """The floor of moving a host's bytes on this machine, after the same
+    pause: every process `d` in `source_of` receives the bytes it holds from
+    process `source_of[d]` over one plain TCP connection (sent from memory:
+    no files, framing or checks) straight into a fresh file on its RAM disk
+    (`recv_into` a shared mapping of it), all at once. Any transfer over
+    this loopback costs at least this. Returns this process's seconds."""
+    import socket, threading
+    gc.collect()
+    time.sleep(settle_s)
+    srv = None
+    if pid in source_of:
+        srv = socket.socket()
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        srv.bind(("127.0.0.1", xports[pid]))
+        srv.listen(1)
+    barrier(name + "_start")
+    t = time.perf_counter()
+    def send(dest):
+        with socket.create_connection(("127.0.0.1", xports[dest])) as c:
+            for a in want.values():
+                for s in a.addressable_shards:
+                    c.sendall(memoryview(np.ascontiguousarray(np.asarray(s.data))).cast("B"))
+    senders = [threading.Thread(target=send, args=(d,)) for d, src in source_of.items() if src == pid]
+    for th in senders:
+        th.start()
+    if srv is not None:
+        conn, _ = srv.accept()
+        path = os.path.join(local(name), "received")
+        with open(path, "w+b") as f:
+            f.truncate(held)
+            mm = mmap.mmap(f.fileno(), held)
+            view, got = memoryview(mm), 0
+            while got < held:
+                n = conn.recv_into(view[got:], min(held - got, 16 << 20))
+                if n == 0:
+                    raise RuntimeError(f"{name}: the sender stopped after {got} bytes")
+                got += n
+            view.release()
+            mm.close()
+        conn.close()
+        srv.close()
+        os.remove(path)
+    for th in senders:
+        th.join()
+    seconds = time.perf_counter() - t
+    barrier(name + "_done")
+    return seconds
+
 out["floor_s"] = []
+out["fetch_floor_s"] = []
+out["replication_floor_s"] = []
 out["recover_s"], out["persistent_s"], out["recover_phases"], out["persistent_phases"] = [], [], [], []
 out["recover_exact"] = True
 for rnd in range(repeats):
@@ -242,6 +298,11 @@ for rnd in range(repeats):
         barrier(f"{which}_{rnd}_done")
     out["floor_s"].append(timed_floor())
     barrier(f"floor_{rnd}_done")
+    # The lost host's fetch: process 1 from process 3, which holds its peer copy.
+    out["fetch_floor_s"].append(timed_transfer_floor("fetch_floor", {1: 3}))
+    # Replication: every process sends its bytes to its peer in the other
+    # replica and receives its peer's, all at once.
+    out["replication_floor_s"].append(timed_transfer_floor("replication_floor", {d: (d + 2) % 4 for d in range(4)}))
 shutil.rmtree(local("peer"), ignore_errors=True)
 barrier("restores_done")
 if skip_orbax:
@@ -319,13 +380,14 @@ def main():
             f.write(WORKER)
         env = {k: v for k, v in os.environ.items() if k not in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "XLA_FLAGS")}
         address = f"127.0.0.1:{free_port()}"
+        floor_ports = ",".join(str(free_port()) for _ in range(NPROC))  # for the transfer floors
         load_before = os.getloadavg()[0]
         procs = []
         for i in range(NPROC):
             log = open(os.path.join(work, f"log_{i}.txt"), "wb")
             procs.append((subprocess.Popen([sys.executable, script, address, str(i), local, work, str(args.bytes),
                                             str(NARRAYS), os.path.join(work, f"out_{i}.json"), str(args.repeats),
-                                            str(args.settle), "1" if args.no_orbax else "0"],
+                                            str(args.settle), "1" if args.no_orbax else "0", floor_ports],
                                            env=env, stdout=log, stderr=subprocess.STDOUT), log))
         deadline = time.monotonic() + args.timeout
         for p, log in procs:
@@ -381,7 +443,12 @@ def main():
              f"{worst('peer_stall_s') / worst('memcpy_s'):.2f}x memcpy"],
             ["local save + peer copy: to durable", f"{worst('peer_total_s'):.2f} s", ""],
             ["replication (ZeroMQ, localhost)", f"{replication_s:.2f} s",
-             f"{step_bytes / replication_s / GB:.2f} GB/s for {step_bytes / GB:.2f} GB per process"],
+             f"{step_bytes / replication_s / GB:.2f} GB/s for {step_bytes / GB:.2f} GB per process "
+             f"(to durable with a peer copy minus without)"],
+            ["replication floor: every process's bytes to its peer over plain TCP into fresh RAM-disk pages, all at once (median)",
+             f"{median(job('replication_floor')):.2f} s",
+             f"{held / median(job('replication_floor')) / GB:.2f} GB/s per process; "
+             f"rounds {' '.join(f'{x:.2f}' for x in job('replication_floor'))}"],
         ["recover after losing 1 host (median)", f"{median(job('recover')):.2f} s",
              f"{results[0]['recover_tier']} step {results[0]['recover_step']}, "
              f"bit-exact={all(r['recover_exact'] for r in results)}, "
@@ -396,7 +463,12 @@ def main():
              "per round: " + " ".join(f"{p / r:.2f}x" for r, p in zip(job('recover'), job('persistent')))],
             ["floor: shards copied into fresh 4 KiB pages (median)", f"{median(job('floor')):.2f} s",
              f"every restore writes its bytes into fresh memory; persistent / floor "
-             f"{median(job('persistent')) / median(job('floor')):.2f}x (the best ratio a recovery could reach)"],
+             f"{median(job('persistent')) / median(job('floor')):.2f}x (the best ratio a recovery that copies could reach)"],
+            ["fetch floor: the lost host's bytes over plain TCP into fresh RAM-disk pages (median)",
+             f"{median(job('fetch_floor')):.2f} s",
+             f"{held / median(job('fetch_floor')) / GB:.2f} GB/s; rounds {' '.join(f'{x:.2f}' for x in job('fetch_floor'))}; "
+             f"persistent / fetch floor {median(job('persistent')) / median(job('fetch_floor')):.2f}x "
+             f"(the best ratio a recovery that fetches a host's shards could reach)"],
         ]
         errors = [r["orbax_error"] for r in results if "orbax_error" in r]
         if errors:

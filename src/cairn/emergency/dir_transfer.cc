@@ -130,6 +130,93 @@ Status Assemble(const orbax::Location& tmp, size_t file, const std::string& key,
   return tmp.store->DeletePrefix(PartsPrefix(tmp, file));
 }
 
+// Step 4: receives, checks and writes the pieces of every file not held
+// yet. Counts the pieces the transport handed over in `pieces_taken`, and
+// sets `transport_failed` when the transport itself failed.
+Status ReceivePieces(PeerTransport& transport, int source, int tag, const std::string& what,
+                     const orbax::Location& tmp, const std::vector<FileEntry>& files, const std::vector<uint64_t>& have,
+                     const std::vector<bool>& committed, std::vector<std::vector<std::string>>& parts,
+                     PositionalWriteStore* in_place, uint64_t total, const TransferOptions& options,
+                     uint64_t& received, uint64_t& pieces_taken, bool& transport_failed) {
+  HalfwayPoint halfway{&options.at_point, kPointTransferHalfReceived, total};
+  for (size_t i = 0; i < files.size(); ++i) {
+    const FileEntry& f = files[i];
+    if (committed[i]) continue;
+    const bool single = f.size <= options.piece_bytes;
+    const std::string key = tmp.Key(f.path);
+    std::unique_ptr<KvWriter> writer;
+    std::unique_ptr<PositionalFile> file;
+    if (single) {
+      CAIRN_ASSIGN_OR_RETURN(writer, tmp.store->OpenWriter(key));
+    } else if (in_place) {
+      auto opened = in_place->OpenPositional(key, have[i]);
+      if (!opened.ok()) return opened.status().Annotate(what);
+      file = std::move(*opened);
+    }
+    for (uint64_t offset = have[i]; offset < f.size;) {
+      const uint64_t want = std::min<uint64_t>(options.piece_bytes, f.size - offset);
+      options.budget->Acquire(want + kFrameBytes);
+      engine::BudgetHold hold(options.budget, want + kFrameBytes);
+      const std::string where = what + ": file `" + f.path + "` at offset " + std::to_string(offset);
+      // The piece as the transport holds it (ZeroMQ: the frame and the
+      // bytes as two parts, not joined): checked and written from there.
+      uint64_t n = 0;
+      auto consume = [&](ByteView first, ByteView second) -> Status {
+        Buffer joined;
+        if (first.size() < kFrameBytes || (first.size() > kFrameBytes && !second.empty())) {
+          joined.resize(first.size() + second.size());
+          std::copy(first.begin(), first.end(), joined.data());
+          std::copy(second.begin(), second.end(), joined.data() + first.size());
+          first = joined.view();
+          second = ByteView();
+        }
+        if (first.size() < kFrameBytes) return DataLossError(where + ": a piece shorter than its frame");
+        const uint32_t index = LoadLE32(first.data());
+        const uint32_t crc = LoadLE32(first.data() + 4);
+        const uint64_t at = LoadLE64(first.data() + 8);
+        const ByteView data = second.empty() ? first.subspan(kFrameBytes) : second;
+        n = data.size();
+        if (index != i || at != offset || n != want) {
+          return DataLossError(where + ": the piece is out of sequence (file " + std::to_string(index) +
+                               ", offset " + std::to_string(at) + ", " + std::to_string(n) + " bytes)");
+        }
+        if (Crc32c(data) != crc) return DataLossError(where + ": crc32c mismatch");
+        if (single) {
+          CAIRN_RETURN_IF_ERROR(writer->Append(data).Annotate(where));
+        } else if (file) {
+          // The piece in its place, then its (empty) marker: a marker whose
+          // bytes did not survive fails its check on resuming.
+          CAIRN_RETURN_IF_ERROR(file->WriteAt(offset, data).Annotate(where));
+          CAIRN_RETURN_IF_ERROR(tmp.store->Put(PartKey(tmp, i, offset, crc), ByteView()).Annotate(where));
+        } else {
+          parts[i].push_back(PartKey(tmp, i, offset, crc));
+          CAIRN_RETURN_IF_ERROR(tmp.store->Put(parts[i].back(), data).Annotate(where));
+        }
+        return Status::OK();
+      };
+      Status consumed;
+      Status got = transport.ReceiveParts(source, tag, options.piece_bytes + kFrameBytes, options.timeout,
+                                          [&](ByteView first, ByteView second) {
+                                            consumed = consume(first, second);
+                                            return consumed;
+                                          });
+      if (!got.ok() && consumed.ok()) transport_failed = true;
+      else ++pieces_taken;
+      CAIRN_RETURN_IF_ERROR(got);
+      offset += n;
+      received += n;
+      halfway.Update(received);
+    }
+    if (single) {
+      CAIRN_RETURN_IF_ERROR(writer->Commit().Annotate(what));
+    } else if (file) {
+      CAIRN_RETURN_IF_ERROR(file->Sync().Annotate(what));
+      CAIRN_RETURN_IF_ERROR(tmp.store->Put(CompleteKey(tmp, i), ByteView()).Annotate(what));
+    } else CAIRN_RETURN_IF_ERROR(Assemble(tmp, i, key, parts[i], options).Annotate(what + ": file `" + f.path + "`"));
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Result<uint64_t> SendDirectory(PeerTransport& transport, int dest, int tag, const std::string& name,
@@ -291,82 +378,36 @@ Result<uint64_t> ReceiveDirectory(PeerTransport& transport, int source, int tag,
   const std::string answer = DumpJson({{"have", have_json}});
   CAIRN_RETURN_IF_ERROR(
       transport.Send(source, tag + PeerTransport::kMaxTransferTag, AsBytes(answer), options.timeout).Annotate(what));
-  // Step 4.
-  HalfwayPoint halfway{&options.at_point, kPointTransferHalfReceived, total};
-  uint64_t received = 0;
+  // Step 4. Pieces the sender will send (those of the files not held).
+  uint64_t pieces_expected = 0;
   for (size_t i = 0; i < files.size(); ++i) {
-    const FileEntry& f = files[i];
-    if (committed[i]) continue;
-    const bool single = f.size <= options.piece_bytes;
-    const std::string key = tmp.Key(f.path);
-    std::unique_ptr<KvWriter> writer;
-    std::unique_ptr<PositionalFile> file;
-    if (single) {
-      CAIRN_ASSIGN_OR_RETURN(writer, tmp.store->OpenWriter(key));
-    } else if (in_place) {
-      auto opened = in_place->OpenPositional(key, have[i]);
-      if (!opened.ok()) return opened.status().Annotate(what);
-      file = std::move(*opened);
-    }
-    for (uint64_t offset = have[i]; offset < f.size;) {
-      const uint64_t want = std::min<uint64_t>(options.piece_bytes, f.size - offset);
-      options.budget->Acquire(want + kFrameBytes);
-      engine::BudgetHold hold(options.budget, want + kFrameBytes);
-      const std::string where = what + ": file `" + f.path + "` at offset " + std::to_string(offset);
-      // The piece as the transport holds it (ZeroMQ: the frame and the
-      // bytes as two parts, not joined): checked and written from there.
-      uint64_t n = 0;
-      auto consume = [&](ByteView first, ByteView second) -> Status {
-        Buffer joined;
-        if (first.size() < kFrameBytes || (first.size() > kFrameBytes && !second.empty())) {
-          joined.resize(first.size() + second.size());
-          std::copy(first.begin(), first.end(), joined.data());
-          std::copy(second.begin(), second.end(), joined.data() + first.size());
-          first = joined.view();
-          second = ByteView();
-        }
-        if (first.size() < kFrameBytes) return DataLossError(where + ": a piece shorter than its frame");
-        const uint32_t index = LoadLE32(first.data());
-        const uint32_t crc = LoadLE32(first.data() + 4);
-        const uint64_t at = LoadLE64(first.data() + 8);
-        const ByteView data = second.empty() ? first.subspan(kFrameBytes) : second;
-        n = data.size();
-        if (index != i || at != offset || n != want) {
-          return DataLossError(where + ": the piece is out of sequence (file " + std::to_string(index) +
-                               ", offset " + std::to_string(at) + ", " + std::to_string(n) + " bytes)");
-        }
-        if (Crc32c(data) != crc) return DataLossError(where + ": crc32c mismatch");
-        if (single) {
-          CAIRN_RETURN_IF_ERROR(writer->Append(data).Annotate(where));
-        } else if (file) {
-          // The piece in its place, then its (empty) marker: a marker whose
-          // bytes did not survive fails its check on resuming.
-          CAIRN_RETURN_IF_ERROR(file->WriteAt(offset, data).Annotate(where));
-          CAIRN_RETURN_IF_ERROR(tmp.store->Put(PartKey(tmp, i, offset, crc), ByteView()).Annotate(where));
-        } else {
-          parts[i].push_back(PartKey(tmp, i, offset, crc));
-          CAIRN_RETURN_IF_ERROR(tmp.store->Put(parts[i].back(), data).Annotate(where));
-        }
-        return Status::OK();
-      };
-      CAIRN_RETURN_IF_ERROR(
-          transport.ReceiveParts(source, tag, options.piece_bytes + kFrameBytes, options.timeout, consume));
-      offset += n;
-      received += n;
-      halfway.Update(received);
-    }
-    if (single) {
-      CAIRN_RETURN_IF_ERROR(writer->Commit().Annotate(what));
-    } else if (file) {
-      CAIRN_RETURN_IF_ERROR(file->Sync().Annotate(what));
-      CAIRN_RETURN_IF_ERROR(tmp.store->Put(CompleteKey(tmp, i), ByteView()).Annotate(what));
-    } else CAIRN_RETURN_IF_ERROR(Assemble(tmp, i, key, parts[i], options).Annotate(what + ": file `" + f.path + "`"));
+    if (!committed[i]) pieces_expected += (files[i].size - have[i] + options.piece_bytes - 1) / options.piece_bytes;
   }
+  uint64_t pieces_taken = 0;  // pieces the transport handed over, used or not
+  bool transport_failed = false;
+  // A receiver that stops early (a piece failed its check, a write failed)
+  // still takes the rest of the transfer off the transport, discarding it:
+  // else its sender blocks until its send timeout (ZeroMQ holds only a few
+  // messages) and the pieces left queued would be taken for the next
+  // transfer under this tag.
+  auto drain = [&](Status status) -> Status {
+    if (transport_failed) return status;
+    auto discard = [](ByteView, ByteView) { return Status::OK(); };
+    for (; pieces_taken < pieces_expected; ++pieces_taken) {
+      if (!transport.ReceiveParts(source, tag, options.piece_bytes + kFrameBytes, options.timeout, discard).ok()) break;
+    }
+    return status;
+  };
+  uint64_t received = 0;
+  Status pieces = ReceivePieces(transport, source, tag, what, tmp, files, have, committed, parts, in_place, total,
+                                options, received, pieces_taken, transport_failed);
+  if (!pieces.ok()) return drain(pieces);
   // Step 5.
   CAIRN_RETURN_IF_ERROR(tmp.store->DeletePrefix(tmp.Key(kPartsDir) + "/").Annotate(what));
   CAIRN_RETURN_IF_ERROR(tmp.store->Delete(tmp.Key(kRecordFile)).Annotate(what));
   CAIRN_RETURN_IF_ERROR(orbax::FinishCommit(pending).Annotate(what));
   return received;
 }
+
 
 }  // namespace cairn::emergency

@@ -107,6 +107,31 @@ TEST_P(DirTransfer, CorruptPieceFailsAndLeavesNoStep) {
   EXPECT_TRUE(steps->empty());  // the pending directory is not a step
 }
 
+// The receiver takes the rest of a failed transfer off the transport: the
+// sender finishes (it would block on ZeroMQ until its timeout otherwise) and
+// the next transfer under the same tag between the same processes is not
+// handed the failed one's pieces.
+TEST_P(DirTransfer, ACorruptPieceLeavesNothingQueuedForTheNextTransfer) {
+  InProcessNetwork net(2);
+  engine::ByteBudget budget(1 << 20);
+  TransferOptions t{100, &budget, std::chrono::seconds(2), {}};
+  t.write_in_place = GetParam();
+  FaultyTransport corrupting(net.Endpoint(0), 3, -1);
+  Result<uint64_t> sent = uint64_t{0};
+  std::thread sender([&] {
+    sent = SendDirectory(corrupting, 1, 5, "step 7", Loc(root_ / "src" / "7"), Status::OK(), t);
+  });
+  auto first = ReceiveDirectory(*net.Endpoint(1), 0, 5, "step 7", Loc(root_ / "dst" / "7"), t);
+  sender.join();
+  ASSERT_FALSE(first.ok());
+  EXPECT_EQ(first.status().code(), StatusCode::kDataLoss) << first.status().ToString();
+  ASSERT_TRUE(sent.ok()) << sent.status().ToString();
+  auto second = Copy(net.Endpoint(0), net.Endpoint(1));
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(ReadAll(root_ / "dst" / "7" / "state" / "d" / "data"), std::string(1000, 'x') + "tail");
+  EXPECT_EQ(budget.in_use(), 0u);
+}
+
 TEST_P(DirTransfer, InterruptedTransferTimesOutAndTheRetryReplacesIt) {
   InProcessNetwork net(2);
   auto got = Copy(std::make_shared<FaultyTransport>(net.Endpoint(0), -1, 4), net.Endpoint(1));
