@@ -242,3 +242,25 @@ class FaultProxy:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def check_ocdbt_uploaded_file_by_file(monkeypatch, root: str, ts_base: dict) -> None:
+    """Interop of early uploads: with CAIRN_OCDBT_UPLOAD_FILE_SIZE at 1 MiB,
+    data files are ended and uploaded while the 8 MiB of 256 KiB chunks are
+    still being added (the behaviour itself is checked in
+    ocdbt_batch_writer_test.cc); TensorStore (over `ts_base`, its kvstore
+    spec of `root`) and cairn read the array back from the several files."""
+    import numpy as np
+    import tensorstore as ts
+
+    import cairn
+
+    monkeypatch.setenv("CAIRN_OCDBT_UPLOAD_FILE_SIZE", str(1 << 20))
+    values = np.random.default_rng(7).standard_normal((2048, 1024), dtype=np.float32)
+    cairn.create(f"{root}|ocdbt:arr/|zarr3:", shape=[2048, 1024], dtype="float32",
+                 chunks=[64, 1024]).write(values)
+    files = [k for k in cairn.kvstore.open(root).keys() if k.startswith("d/")]
+    assert len(files) >= 3, files
+    t = ts.open({"driver": "zarr3", "kvstore": {"driver": "ocdbt", "base": ts_base, "path": "arr/"}}).result()
+    np.testing.assert_array_equal(t.read().result(), values)
+    np.testing.assert_array_equal(cairn.open(f"{root}|ocdbt:arr/|zarr3:").read(), values)

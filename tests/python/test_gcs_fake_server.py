@@ -13,7 +13,7 @@ import pytest
 import tensorstore as ts
 
 import cairn
-from s3_helpers import FakeGcsServer, FaultProxy, gcs_environment
+from s3_helpers import FakeGcsServer, FaultProxy, check_ocdbt_uploaded_file_by_file, gcs_environment
 
 BUCKET = "cairn-gcs-py"
 
@@ -91,20 +91,8 @@ def test_ocdbt_both_ways(env):
 
 
 def test_ocdbt_array_uploaded_file_by_file_read_by_tensorstore(env):
-    # Interop of early uploads: with CAIRN_OCDBT_UPLOAD_FILE_SIZE at 1 MiB, data
-    # files are ended and uploaded while the 8 MiB of 256 KiB chunks are still
-    # being added (the behaviour itself is checked in ocdbt_batch_writer_test.cc);
-    # TensorStore and cairn read the array back from the several files.
-    env.setenv("CAIRN_OCDBT_UPLOAD_FILE_SIZE", str(1 << 20))
     p = fresh("cairn-ocdbt-early")
-    values = np.random.default_rng(7).standard_normal((2048, 1024), dtype=np.float32)
-    cairn.create(f"gs://{BUCKET}/{p}|ocdbt:arr/|zarr3:", shape=[2048, 1024], dtype="float32",
-                 chunks=[64, 1024]).write(values)
-    files = [k for k in cairn.kvstore.open(f"gs://{BUCKET}/{p}").keys() if k.startswith("d/")]
-    assert len(files) >= 3, files
-    t = ts.open({"driver": "zarr3", "kvstore": {"driver": "ocdbt", "base": ts_kv(p), "path": "arr/"}}).result()
-    np.testing.assert_array_equal(t.read().result(), values)
-    np.testing.assert_array_equal(cairn.open(f"gs://{BUCKET}/{p}|ocdbt:arr/|zarr3:").read(), values)
+    check_ocdbt_uploaded_file_by_file(env, f"gs://{BUCKET}/{p}", ts_kv(p))
 
 
 def test_keys_needing_escaping_agree_with_tensorstore(env):

@@ -15,7 +15,7 @@ import pytest
 import tensorstore as ts
 
 import cairn
-from s3_helpers import FaultProxy, MotoServer, s3_environment
+from s3_helpers import FaultProxy, MotoServer, check_ocdbt_uploaded_file_by_file, s3_environment
 
 BUCKET = "cairn-py"
 
@@ -116,20 +116,8 @@ def test_ocdbt_both_ways(env, moto):
 
 
 def test_ocdbt_array_uploaded_file_by_file_read_by_tensorstore(env, moto):
-    # Interop of early uploads: with CAIRN_OCDBT_UPLOAD_FILE_SIZE at 1 MiB, data
-    # files are ended and uploaded while the 8 MiB of 256 KiB chunks are still
-    # being added (the behaviour itself is checked in ocdbt_batch_writer_test.cc);
-    # TensorStore and cairn read the array back from the several files.
-    env.setenv("CAIRN_OCDBT_UPLOAD_FILE_SIZE", str(1 << 20))
     p = fresh("cairn-ocdbt-early")
-    values = np.random.default_rng(7).standard_normal((2048, 1024), dtype=np.float32)
-    cairn.create(f"s3://{BUCKET}/{p}|ocdbt:arr/|zarr3:", shape=[2048, 1024], dtype="float32",
-                 chunks=[64, 1024]).write(values)
-    files = [k for k in cairn.kvstore.open(f"s3://{BUCKET}/{p}").keys() if k.startswith("d/")]
-    assert len(files) >= 3, files
-    t = ts.open({"driver": "zarr3", "kvstore": {"driver": "ocdbt", "base": ts_kv(moto, p), "path": "arr/"}}).result()
-    np.testing.assert_array_equal(t.read().result(), values)
-    np.testing.assert_array_equal(cairn.open(f"s3://{BUCKET}/{p}|ocdbt:arr/|zarr3:").read(), values)
+    check_ocdbt_uploaded_file_by_file(env, f"s3://{BUCKET}/{p}", ts_kv(moto, p))
 
 
 def test_keys_needing_escaping_agree_with_tensorstore(env, moto):
