@@ -42,7 +42,11 @@
 //      holding the data (step 2), and when the last has arrived the file is
 //      written from its parts, committed (durable), and the parts removed.
 //      An interruption anywhere keeps what was committed for the next
-//      attempt.
+//      attempt. A receiver that fails here for any reason but the
+//      transport's (a piece fails its check, a write fails) first takes
+//      the pieces still to come off the transport and discards them, so
+//      that its sender finishes and no piece is left queued for the next
+//      transfer under the tag.
 //   5. After the last file the receiver removes the parts and the record
 //      and publishes the directory (step.h: commit_success.txt, everything
 //      synced, renamed, parent synced). Listings ignore pending directories:
