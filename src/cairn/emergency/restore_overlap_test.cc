@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "cairn/emergency/manager.h"
+#include "cairn/emergency/testing/emergency_job.h"
 #include "cairn/emergency/zmq_transport.h"
 #include "cairn/engine/testing/random_data.h"
 #include "cairn/engine/testing/thread_coordinator.h"
@@ -34,13 +35,10 @@ std::vector<uint8_t> StateAt(int64_t step) {
 
 Box RowsOf(int p) { return Box({(p % 2) * kRows / 2, 0}, {kRows / 2, kCols}); }
 
+// The emergency job's options (testing/emergency_job.h), with a persistent
+// step every 2 and pieces sized for this test's larger state.
 EmergencyOptions OptionsFor(const std::string& root, int p) {
-  EmergencyOptions o;
-  o.local_directory = root + "/local_" + std::to_string(p);
-  o.persistent_directory = root + "/persistent";
-  o.num_replicas = kReplicas;
-  o.peer_copies = 1;
-  o.local_max_to_keep = 2;
+  EmergencyOptions o = testing::OptionsFor(root, p);
   o.persistent_save_interval_steps = 2;
   o.save.timeout = std::chrono::seconds(120);
   o.transfer_piece_bytes = 16 << 10;  // a 256 KiB data file in 16 pieces
@@ -116,7 +114,7 @@ struct Outcome {
 class RestoreOverlap : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!testing::IsRamDisk("/dev/shm")) GTEST_SKIP() << "/dev/shm is no RAM disk: nothing would be mapped";
+    if (!cairn::testing::IsRamDisk("/dev/shm")) GTEST_SKIP() << "/dev/shm is no RAM disk: nothing would be mapped";
     root_ = "/dev/shm/cairn_restore_overlap_" + std::to_string(::getpid()) + "_" +
             ::testing::UnitTest::GetInstance()->current_test_info()->name();
     fs::remove_all(root_);
