@@ -16,6 +16,9 @@
 //   Put            one PUT, or a multipart upload for values of at least
 //                  `multipart_threshold` bytes (parts uploaded concurrently;
 //                  an upload that fails is aborted, so nothing is visible)
+//   OpenWriter     one PUT at Commit for a value of at most `part_size`
+//                  bytes, else a multipart upload whose parts go up as they
+//                  fill, a few at a time (s3_writer.h)
 //   CompareAndPut  absent: PUT with `If-None-Match: *`; a value: GET with its
 //                  ETag, compare, PUT with `If-Match: <etag>`. 412 -> false.
 //                  Expecting the bytes this object last wrote there with a
@@ -95,6 +98,8 @@ class S3KvStore : public KvStore {
   Result<std::vector<KeyInfo>> List(std::string_view prefix = "") override;
   Status ApplyBatch(std::vector<KvMutation> mutations) override;
   Status DeletePrefix(std::string_view prefix) override;
+  // Streams the value up in parts as they fill (s3_writer.h).
+  Result<std::unique_ptr<KvWriter>> OpenWriter(std::string_view key) override;
   std::string url() const override { return url_; }
   size_t io_concurrency() const override { return options_.http->options().max_in_flight; }
 
@@ -104,6 +109,8 @@ class S3KvStore : public KvStore {
   const S3Options& options() const { return options_; }
 
  private:
+  friend class S3MultipartUpload;  // s3_multipart.h: its requests
+
   explicit S3KvStore(S3Options options);
 
   // A signed call of `method` on object `object` (bucket-relative, "" for the
