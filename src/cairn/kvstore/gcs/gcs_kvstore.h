@@ -16,6 +16,9 @@
 //   Put            uploadType=media in one POST, or a resumable upload in
 //                  chunks of `upload_chunk_size` for values of at least
 //                  `resumable_threshold` bytes (gcs_upload.cc)
+//   OpenWriter     one upload at Commit for a value of at most one chunk,
+//                  else a resumable upload whose chunks go up as they fill,
+//                  one at a time while the next fills (gcs_writer.h)
 //   CompareAndPut  absent: ifGenerationMatch=0; a value: read it with its
 //                  generation (x-goog-generation), compare, upload with
 //                  ifGenerationMatch=<generation>. 412 -> false. Sent as
@@ -88,6 +91,8 @@ class GcsKvStore : public KvStore {
   Result<std::vector<KeyInfo>> List(std::string_view prefix = "") override;
   Status ApplyBatch(std::vector<KvMutation> mutations) override;
   Status DeletePrefix(std::string_view prefix) override;
+  // Streams the value up in chunks as they fill (gcs_writer.h).
+  Result<std::unique_ptr<KvWriter>> OpenWriter(std::string_view key) override;
   std::string url() const override { return url_; }
   size_t io_concurrency() const override { return options_.http->options().max_in_flight; }
 
@@ -96,6 +101,8 @@ class GcsKvStore : public KvStore {
   const GcsOptions& options() const { return options_; }
 
  private:
+  friend class GcsResumableSession;  // gcs_resumable.h: its requests
+
   explicit GcsKvStore(GcsOptions options) : options_(std::move(options)) {}
 
   http::HttpCall MakeCall(std::string method, std::string url, ByteView body,

@@ -1,0 +1,126 @@
+// The streamed writer of GcsKvStore::OpenWriter (GcsWriter, gcs_writer.h).
+//
+// Protocol (what is visible when):
+//   1. Append copies bytes into the chunk being filled (`upload_chunk_size`
+//      bytes, a multiple of 256 KiB). Nothing is sent while the value fits
+//      in one chunk.
+//   2. When a full chunk must take more bytes, a resumable session is
+//      opened (once, without a length) and the chunk is PUT to it as
+//      `bytes <a>-<b>/*` on a sender thread, while Append fills the other
+//      buffer. Before the next chunk goes, the previous one must have been
+//      kept whole (308 with Range `bytes=0-<b>`); chunks go one at a time,
+//      in order. A chunk that fails with a transport error or 429/5xx is
+//      resumed from the offset the session reports (gcs_resumable.h), never
+//      resent blindly. Nothing is visible under the key: a reader sees its
+//      old value.
+//   3. Commit of a value that never filled a chunk: one upload (as Put),
+//      visible when it returns OK. Otherwise the last chunk goes as
+//      `bytes <a>-<b>/<total>` (`bytes */<total>` if empty) after the
+//      previous one; the server's 200/201 makes the whole object visible at
+//      once.
+//   4. Any failure and destruction without a successful Commit: the chunk
+//      in flight is awaited, then DELETE on the session URI cancels the
+//      upload, so no object appears and the key keeps its old value. (A
+//      process killed in between leaves an unfinished session, which GCS
+//      drops after a week; no object.)
+#include "cairn/kvstore/gcs/gcs_writer.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+namespace cairn::gcs {
+
+Result<std::unique_ptr<KvWriter>> GcsKvStore::OpenWriter(std::string_view key) {
+  CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate(url_));
+  return std::unique_ptr<KvWriter>(std::make_unique<GcsWriter>(this, std::string(key)));
+}
+
+GcsWriter::GcsWriter(GcsKvStore* store, std::string key)
+    : store_(store),
+      key_(std::move(key)),
+      chunk_size_(store->options().upload_chunk_size),
+      session_(*store, key_, "streamed resumable upload") {}
+
+GcsWriter::~GcsWriter() {
+  Wait().IgnoreError();
+  session_.Cancel();  // step 4 (nothing when finished or never started)
+}
+
+void GcsWriter::Account() {
+  high_water_ = std::max<uint64_t>(high_water_, filling_.capacity() + sending_.capacity());
+}
+
+Status GcsWriter::Wait() {
+  if (!sender_.joinable()) return Status::OK();
+  sender_.join();
+  return sent_status_;
+}
+
+Status GcsWriter::Fail(Status s) {
+  if (error_.ok()) error_ = s;
+  Wait().IgnoreError();
+  session_.Cancel();  // step 4
+  return error_;
+}
+
+Status GcsWriter::SendFilling() {
+  // Step 2.
+  if (!session_.started()) {
+    Status s = session_.Start(std::nullopt);
+    if (!s.ok()) return Fail(std::move(s));
+  }
+  Status previous = Wait();
+  if (!previous.ok()) return Fail(std::move(previous));
+  std::swap(sending_, filling_);
+  filling_.clear();
+  if (filling_.capacity() < chunk_size_) filling_.reserve(chunk_size_);
+  Account();
+  const uint64_t offset = sent_;
+  sent_ += sending_.size();
+  sender_ = std::thread([this, offset] {
+    sent_status_ = session_.SendChunk(offset, sending_.view(), std::nullopt);
+  });
+  return Status::OK();
+}
+
+Status GcsWriter::Append(ByteView bytes) {
+  if (committed_) return FailedPreconditionError("append after commit of " + store_->Describe(key_));
+  if (!error_.ok()) return error_;
+  while (!bytes.empty()) {
+    if (filling_.size() == chunk_size_) CAIRN_RETURN_IF_ERROR(SendFilling());
+    const size_t take = std::min<uint64_t>(chunk_size_ - filling_.size(), bytes.size());
+    const size_t need = filling_.size() + take;
+    if (need > filling_.capacity()) {
+      // The first chunk grows as a small value would; the later ones reuse.
+      filling_.reserve(std::min<uint64_t>(chunk_size_, std::max<uint64_t>(need, 2 * filling_.capacity())));
+    }
+    filling_.append(bytes.subspan(0, take));
+    bytes = bytes.subspan(take);
+    size_ += take;
+    Account();
+  }
+  return Status::OK();
+}
+
+Status GcsWriter::Commit() {
+  if (committed_) return FailedPreconditionError("second commit of " + store_->Describe(key_));
+  committed_ = true;
+  if (!error_.ok()) return error_;
+  if (!session_.started()) {
+    // Step 3, a value of at most one chunk.
+    Status s = store_->Put(key_, filling_.view());
+    filling_ = Buffer();
+    return s;
+  }
+  // Step 3: the last chunk, after the previous one.
+  Status previous = Wait();
+  if (!previous.ok()) return Fail(std::move(previous));
+  Status last = session_.SendChunk(sent_, filling_.view(), size_);
+  if (!last.ok()) return Fail(std::move(last));
+  filling_ = Buffer();
+  sending_ = Buffer();
+  return Status::OK();
+}
+
+}  // namespace cairn::gcs
