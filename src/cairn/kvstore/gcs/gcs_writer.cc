@@ -48,7 +48,7 @@ GcsWriter::~GcsWriter() {
 }
 
 void GcsWriter::Account() {
-  high_water_ = std::max<uint64_t>(high_water_, filling_.capacity() + sending_.capacity());
+  high_water_ = std::max<uint64_t>(high_water_, filling_.size() + sending_.size());
 }
 
 Status GcsWriter::Wait() {

@@ -34,8 +34,9 @@ class GcsWriter : public KvWriter {
   Status Commit() override;
   uint64_t size() const override { return size_; }
 
-  // For tests: the most bytes of chunk buffers this writer held at once
-  // (their capacity), and the session URI ("" until it starts).
+  // For tests: the most bytes of the value this writer held at once (the
+  // chunk being filled and the one being sent), and the session URI (""
+  // until it starts).
   uint64_t buffered_bytes_high_water() const { return high_water_; }
   const std::string& session_uri() const { return session_.uri(); }
 

@@ -58,9 +58,8 @@ Buffer S3Writer::TakeBuffer() {
 }
 
 void S3Writer::Account() {
-  uint64_t held = filling_.capacity();
-  for (const Buffer& b : spare_) held += b.capacity();
-  for (const auto& f : in_flight_) held += f->data.capacity();
+  uint64_t held = filling_.size();
+  for (const auto& f : in_flight_) held += f->data.size();
   high_water_ = std::max(high_water_, held);
 }
 

@@ -43,8 +43,10 @@ class S3Writer : public KvWriter {
   Status Commit() override;
   uint64_t size() const override { return size_; }
 
-  // For tests: the most bytes of part buffers this writer held at once
-  // (their capacity), and the multipart upload's id ("" until it starts).
+  // For tests: the most bytes of the value this writer held at once (the
+  // part being filled and the parts in flight; their blocks may be larger
+  // when Buffer's block cache hands out a larger free block), and the
+  // multipart upload's id ("" until it starts).
   uint64_t buffered_bytes_high_water() const { return high_water_; }
   const std::string& upload_id() const { return upload_.upload_id(); }
 
