@@ -1,9 +1,10 @@
 // The streamed writer of GcsKvStore::OpenWriter (GcsWriter, gcs_writer.h).
 //
 // Protocol (what is visible when):
-//   1. Append copies bytes into the chunk being filled (`upload_chunk_size`
-//      bytes, a multiple of 256 KiB). Nothing is sent while the value fits
-//      in one chunk.
+//   1. Append copies bytes into the chunk being filled: the first chunk
+//      takes `resumable_threshold` bytes (rounded down to a multiple of the
+//      chunk size), the later ones `upload_chunk_size` (a multiple of 256
+//      KiB). Nothing is sent while the value fits in the first chunk.
 //   2. When a full chunk must take more bytes, a resumable session is
 //      opened (once, without a length) and the chunk is PUT to it as
 //      `bytes <a>-<b>/*` on a sender thread, while Append fills the other
@@ -13,8 +14,8 @@
 //      resumed from the offset the session reports (gcs_resumable.h), never
 //      resent blindly. Nothing is visible under the key: a reader sees its
 //      old value.
-//   3. Commit of a value that never filled a chunk: one upload (as Put),
-//      visible when it returns OK. Otherwise the last chunk goes as
+//   3. Commit of a value that never filled the first chunk: Put (one media
+//      upload below `resumable_threshold`), visible when it returns OK. Otherwise the last chunk goes as
 //      `bytes <a>-<b>/<total>` (`bytes */<total>` if empty) after the
 //      previous one; the server's 200/201 makes the whole object visible at
 //      once.
@@ -40,6 +41,10 @@ GcsWriter::GcsWriter(GcsKvStore* store, std::string key)
     : store_(store),
       key_(std::move(key)),
       chunk_size_(store->options().upload_chunk_size),
+      // A multiple of chunk_size_ (itself one of 256 KiB), as every chunk
+      // but the last must be.
+      first_chunk_size_(std::max<uint64_t>(1, store->options().resumable_threshold / chunk_size_) *
+                        chunk_size_),
       session_(*store, key_, "streamed resumable upload") {}
 
 GcsWriter::~GcsWriter() {
@@ -74,6 +79,7 @@ Status GcsWriter::SendFilling() {
   if (!previous.ok()) return Fail(std::move(previous));
   std::swap(sending_, filling_);
   filling_.clear();
+  if (filling_.capacity() > chunk_size_) filling_ = Buffer();  // the large first chunk
   if (filling_.capacity() < chunk_size_) filling_.reserve(chunk_size_);
   Account();
   const uint64_t offset = sent_;
@@ -88,12 +94,16 @@ Status GcsWriter::Append(ByteView bytes) {
   if (committed_) return FailedPreconditionError("append after commit of " + store_->Describe(key_));
   if (!error_.ok()) return error_;
   while (!bytes.empty()) {
-    if (filling_.size() == chunk_size_) CAIRN_RETURN_IF_ERROR(SendFilling());
-    const size_t take = std::min<uint64_t>(chunk_size_ - filling_.size(), bytes.size());
+    const uint64_t limit = session_.started() ? chunk_size_ : first_chunk_size_;
+    if (filling_.size() == limit) {
+      CAIRN_RETURN_IF_ERROR(SendFilling());
+      continue;
+    }
+    const size_t take = std::min<uint64_t>(limit - filling_.size(), bytes.size());
     const size_t need = filling_.size() + take;
     if (need > filling_.capacity()) {
       // The first chunk grows as a small value would; the later ones reuse.
-      filling_.reserve(std::min<uint64_t>(chunk_size_, std::max<uint64_t>(need, 2 * filling_.capacity())));
+      filling_.reserve(std::min<uint64_t>(limit, std::max<uint64_t>(need, 2 * filling_.capacity())));
     }
     filling_.append(bytes.subspan(0, take));
     bytes = bytes.subspan(take);

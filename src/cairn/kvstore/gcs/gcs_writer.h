@@ -1,12 +1,19 @@
 // GcsWriter: the KvWriter of GcsKvStore::OpenWriter, which streams a value of
 // any size up with bounded memory (steps at the top of gcs_writer.cc).
 //
-// Memory: two buffers of `upload_chunk_size` bytes (GcsOptions,
-// CAIRN_GCS_CHUNK_SIZE: 16 MiB by default, so 32 MiB): the chunk being sent
-// and the one being filled. GCS takes the chunks of a session one at a time,
-// in order, so an Append that fills a chunk while the previous one is still
-// being sent waits for it. A value of at most one chunk is one upload at
-// Commit (the request Put sends).
+// Chunks: the first takes `resumable_threshold` bytes
+// (CAIRN_GCS_RESUMABLE_THRESHOLD, 128 MiB, rounded down to a multiple of the
+// chunk size), the later ones `upload_chunk_size` (CAIRN_GCS_CHUNK_SIZE, 16
+// MiB). So a value below the threshold goes up as Put sends it, in one media
+// upload at Commit (an OCDBT data file of tens of MiB costs one request, as
+// before), and only a larger one is streamed.
+//
+// Memory: two buffers, the chunk being sent and the one being filled: at
+// most the first chunk plus one chunk, then two chunks (with the defaults
+// 144 MiB, then 32 MiB; with the threshold lowered to the chunk size, two
+// chunks throughout). GCS takes the chunks of a session one at a time, in
+// order, so an Append that fills a chunk while the previous one is still
+// being sent waits for it.
 //
 // Thread safety: one thread at a time (KvWriter's contract); a chunk is sent
 // on a thread of its own while the next one fills.
@@ -52,6 +59,7 @@ class GcsWriter : public KvWriter {
   GcsKvStore* store_;
   std::string key_;
   uint64_t chunk_size_;
+  uint64_t first_chunk_size_;
   GcsResumableSession session_;
   Buffer filling_;
   Buffer sending_;       // owned by the sender thread while it runs

@@ -23,8 +23,9 @@ constexpr char kBucket[] = "cairn-gcs-writer";
 constexpr uint64_t kChunk = 1 << 20;
 
 // A store on fake-gcs-server below a fresh prefix, with its own HttpClient
-// (so that its requests can be counted) and 1 MiB chunks.
-std::shared_ptr<GcsKvStore> Store() {
+// (so that its requests can be counted) and 1 MiB chunks; the first chunk
+// of a writer takes `first_chunk` bytes (the resumable threshold).
+std::shared_ptr<GcsKvStore> Store(uint64_t first_chunk = kChunk) {
   Result<std::string> endpoint = FakeGcsEndpoint();
   if (!endpoint.ok()) {
     ADD_FAILURE() << endpoint.status().ToString();
@@ -37,6 +38,7 @@ std::shared_ptr<GcsKvStore> Store() {
   o.prefix = "w" + std::to_string(run) + "/" + std::to_string(counter++) + "/";
   o.endpoint = *endpoint;
   o.upload_chunk_size = kChunk;
+  o.resumable_threshold = first_chunk;
   o.http = std::make_shared<http::HttpClient>();
   auto store = GcsKvStore::Open(o);
   if (!store.ok()) {
@@ -98,7 +100,8 @@ TEST(GcsWriterTest, ManyChunksInOddAppendsReadBackWithTwoChunksHeld) {
 TEST(GcsWriterTest, ValueOfAtMostOneChunkIsOneRequest) {
   auto store = Store();
   ASSERT_NE(store, nullptr);
-  for (uint64_t size : {uint64_t{0}, uint64_t{1000}, kChunk}) {
+  // (A value of exactly the threshold goes as Put sends it: resumable.)
+  for (uint64_t size : {uint64_t{0}, uint64_t{1000}, kChunk - 1}) {
     Buffer value = TestBytes(size, 4);
     auto w = store->OpenWriter("small");
     ASSERT_TRUE(w.ok());
@@ -109,6 +112,36 @@ TEST(GcsWriterTest, ValueOfAtMostOneChunkIsOneRequest) {
     auto back = store->Get("small");
     ASSERT_TRUE(back.ok() && back->has_value()) << back.status().ToString();
     EXPECT_TRUE(**back == value) << size;
+  }
+}
+
+TEST(GcsWriterTest, FirstChunkTakesTheResumableThreshold) {
+  auto store = Store(3 * kChunk + 1000);  // rounded down to 3 chunks
+  ASSERT_NE(store, nullptr);
+  // Below the threshold: one media upload, as Put sends it.
+  Buffer below = TestBytes(2 * kChunk + 3, 8);
+  auto w = store->OpenWriter("below");
+  ASSERT_TRUE(w.ok());
+  uint64_t calls_before = store->options().http->calls();
+  ASSERT_TRUE(AppendOdd(**w, below).ok());
+  ASSERT_TRUE((*w)->Commit().ok());
+  EXPECT_EQ(store->options().http->calls() - calls_before, 1u);
+  // Above: a first chunk of 3 chunks' size, then chunks.
+  Buffer above = TestBytes(6 * kChunk + 5, 9);
+  w = store->OpenWriter("above");
+  ASSERT_TRUE(w.ok());
+  auto* gw = dynamic_cast<GcsWriter*>(w->get());
+  ASSERT_NE(gw, nullptr);
+  calls_before = store->options().http->calls();
+  ASSERT_TRUE(AppendOdd(**w, above).ok());
+  ASSERT_TRUE((*w)->Commit().ok());
+  // the session + the 3 MiB first chunk + 4 chunks (the last of 5 bytes)
+  EXPECT_EQ(store->options().http->calls() - calls_before, 6u);
+  EXPECT_LE(gw->buffered_bytes_high_water(), 4 * kChunk);
+  for (const char* key : {"below", "above"}) {
+    auto back = store->Get(key);
+    ASSERT_TRUE(back.ok() && back->has_value()) << back.status().ToString();
+    EXPECT_TRUE(**back == (std::string(key) == "below" ? below : above)) << key;
   }
 }
 

@@ -1,16 +1,17 @@
 // The streamed writer of S3KvStore::OpenWriter (S3Writer, s3_writer.h).
 //
 // Protocol (what is visible when):
-//   1. Append copies bytes into the part being filled (at most `part_size`
-//      bytes). Nothing is sent while the value fits in one part.
+//   1. Append copies bytes into the part being filled: the first part holds
+//      up to `multipart_threshold` bytes, the later ones `part_size`.
+//      Nothing is sent while the value fits in the first part.
 //   2. When a full part must take more bytes, the upload starts (POST
 //      <key>?uploads, once) and the part is PUT as part n on a thread of its
 //      own; the writer takes another buffer and goes on filling. At most
 //      kPartsHeld - 1 parts are in flight: an Append that fills another part
 //      waits for one of them. Stored parts are invisible: no object exists
 //      under the key and a reader sees its old value.
-//   3. Commit of a value that never filled a part: one PUT (as Put), and
-//      the value is visible when it returns OK. Otherwise the last part is
+//   3. Commit of a value that never filled the first part: Put (one PUT
+//      below `multipart_threshold`), visible when it returns OK. Otherwise the last part is
 //      sent, every part awaited, then POST <key>?uploadId=<id> with the
 //      parts' ETags makes the whole value visible at once.
 //   4. Any failure (a part, the completion, too many parts) and destruction
@@ -39,6 +40,8 @@ S3Writer::S3Writer(S3KvStore* store, std::string key)
     : store_(store),
       key_(std::move(key)),
       part_size_(store->options().part_size),
+      first_part_size_(std::min(std::max(store->options().multipart_threshold, part_size_),
+                                kMaxFirstPart)),
       upload_(*store, key_, "streamed multipart upload") {}
 
 S3Writer::~S3Writer() {
@@ -81,8 +84,10 @@ Status S3Writer::Reap(bool all, bool need_room) {
       }
       (*it)->thread.join();  // it has set `done` and let go of mu_
       if (first.ok() && !(*it)->status.ok()) first = (*it)->status;
-      (*it)->data.clear();
-      spare_.push_back(std::move((*it)->data));
+      if ((*it)->data.capacity() <= part_size_) {  // not the large first part
+        (*it)->data.clear();
+        spare_.push_back(std::move((*it)->data));
+      }
       it = in_flight_.erase(it);
     }
     const bool wait = (all && !in_flight_.empty()) ||
@@ -134,15 +139,17 @@ Status S3Writer::Append(ByteView bytes) {
   if (committed_) return FailedPreconditionError("append after commit of " + store_->Describe(key_));
   if (!error_.ok()) return error_;
   while (!bytes.empty()) {
-    if (filling_.size() == part_size_) {
+    const uint64_t limit = parts_sent_ == 0 ? first_part_size_ : part_size_;
+    if (filling_.size() == limit) {
       CAIRN_RETURN_IF_ERROR(SendFilling());
       filling_ = TakeBuffer();
+      continue;
     }
-    const size_t take = std::min<uint64_t>(part_size_ - filling_.size(), bytes.size());
+    const size_t take = std::min<uint64_t>(limit - filling_.size(), bytes.size());
     const size_t need = filling_.size() + take;
     if (need > filling_.capacity()) {
       // The first part grows as a small value would; later ones are recycled.
-      filling_.reserve(std::min<uint64_t>(part_size_, std::max<uint64_t>(need, 2 * filling_.capacity())));
+      filling_.reserve(std::min<uint64_t>(limit, std::max<uint64_t>(need, 2 * filling_.capacity())));
     }
     filling_.append(bytes.subspan(0, take));
     bytes = bytes.subspan(take);

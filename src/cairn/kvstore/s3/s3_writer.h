@@ -1,14 +1,19 @@
 // S3Writer: the KvWriter of S3KvStore::OpenWriter, which streams a value of
 // any size up with bounded memory (steps at the top of s3_writer.cc).
 //
-// Memory: the writer holds at most kPartsHeld buffers of `part_size` bytes
-// (S3Options::part_size, CAIRN_S3_PART_SIZE: 16 MiB by default, so 64 MiB):
-// the part being filled and up to kPartsHeld - 1 parts uploading. An Append
-// that fills a part while that many are uploading waits for one to finish.
-// A value of at most `part_size` bytes is one PUT at Commit (the request Put
-// sends); a larger one is a multipart upload, whatever
-// `multipart_threshold` says (that threshold is for values held whole).
-// Limit: S3's 10,000 parts, i.e. 156 GiB with 16 MiB parts (an Append past
+// Parts: the first part takes up to `multipart_threshold` bytes
+// (CAIRN_S3_MULTIPART_THRESHOLD, 128 MiB), the later ones `part_size`
+// (CAIRN_S3_PART_SIZE, 16 MiB). So a value below the threshold goes up as
+// Put sends it, in one PUT at Commit (an OCDBT data file of tens of MiB
+// costs one request, as before), and only a larger one is streamed.
+//
+// Memory: at most the first part plus kPartsHeld - 1 parts of `part_size`
+// while the first part uploads, then kPartsHeld parts of `part_size`: the
+// part being filled and up to kPartsHeld - 1 uploading (an Append that
+// fills a part while that many are uploading waits for one to finish).
+// With the defaults: 176 MiB, then 64 MiB; with the threshold lowered to
+// the part size, kPartsHeld x part_size throughout.
+// Limit: S3's 10,000 parts, i.e. about 156 GiB with 16 MiB parts (an Append past
 // that fails with ResourceExhausted naming CAIRN_S3_PART_SIZE).
 //
 // Thread safety: one thread at a time (KvWriter's contract); the uploads
@@ -32,6 +37,8 @@ namespace cairn::s3 {
 class S3Writer : public KvWriter {
  public:
   static constexpr int kPartsHeld = 4;
+  // S3's largest part.
+  static constexpr uint64_t kMaxFirstPart = uint64_t{5} << 30;
 
   // REQUIRES: `store` outlives the writer; `key` is valid.
   S3Writer(S3KvStore* store, std::string key);
@@ -72,6 +79,7 @@ class S3Writer : public KvWriter {
   S3KvStore* store_;
   std::string key_;
   uint64_t part_size_;
+  uint64_t first_part_size_;
   S3MultipartUpload upload_;
   Buffer filling_;
   std::vector<Buffer> spare_;

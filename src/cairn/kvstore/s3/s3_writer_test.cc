@@ -25,8 +25,9 @@ constexpr char kBucket[] = "cairn-writer";
 constexpr uint64_t kPart = 5 << 20;
 
 // A store on moto below a fresh prefix, with its own HttpClient (so that
-// its requests can be counted) and 5 MiB parts.
-std::shared_ptr<S3KvStore> Store() {
+// its requests can be counted) and 5 MiB parts; the first part of a writer
+// takes `first_part` bytes (the multipart threshold).
+std::shared_ptr<S3KvStore> Store(uint64_t first_part = kPart) {
   Result<std::string> endpoint = MotoEndpoint();
   if (!endpoint.ok()) {
     ADD_FAILURE() << endpoint.status().ToString();
@@ -40,6 +41,7 @@ std::shared_ptr<S3KvStore> Store() {
   o.endpoint = *endpoint;
   o.credentials = {"testing", "testing", "", "test"};
   o.part_size = kPart;
+  o.multipart_threshold = first_part;
   o.http = std::make_shared<http::HttpClient>();
   o.retry.initial_backoff = std::chrono::milliseconds(1);
   auto store = S3KvStore::Open(o);
@@ -140,7 +142,8 @@ TEST(S3WriterTest, ManyPartsInOddAppendsReadBackWithBoundedBuffers) {
 TEST(S3WriterTest, ValueOfAtMostOnePartIsOnePut) {
   auto store = Store();
   ASSERT_NE(store, nullptr);
-  for (uint64_t size : {uint64_t{0}, uint64_t{3} << 20, kPart}) {
+  // (A value of exactly the threshold goes as Put sends it: multipart.)
+  for (uint64_t size : {uint64_t{0}, uint64_t{3} << 20, kPart - 1}) {
     Buffer value = TestBytes(size, 5);
     auto w = store->OpenWriter("small");
     ASSERT_TRUE(w.ok());
@@ -151,6 +154,36 @@ TEST(S3WriterTest, ValueOfAtMostOnePartIsOnePut) {
     auto back = store->Get("small");
     ASSERT_TRUE(back.ok() && back->has_value()) << back.status().ToString();
     EXPECT_TRUE(**back == value) << size;
+  }
+}
+
+TEST(S3WriterTest, FirstPartTakesTheMultipartThreshold) {
+  auto store = Store(3 * kPart);
+  ASSERT_NE(store, nullptr);
+  // Below the threshold: one PUT, as Put sends it (an OCDBT data file).
+  Buffer below = TestBytes(2 * kPart + 3, 8);
+  auto w = store->OpenWriter("below");
+  ASSERT_TRUE(w.ok());
+  uint64_t calls_before = store->options().http->calls();
+  ASSERT_TRUE(AppendOdd(**w, below).ok());
+  ASSERT_TRUE((*w)->Commit().ok());
+  EXPECT_EQ(store->options().http->calls() - calls_before, 1u);
+  // Above: a first part of 3 parts' size, then parts.
+  Buffer above = TestBytes(6 * kPart + 5, 9);
+  w = store->OpenWriter("above");
+  ASSERT_TRUE(w.ok());
+  auto* s3w = dynamic_cast<S3Writer*>(w->get());
+  ASSERT_NE(s3w, nullptr);
+  calls_before = store->options().http->calls();
+  ASSERT_TRUE(AppendOdd(**w, above).ok());
+  ASSERT_TRUE((*w)->Commit().ok());
+  // start + the 15 MiB first part + 4 parts (the last of 5 bytes) + complete
+  EXPECT_EQ(store->options().http->calls() - calls_before, 7u);
+  EXPECT_LE(s3w->buffered_bytes_high_water(), 3 * kPart + (S3Writer::kPartsHeld - 1) * kPart);
+  for (const char* key : {"below", "above"}) {
+    auto back = store->Get(key);
+    ASSERT_TRUE(back.ok() && back->has_value()) << back.status().ToString();
+    EXPECT_TRUE(**back == (std::string(key) == "below" ? below : above)) << key;
   }
 }
 
