@@ -62,7 +62,8 @@ Result<S3Options> S3Options::FromEnvironment(std::string bucket, std::string pre
   std::string region = http::EnvString("AWS_REGION");
   if (region.empty()) region = http::EnvString("AWS_DEFAULT_REGION");
   if (!region.empty()) o.region = region;
-  CAIRN_ASSIGN_OR_RETURN(o.credentials, LoadAwsCredentials());
+  CAIRN_ASSIGN_OR_RETURN(o.credential_provider,
+                         AwsCredentialProviderFromEnvironment(!o.endpoint.empty(), region));
   CAIRN_ASSIGN_OR_RETURN(o.retry, http::RetryPolicyFromEnvironment());
   CAIRN_ASSIGN_OR_RETURN(o.multipart_threshold,
                          EnvNumber("CAIRN_S3_MULTIPART_THRESHOLD", o.multipart_threshold));
@@ -80,6 +81,9 @@ Result<std::shared_ptr<S3KvStore>> S3KvStore::Open(S3Options options) {
   if (options.part_size < (uint64_t{5} << 20)) options.part_size = uint64_t{5} << 20;
   if (options.multipart_threshold < options.part_size) options.multipart_threshold = options.part_size;
   if (!options.http) options.http = http::HttpClient::Default();
+  if (!options.credential_provider) {
+    options.credential_provider = AwsCredentialProvider::Fixed(options.credentials);
+  }
   std::shared_ptr<S3KvStore> store(new S3KvStore(std::move(options)));
   S3Options& o = store->options_;
   store->url_ = "s3://" + o.bucket + "/" + o.prefix;
@@ -120,9 +124,16 @@ HttpCall S3KvStore::MakeCall(std::string method, std::string_view object,
   call.operation = std::move(operation);
   call.retry = options_.retry;
   std::string payload_hash = body.empty() ? std::string(kEmptySha256) : Sha256Hex(body);
+  // Fetched (when due) here, on the caller's thread; `prepare` runs on the
+  // client's thread and only reads the provider's cache, so that a retry
+  // signs with credentials another call refreshed meanwhile.
+  Result<AwsCredentials> fetched = options_.credential_provider->Get();
+  Status credentials_error;
+  if (!fetched.ok()) credentials_error = fetched.status().Annotate(call.operation);
   call.prepare = [this, method = std::move(method), path = std::move(path), qs = std::move(qs),
-                  headers = std::move(headers),
-                  payload_hash = std::move(payload_hash)](http::HttpRequest& r) {
+                  headers = std::move(headers), payload_hash = std::move(payload_hash),
+                  credentials_error](http::HttpRequest& r) {
+    if (!credentials_error.ok()) return credentials_error;
     SigV4Input in;
     in.method = method;
     in.canonical_uri = path;
@@ -132,7 +143,9 @@ HttpCall S3KvStore::MakeCall(std::string method, std::string_view object,
     in.amz_date = AmzDateNow();
     in.headers.emplace_back("x-amz-date", in.amz_date);
     in.headers.emplace_back("x-amz-content-sha256", payload_hash);
-    const AwsCredentials& c = options_.credentials;
+    std::optional<AwsCredentials> current = options_.credential_provider->Current();
+    if (!current) return FailedPreconditionError("no AWS credentials");  // Get() succeeded: unreachable
+    const AwsCredentials& c = *current;
     if (!c.session_token.empty()) in.headers.emplace_back("x-amz-security-token", c.session_token);
     in.payload_sha256 = payload_hash;
     in.region = options_.region;
@@ -146,12 +159,13 @@ HttpCall S3KvStore::MakeCall(std::string method, std::string_view object,
 }
 
 Status S3KvStore::Explain(Status s) const {
-  if (s.code() == StatusCode::kFailedPrecondition && options_.credentials.anonymous() &&
+  if (s.code() == StatusCode::kFailedPrecondition && options_.credential_provider->anonymous() &&
       (s.message().find("HTTP 403") != std::string_view::npos ||
        s.message().find("HTTP 401") != std::string_view::npos)) {
     return Status(s.code(), std::string(s.message()) +
                                 " (no AWS credentials were found: set AWS_ACCESS_KEY_ID and "
-                                "AWS_SECRET_ACCESS_KEY, or use ~/.aws/credentials)");
+                                "AWS_SECRET_ACCESS_KEY, use ~/.aws/credentials, web identity, the container "
+                                "endpoint or EC2 instance metadata)");
   }
   return s;
 }

@@ -5,7 +5,8 @@
 // Requests go through the shared HttpClient (http/http_client.h): many in
 // flight, retried with backoff on 429, 5xx and transport errors when
 // idempotent, signed with SigV4 (sigv4.h) unless the credentials are
-// anonymous (aws_credentials.h).
+// anonymous (aws_credentials.h). Temporary credentials are asked for per
+// request and refreshed before they expire (aws_credential_provider.h).
 //
 // Operations:
 //   Get            GET, with a Range header for byte ranges; 404 -> missing
@@ -44,6 +45,7 @@
 
 #include "cairn/kvstore/http/http_client.h"
 #include "cairn/kvstore/kvstore.h"
+#include "cairn/kvstore/s3/aws_credential_provider.h"
 #include "cairn/kvstore/s3/sigv4.h"
 
 namespace cairn::s3 {
@@ -57,6 +59,9 @@ struct S3Options {
   std::string endpoint;
   std::string region = "us-east-1";
   AwsCredentials credentials;  // anonymous: requests are not signed
+  // Asked per request when set (refreshing temporary credentials);
+  // otherwise `credentials`, which never expire.
+  std::shared_ptr<AwsCredentialProvider> credential_provider;
   // Values below this go up in one PUT, as TensorStore sends every value: a
   // retry resends the value whole, and a lone large value gets one
   // connection's bandwidth (a save uploads many values at once anyway).
