@@ -128,8 +128,8 @@ HttpCall S3KvStore::MakeCall(std::string method, std::string_view object,
   // client's thread and only reads the provider's cache, so that a retry
   // signs with credentials another call refreshed meanwhile.
   Result<AwsCredentials> fetched = options_.credential_provider->Get();
-  Status credentials_error;
-  if (!fetched.ok()) credentials_error = fetched.status().Annotate(call.operation);
+  Status credentials_error;  // the client adds the operation and the URL
+  if (!fetched.ok()) credentials_error = fetched.status();
   call.prepare = [this, method = std::move(method), path = std::move(path), qs = std::move(qs),
                   headers = std::move(headers), payload_hash = std::move(payload_hash),
                   credentials_error](http::HttpRequest& r) {
