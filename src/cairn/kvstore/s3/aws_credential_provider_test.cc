@@ -333,17 +333,22 @@ TEST(AwsCredentialChainTest, NothingConfiguredAndNoInstanceMetadataIsAnonymous) 
   {
     // An emulator endpoint: 169.254.169.254 is not probed at all.
     ScopedEnv env({});
+    uint64_t probes = InstanceMetadataProbes();
     auto p = AwsCredentialProviderFromEnvironment(true, "");
     ASSERT_TRUE(p.ok());
     EXPECT_TRUE((*p)->anonymous());
+    EXPECT_EQ(InstanceMetadataProbes(), probes);
   }
   {
     // A named metadata endpoint that refuses connections: probed, not found.
     ScopedEnv env({{"AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://127.0.0.1:9"}});
+    uint64_t probes = InstanceMetadataProbes();
     EXPECT_FALSE(ProbeInstanceMetadata("http://127.0.0.1:9/"));
     auto p = AwsCredentialProviderFromEnvironment(true, "");
     ASSERT_TRUE(p.ok());
     EXPECT_TRUE((*p)->anonymous());
+    EXPECT_FALSE(ProbeInstanceMetadata("http://127.0.0.1:9"));
+    EXPECT_EQ(InstanceMetadataProbes(), probes + 1);  // once per process and endpoint
   }
 }
 

@@ -1,5 +1,6 @@
 #include "cairn/kvstore/s3/aws_instance_metadata.h"
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -154,12 +155,19 @@ std::shared_ptr<AwsCredentialProvider> InstanceMetadataProvider(std::string endp
   return std::make_shared<AwsCredentialProvider>(std::move(description), std::move(fetch));
 }
 
+namespace {
+std::atomic<uint64_t> probes{0};
+}  // namespace
+
+uint64_t InstanceMetadataProbes() { return probes.load(); }
+
 bool ProbeInstanceMetadata(const std::string& endpoint_in) {
   const std::string endpoint = StripSlash(endpoint_in);
   static std::mutex mu;
   static auto* found = new std::map<std::string, bool>();
   std::lock_guard<std::mutex> lock(mu);  // one probe at a time, once per endpoint
   if (auto it = found->find(endpoint); it != found->end()) return it->second;
+  ++probes;
   http::HttpClientOptions o;
   o.max_in_flight = 1;
   o.connect_timeout = std::chrono::milliseconds(1000);

@@ -25,6 +25,7 @@
 // Thread safety: all functions may be called concurrently.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -53,5 +54,9 @@ std::shared_ptr<AwsCredentialProvider> InstanceMetadataProvider(std::string endp
 // Whether instance metadata at `endpoint` hands out a session token and has
 // a role (once per process and endpoint; a second at most).
 bool ProbeInstanceMetadata(const std::string& endpoint);
+
+// Probes actually sent so far in this process (for tests: an emulator run
+// must not probe 169.254.169.254).
+uint64_t InstanceMetadataProbes();
 
 }  // namespace cairn::s3
