@@ -273,7 +273,7 @@ def test_malformed_credentials_answer_is_a_clear_error(env, creds):
     env.setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", creds.ecs_token)
     creds.malformed = True
     store = cairn.kvstore.open(f"s3://{BUCKET}/{fresh('malformed')}")
-    with pytest.raises(OSError, match=r"(?s)container credentials endpoint.*not a JSON object"):
+    with pytest.raises(cairn.CorruptDataError, match=r"(?s)container credentials endpoint.*not a JSON object"):
         store.put("k", b"v")
     creds.malformed = False  # control
     store.put("k", b"v")
