@@ -16,6 +16,7 @@ import os
 import re
 import threading
 import time
+import urllib.parse
 import urllib.request
 
 import numpy as np
@@ -39,6 +40,8 @@ class CredentialServer:
         self.lifetime = lifetime
         self.ecs_token = "ecs-secret-token"
         self.malformed = False
+        self.sts_tokens: set[str] = set()  # web identity tokens STS accepts
+        self.sts_seen: list[str | None] = []
         self.issued: dict[str, dict] = {}  # key id -> {"token", "expiration"}
         self.imds_tokens: set[str] = set()
         self.requests: list[str] = []
@@ -62,15 +65,9 @@ class CredentialServer:
             def _credentials(self):
                 if server.malformed:
                     return self._send(200, b'{"AccessKeyId": "ASIA', "application/json")
-                with server.lock:
-                    n = len(server.issued) + 1
-                    key = f"ASIAFAKE{n}"
-                    expiration = time.time() + server.lifetime
-                    server.issued[key] = {"token": f"session-{n}", "expiration": expiration}
-                stamp = datetime.datetime.fromtimestamp(expiration, datetime.timezone.utc)
+                key, secret, token, stamp = server._issue()
                 body = {"Code": "Success", "Type": "AWS-HMAC", "AccessKeyId": key,
-                        "SecretAccessKey": f"secret-{n}", "Token": f"session-{n}",
-                        "Expiration": stamp.strftime("%Y-%m-%dT%H:%M:%SZ")}
+                        "SecretAccessKey": secret, "Token": token, "Expiration": stamp}
                 self._send(200, json.dumps(body).encode(), "application/json")
 
             def _refuse(self, why: str, status: int = 401):
@@ -90,13 +87,23 @@ class CredentialServer:
                     server.imds_tokens.add(token)
                 self._send(200, token.encode())
 
-            def do_POST(self):  # STS, refusing every token
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            def do_POST(self):  # STS: AssumeRoleWithWebIdentity for the tokens in `sts_tokens`
+                form = dict(urllib.parse.parse_qsl(
+                    self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()))
                 with server.lock:
                     server.requests.append(f"POST {self.path}")
-                self._send(400, b"<ErrorResponse><Error><Type>Sender</Type><Code>InvalidIdentityToken</Code>"
-                                b"<Message>No OpenIDConnect provider found</Message></Error></ErrorResponse>",
-                           "text/xml")
+                    server.sts_seen.append(form.get("WebIdentityToken"))
+                if (form.get("Action") != "AssumeRoleWithWebIdentity" or form.get("Version") != "2011-06-15"
+                        or form.get("WebIdentityToken") not in server.sts_tokens or "Authorization" in self.headers):
+                    return self._send(400, b"<ErrorResponse><Error><Type>Sender</Type><Code>InvalidIdentityToken"
+                                           b"</Code><Message>No OpenIDConnect provider found</Message></Error>"
+                                           b"</ErrorResponse>", "text/xml")
+                key, secret, token, stamp = server._issue()
+                self._send(200, (f"<AssumeRoleWithWebIdentityResponse><AssumeRoleWithWebIdentityResult>"
+                                 f"<Credentials><AccessKeyId>{key}</AccessKeyId><SecretAccessKey>{secret}"
+                                 f"</SecretAccessKey><SessionToken>{token}</SessionToken><Expiration>{stamp}"
+                                 f"</Expiration></Credentials></AssumeRoleWithWebIdentityResult>"
+                                 f"</AssumeRoleWithWebIdentityResponse>").encode(), "text/xml")
 
             def do_GET(self):
                 with server.lock:
@@ -119,6 +126,15 @@ class CredentialServer:
         self.server.daemon_threads = True
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def _issue(self):
+        with self.lock:
+            n = len(self.issued) + 1
+            key = f"ASIAFAKE{n}"
+            expiration = time.time() + self.lifetime
+            self.issued[key] = {"token": f"session-{n}", "expiration": expiration}
+        stamp = datetime.datetime.fromtimestamp(expiration, datetime.timezone.utc)
+        return key, f"secret-{n}", f"session-{n}", stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
 
     def credential_fetches(self) -> int:
         with self.lock:
@@ -292,6 +308,26 @@ def test_web_identity_through_moto_sts(env, moto, proxy, tmp_path):
     assert len(keys) == 1, keys  # one set, cached for the hour moto grants
     ((key, session),) = keys
     assert key.startswith("ASIA") and session, keys
+
+
+def test_web_identity_token_file_is_read_again_at_each_refresh(env, proxy, creds, tmp_path):
+    token = tmp_path / "rotating-token"
+    token.write_text("projected-token-1\n")
+    creds.sts_tokens = {"projected-token-1", "projected-token-2"}
+    env.setenv("AWS_WEB_IDENTITY_TOKEN_FILE", str(token))
+    env.setenv("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/rotating")
+    env.setenv("AWS_ENDPOINT_URL_STS", creds.endpoint)
+    save_and_restore(fresh("irsa-1"), 6)
+    first = check_signed_with_issued_credentials(proxy, creds)
+    assert set(creds.sts_seen) == {"projected-token-1"}
+    token.write_text("projected-token-2\n")  # the kubelet rotates the token
+    for key in first:
+        wait_until_expired(creds, key)
+    seen = len(proxy.signed)
+    save_and_restore(fresh("irsa-2"), 7)
+    later = check_signed_with_issued_credentials(proxy, creds, since=seen)
+    assert not (later & first)
+    assert creds.sts_seen[-1] == "projected-token-2"
 
 
 def test_web_identity_errors_name_the_role_and_token_file(env, creds, tmp_path):
