@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "cairn/kvstore/child_entries.h"
 #include "cairn/kvstore/http/environment.h"
 #include "cairn/kvstore/http/object_batch.h"
 
@@ -420,14 +421,18 @@ Status S3KvStore::Delete(std::string_view key) {
   return Explain(http::HttpStatusError(call, r));
 }
 
-Result<std::vector<KeyInfo>> S3KvStore::List(std::string_view prefix) {
-  std::vector<KeyInfo> out;
+// The pages of one ListObjectsV2 listing below `prefix`: every key (`on_key`
+// with the key relative to the store's prefix) and, with `delimited`, every
+// common prefix up to the next '/' (`on_prefix`, relative, ending in '/').
+Status S3KvStore::ListPages(std::string_view prefix, bool delimited, const std::string& op,
+                            const std::function<Status(std::string key, uint64_t size)>& on_key,
+                            const std::function<void(std::string prefix)>& on_prefix) {
   std::string token;
   const std::string full_prefix = options_.prefix + std::string(prefix);
-  std::string op = "listing `" + std::string(prefix) + "` of " + url_;
   for (int page = 0;; ++page) {
     std::vector<std::pair<std::string, std::string>> query = {{"list-type", "2"},
                                                               {"prefix", full_prefix}};
+    if (delimited) query.emplace_back("delimiter", "/");
     if (!token.empty()) query.emplace_back("continuation-token", token);
     if (options_.list_page_size != 1000) {
       query.emplace_back("max-keys", std::to_string(std::clamp(options_.list_page_size, 1, 1000)));
@@ -450,7 +455,18 @@ Result<std::vector<KeyInfo>> S3KvStore::List(std::string_view prefix) {
                              std::to_string(page + 1));
       }
       if (key->compare(0, full_prefix.size(), full_prefix) != 0) continue;
-      out.push_back({key->substr(options_.prefix.size()), n});
+      CAIRN_RETURN_IF_ERROR(on_key(key->substr(options_.prefix.size()), n));
+    }
+    if (delimited) {
+      for (std::string_view common : XmlElements(xml, "CommonPrefixes")) {
+        std::optional<std::string> p = XmlText(common, "Prefix");
+        if (!p || p->size() <= full_prefix.size() || p->back() != '/' ||
+            p->compare(0, full_prefix.size(), full_prefix) != 0) {
+          return DataLossError(op + ": malformed ListObjectsV2 common prefix on page " +
+                               std::to_string(page + 1));
+        }
+        on_prefix(p->substr(options_.prefix.size()));
+      }
     }
     std::optional<std::string> truncated = XmlText(xml, "IsTruncated");
     if (!truncated || *truncated != "true") break;
@@ -460,8 +476,36 @@ Result<std::vector<KeyInfo>> S3KvStore::List(std::string_view prefix) {
     }
     token = *next;
   }
+  return Status::OK();
+}
+
+Result<std::vector<KeyInfo>> S3KvStore::List(std::string_view prefix) {
+  std::vector<KeyInfo> out;
+  CAIRN_RETURN_IF_ERROR(ListPages(
+      prefix, /*delimited=*/false, "listing `" + std::string(prefix) + "` of " + url_,
+      [&](std::string key, uint64_t size) {
+        out.push_back({std::move(key), size});
+        return Status::OK();
+      },
+      [](std::string) {}));
   std::sort(out.begin(), out.end(), [](const KeyInfo& a, const KeyInfo& b) { return a.key < b.key; });
   return out;
+}
+
+// One listing with delimiter '/': a prefix holding many keys below a few
+// children (a checkpoint root and its steps) takes one page per 1000
+// children instead of one per 1000 keys.
+Result<std::vector<ChildEntry>> S3KvStore::ListChildren(std::string_view prefix) {
+  CAIRN_RETURN_IF_ERROR(ValidatePrefix(prefix, "ListChildren prefix of " + url_, /*allow_empty=*/true));
+  ChildEntries children(prefix);
+  CAIRN_RETURN_IF_ERROR(ListPages(
+      prefix, /*delimited=*/true, "listing the children of `" + std::string(prefix) + "` of " + url_,
+      [&](std::string key, uint64_t) {
+        children.AddKey(key);
+        return Status::OK();
+      },
+      [&](std::string p) { children.AddPrefix(p); }));
+  return std::move(children).Sorted();
 }
 
 Status S3KvStore::ApplyBatch(std::vector<KvMutation> mutations) {

@@ -27,6 +27,8 @@
 //                  (the first may have landed).
 //   List           ListObjectsV2 pages of up to 1000 keys, continued with the
 //                  continuation token
+//   ListChildren   the same with `delimiter=/`: keys directly below the
+//                  prefix and one CommonPrefixes entry per deeper child
 //   DeletePrefix   List, then every DELETE concurrently
 //   ApplyBatch     every PUT and DELETE concurrently (keys validated first;
 //                  in order when a key repeats)
@@ -36,6 +38,7 @@
 // Thread safety: all methods may be called concurrently.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -98,6 +101,9 @@ class S3KvStore : public KvStore {
                              ByteView value) override;
   Status Delete(std::string_view key) override;
   Result<std::vector<KeyInfo>> List(std::string_view prefix = "") override;
+  // One delimited listing (`delimiter=/`): a page per 1000 children, not
+  // per 1000 keys below them.
+  Result<std::vector<ChildEntry>> ListChildren(std::string_view prefix) override;
   Status ApplyBatch(std::vector<KvMutation> mutations) override;
   Status DeletePrefix(std::string_view prefix) override;
   std::string url() const override { return url_; }
@@ -128,6 +134,10 @@ class S3KvStore : public KvStore {
   Result<std::optional<Buffer>> GetFromSize(std::string_view key, const ByteRange& range);
   // Size of `key`'s object (HEAD), or nullopt when missing.
   Result<std::optional<uint64_t>> Head(std::string_view key) const;
+  // Every page of a ListObjectsV2 listing (see s3_kvstore.cc).
+  Status ListPages(std::string_view prefix, bool delimited, const std::string& op,
+                   const std::function<Status(std::string key, uint64_t size)>& on_key,
+                   const std::function<void(std::string prefix)>& on_prefix);
   Status PutMultipart(std::string_view key, ByteView value);  // s3_multipart.cc
   // A PUT with a precondition header; false on 412. The ETag of what it
   // stored is remembered (KnownEtagFor).
