@@ -221,16 +221,16 @@ def save_and_restore(prefix: str, seed: int) -> None:
 
 
 def check_signed_with_issued_credentials(proxy: SigningProxy, server: CredentialServer, since: int = 0):
-    """Every request from index `since` was signed with a key the server issued,
-    carried that key's session token, and was sent before that key expired."""
+    """Every request from index `since` was signed with a key the server issued
+    and carried that key's session token; returns the keys used. (Whether a key
+    was used after its expiry is checked without timing: callers wait until the
+    keys they saw have expired, then require that none of them signs again.)"""
     with proxy.lock:
         signed = proxy.signed[since:]
     assert signed
-    for key, token, sent in signed:
+    for key, token, _ in signed:
         assert key in server.issued, (key, sorted(server.issued))
         assert token == server.issued[key]["token"]
-        # (a second of slack: the proxy timestamps arrival, cairn signs earlier)
-        assert sent < server.issued[key]["expiration"] + 1.0, (key, sent, server.issued[key])
     return {key for key, _, _ in signed}
 
 
