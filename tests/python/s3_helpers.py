@@ -139,6 +139,13 @@ class FaultProxy:
         # When set: that many requests (matching `only_method`) are forwarded,
         # then every such request gets the fault `after_fault` ("drop", 503).
         self.fail_after: int | None = None
+        # Faults in `faults` may also be "stall" (the request is read, then
+        # nothing is answered for `stall_seconds` and the connection is
+        # closed), "cut_upload" (half the request body is read, then the
+        # connection is closed), "truncate" (the answer's headers with the
+        # whole body's length, half the body, then the connection is closed)
+        # and "short" (half the body with a Content-Length that says so).
+        self.stall_seconds = 5.0
         self.after_fault = "drop"
         # A bucket of these keys (all of size 1) that only the proxy serves:
         # ListObjectsV2 pages of at most max-keys (default 1000) for GETs of
@@ -159,15 +166,20 @@ class FaultProxy:
 
             def _handle(self):
                 length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
                 if proxy.synthetic_bucket and self.path.startswith(f"/{proxy.synthetic_bucket}/?"):
+                    self.rfile.read(length)
                     return self._send(200, proxy._list_page(self.path))
                 fault = proxy._next_fault(self.command, self.headers)
+                if fault == "cut_upload":  # half the request body arrives
+                    self.rfile.read(length // 2)
+                    return self._hang_up()
+                body = self.rfile.read(length) if length else b""
                 if fault == "drop":
-                    self.close_connection = True
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                    return
-                if fault is not None:
+                    return self._hang_up()
+                if fault == "stall":  # the request arrives; nothing comes back
+                    time.sleep(proxy.stall_seconds)
+                    return self._hang_up()
+                if isinstance(fault, int):
                     code = {503: "SlowDown", 429: "TooManyRequests", 403: "AccessDenied"}.get(fault, "Fault")
                     payload = (f"<?xml version=\"1.0\"?><Error><Code>{code}</Code>"
                                f"<Message>injected by the test proxy</Message></Error>").encode()
@@ -182,11 +194,25 @@ class FaultProxy:
                     if k.lower() not in ("transfer-encoding", "connection", "content-length",
                                          "server", "date"):
                         self.send_header(k, v)
+                if fault == "short":  # a shorter body, and a length that says so
+                    data = data[:len(data) // 2]
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
+                if fault == "truncate":  # the length of the whole body, then half of it
+                    self.wfile.write(data[:len(data) // 2])
+                    self.wfile.flush()
+                    conn.close()
+                    return self._hang_up()
                 if self.command != "HEAD":
                     self.wfile.write(data)
                 conn.close()
+
+            def _hang_up(self):
+                self.close_connection = True
+                try:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
 
             def _send(self, status, payload):
                 self.send_response(status)

@@ -95,7 +95,8 @@ struct HttpClientOptions {
   // Upper bound of one attempt; zero: none.
   std::chrono::milliseconds attempt_timeout{0};
 
-  // max_in_flight from CAIRN_HTTP_MAX_IN_FLIGHT when set.
+  // max_in_flight from CAIRN_HTTP_MAX_IN_FLIGHT and stall_timeout from
+  // CAIRN_HTTP_STALL_TIMEOUT_S (seconds) when set.
   static HttpClientOptions FromEnvironment();
 };
 
