@@ -34,15 +34,6 @@ Result<std::string> ReadTokenFile(const std::string& path) {
   return text;
 }
 
-std::string FormEncode(std::initializer_list<std::pair<const char*, std::string>> fields) {
-  std::string out;
-  for (const auto& [name, value] : fields) {
-    if (!out.empty()) out += '&';
-    out += std::string(name) + "=" + http::UriEncode(value, /*keep_slash=*/false);
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string StsEndpointFromEnvironment(const std::string& region) {
@@ -88,7 +79,7 @@ std::shared_ptr<AwsCredentialProvider> WebIdentityProvider(WebIdentityConfig con
     CAIRN_ASSIGN_OR_RETURN(std::string token, ReadTokenFile(config.token_file));
     std::string session = config.session_name;
     if (session.empty()) session = "cairn-" + std::to_string(std::time(nullptr));
-    auto body = std::make_shared<std::string>(FormEncode({{"Action", "AssumeRoleWithWebIdentity"},
+    auto body = std::make_shared<std::string>(http::FormEncode({{"Action", "AssumeRoleWithWebIdentity"},
                                                           {"Version", "2011-06-15"},
                                                           {"RoleArn", config.role_arn},
                                                           {"RoleSessionName", session},
