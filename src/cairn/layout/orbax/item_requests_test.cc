@@ -5,6 +5,8 @@
 // many arrays are opened. Counted on a store that records every call.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <random>
@@ -16,6 +18,7 @@
 #include "cairn/layout/orbax/item_writer.h"
 #include "cairn/layout/orbax/location.h"
 #include "cairn/layout/orbax/metadata_files.h"
+#include "cairn/layout/orbax/step.h"
 
 namespace cairn::orbax {
 namespace {
@@ -122,6 +125,64 @@ TEST(ItemRequests, OpeningAnItemAndItsArraysReadsTheManifestOnce) {
   EXPECT_EQ(counts.count("get run/2/default/manifest.ocdbt"), 1u);
   EXPECT_EQ(Repeated(counts, "get run/2/default/manifest.ocdbt"), "") << "the manifest was read again";
   EXPECT_EQ(Repeated(counts, "children "), "") << "directories listed more than once";
+}
+
+// A store that says it serves many requests at once (as an object store
+// does) and whose listings of step directories each wait, up to 2 s, for a
+// second one to be under way: listed one after another they never overlap.
+class OverlapKvStore final : public ForwardingKvStore {
+ public:
+  using ForwardingKvStore::ForwardingKvStore;
+  size_t io_concurrency() const override { return 8; }
+  Result<std::vector<ChildEntry>> ListChildren(std::string_view prefix) override {
+    const bool step = prefix.size() > 4 && prefix.rfind("run/", 0) == 0 &&
+                      prefix.find('/', 4) == prefix.size() - 1;
+    if (step) {
+      std::unique_lock<std::mutex> lock(mu_);
+      ++in_flight_;
+      max_in_flight_ = std::max(max_in_flight_, in_flight_);
+      cv_.notify_all();
+      cv_.wait_for(lock, std::chrono::seconds(2), [&] { return in_flight_ >= 2; });
+    }
+    auto r = base_->ListChildren(prefix);
+    if (step) {
+      std::lock_guard<std::mutex> lock(mu_);
+      --in_flight_;
+    }
+    return r;
+  }
+  int max_in_flight() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return max_in_flight_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int in_flight_ = 0;
+  int max_in_flight_ = 0;
+};
+
+TEST(ItemRequests, StepDirectoriesOfAnObjectStoreAreListedTogether) {
+  auto memory = std::make_shared<MemoryKvStore>();
+  WriteRoot(Location{memory, "run/", "memory://requests", false});
+  for (const char* step : {"1", "2"}) {
+    ASSERT_TRUE(memory->Put(std::string("run/") + step + "/" + std::string(kCommitSuccessFile), AsBytes("ok")).ok());
+  }
+  auto overlap = std::make_shared<OverlapKvStore>(memory);
+  // In place, as on a bucket: a step counts once its commit_success.txt is there.
+  Location root{overlap, "run/", "memory://requests", /*commits_in_place=*/true};
+  auto discovered = DiscoverSteps(root);
+  ASSERT_TRUE(discovered.ok()) << discovered.status().ToString();
+  ASSERT_EQ(discovered->size(), 2u);
+  EXPECT_EQ((*discovered)[1].step, 2);
+  EXPECT_GE(overlap->max_in_flight(), 2) << "DiscoverSteps listed the steps one after another";
+  auto overlap2 = std::make_shared<OverlapKvStore>(memory);
+  root.store = overlap2;
+  auto listed = ListSteps(root, StepNameFormat{});
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  ASSERT_EQ(listed->size(), 2u);
+  EXPECT_GE(overlap2->max_in_flight(), 2) << "ListSteps listed the steps one after another";
 }
 
 // The memo itself: one listing per prefix until something is written.
