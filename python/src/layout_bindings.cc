@@ -136,6 +136,11 @@ nb::dict StringMap(const std::map<std::string, std::string>& m) {
 
 }  // namespace
 
+std::shared_ptr<const orbax::OrbaxItem> OrbaxItemFromPython(nb::handle item) {
+  if (item.is_none()) return nullptr;
+  return nb::cast<PyOrbaxItem&>(item).item;
+}
+
 void RegisterLayout(nb::module_& m) {
   nb::class_<PyOrbaxItem>(m, "_OrbaxItem")
       .def_prop_ro("dir", [](const PyOrbaxItem& i) { return i.item->dir; })

@@ -7,11 +7,12 @@ each on a free localhost port; `FaultProxy` forwards every request to one of
 them, except that it first serves the faults it was given: an HTTP status
 (503, 429, ...) with an S3-style error body, or "drop" (the connection is
 closed without an answer), "cut" (half an answer, then closed), or
-"forward_then_drop" (the request reaches the server, its answer is cut). With `gcs_status_queries` it also answers the
-status queries of GCS resumable uploads (a PUT of no bytes with
-`Content-Range: bytes */...`) itself, from the `Range` the server last gave
-that session, as GCS documents them: fake-gcs-server 1.54 takes such a PUT as
-"finish the upload now". `s3_environment` / `gcs_environment` set what
+"forward_then_drop" (the request reaches the server, its answer is cut).
+With `gcs_status_queries` it also answers the status queries of GCS resumable
+uploads (a PUT of no bytes with `Content-Range: bytes */...`) itself, from
+the `Range` the server last gave that session, as GCS documents them:
+fake-gcs-server 1.54 takes such a PUT as "finish the upload now".
+`s3_environment` / `gcs_environment` set what
 cairn's drivers (and TensorStore's gcs driver) read from the environment.
 """
 
@@ -153,6 +154,13 @@ class FaultProxy:
         # When set: that many requests (matching `only_method`) are forwarded,
         # then every such request gets the fault `after_fault` ("drop", 503).
         self.fail_after: int | None = None
+        # Faults in `faults` may also be "stall" (the request is read, then
+        # nothing is answered for `stall_seconds` and the connection is
+        # closed), "cut_upload" (half the request body is read, then the
+        # connection is closed), "truncate" (the answer's headers with the
+        # whole body's length, half the body, then the connection is closed)
+        # and "short" (half the body with a Content-Length that says so).
+        self.stall_seconds = 5.0
         self.after_fault = "drop"
         # A bucket of these keys (all of size 1) that only the proxy serves:
         # ListObjectsV2 pages of at most max-keys (default 1000) for GETs of
@@ -164,7 +172,7 @@ class FaultProxy:
         self.requests = 0
         self.gcs_status_queries = False
         self.status_queries = 0
-        self.kept: dict[str, str] = {}  # upload_id -> the Range of the last 308
+        self.kept: dict[str, str] = {}  # upload_id -> the Range of the last 308, or "finished"
         self.lock = threading.Lock()
         proxy = self
 
@@ -176,11 +184,11 @@ class FaultProxy:
 
             def _handle(self):
                 length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
                 if proxy.synthetic_bucket and self.path.startswith(f"/{proxy.synthetic_bucket}/?"):
+                    self.rfile.read(length)
                     return self._send(200, proxy._list_page(self.path))
                 upload_id = _upload_id(self.path)
-                if (proxy.gcs_status_queries and self.command == "PUT" and not body and upload_id
+                if (proxy.gcs_status_queries and self.command == "PUT" and length == 0 and upload_id
                         and (self.headers.get("Content-Range") or "").startswith("bytes */")):
                     with proxy.lock:
                         proxy.status_queries += 1
@@ -194,17 +202,20 @@ class FaultProxy:
                     self.end_headers()
                     return
                 fault = proxy._next_fault(self.command, self.headers)
-                if fault == "cut":  # as "drop", but half an answer first (see below)
-                    self.close_connection = True
+                if fault == "cut_upload":  # half the request body arrives
+                    self.rfile.read(length // 2)
+                    return self._hang_up()
+                body = self.rfile.read(length) if length else b""
+                if fault == "drop":
+                    return self._hang_up()
+                if fault == "cut":  # as "drop", but the head of an answer first (below)
                     self.wfile.write(_CUT_ANSWER)
                     self.wfile.flush()
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                    return
-                if fault == "drop":
-                    self.close_connection = True
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                    return
-                if fault is not None and fault != "forward_then_drop":
+                    return self._hang_up()
+                if fault == "stall":  # the request arrives; nothing comes back
+                    time.sleep(proxy.stall_seconds)
+                    return self._hang_up()
+                if isinstance(fault, int):
                     code = {503: "SlowDown", 429: "TooManyRequests", 403: "AccessDenied"}.get(fault, "Fault")
                     payload = (f"<?xml version=\"1.0\"?><Error><Code>{code}</Code>"
                                f"<Message>injected by the test proxy</Message></Error>").encode()
@@ -226,21 +237,33 @@ class FaultProxy:
                     # before any header came, as after "drop", which would
                     # send the chunk twice without the client knowing).
                     conn.close()
-                    self.close_connection = True
                     self.wfile.write(_CUT_ANSWER)
                     self.wfile.flush()
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                    return
+                    return self._hang_up()
                 self.send_response(resp.status)
                 for k, v in resp.getheaders():
                     if k.lower() not in ("transfer-encoding", "connection", "content-length",
                                          "server", "date"):
                         self.send_header(k, v)
+                if fault == "short":  # a shorter body, and a length that says so
+                    data = data[:len(data) // 2]
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
+                if fault == "truncate":  # the length of the whole body, then half of it
+                    self.wfile.write(data[:len(data) // 2])
+                    self.wfile.flush()
+                    conn.close()
+                    return self._hang_up()
                 if self.command != "HEAD":
                     self.wfile.write(data)
                 conn.close()
+
+            def _hang_up(self):
+                self.close_connection = True
+                try:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
 
             def _send(self, status, payload):
                 self.send_response(status)

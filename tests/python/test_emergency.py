@@ -153,3 +153,46 @@ def test_jax_arrays_are_held_until_written_then_released(tmp_path):
     assert not other.is_deleted()
     del view
     mngr.close()
+
+
+@pytest.mark.parametrize("scheme", ["gs", "s3"])
+def test_persistent_tier_on_an_object_store(tmp_path, monkeypatch, scheme):
+    # Orbax's emergency checkpointer is mostly run with its persistent tier
+    # on a bucket: the same here, on fake-gcs-server and on moto. After the
+    # host's local directory is lost, the newest persistent step is restored
+    # from the bucket, and TensorStore's own driver lists its commit marker.
+    import tensorstore as ts
+    from s3_helpers import FakeGcsServer, MotoServer, gcs_environment, s3_environment
+
+    bucket = f"cairn-em-{scheme}"
+    if scheme == "gs":
+        server = FakeGcsServer.shared()
+        server.create_bucket(bucket)
+        gcs_environment(monkeypatch, server.endpoint)
+        ts_kv = {"driver": "gcs", "bucket": bucket, "path": "run/"}
+    else:
+        server = MotoServer()
+        server.create_bucket(bucket)
+        s3_environment(monkeypatch, server.endpoint, tmp_path)
+        ts_kv = {"driver": "s3", "bucket": bucket, "path": "run/", "endpoint": server.endpoint,
+                 "aws_region": "us-east-1"}
+    try:
+        m = h.mesh()
+        persistent = f"{scheme}://{bucket}/run"
+        with cairn.emergency.CheckpointManager(tmp_path / "local", persistent, local_save_interval_steps=1,
+                                               local_max_to_keep=2, persistent_save_interval_steps=5) as mngr:
+            for step in range(1, 7):
+                assert mngr.save(step, state_at(step, m))
+            mngr.wait_until_finished()
+        assert cairn.orbax.all_steps(persistent) == [5]
+        keys = ts.KvStore.open(ts_kv).result().list().result()
+        assert b"5/commit_success.txt" in keys and not any(k.startswith(b"6/") for k in keys)
+        shutil.rmtree(tmp_path / "local")  # the host's disk is gone
+        with cairn.emergency.CheckpointManager(tmp_path / "local", persistent,
+                                               persistent_save_interval_steps=5) as mngr:
+            restored = mngr.restore()
+            assert mngr.last_restore["tier"] == "persistent" and mngr.last_restore["step"] == 5
+        h.assert_bit_equal(as_numpy(state_at(5, m)), as_numpy(restored))
+    finally:
+        if scheme == "s3":
+            server.stop()

@@ -2,21 +2,18 @@
 #include "cairn/engine/checkpoint_manager_points.h"
 
 #include "cairn/engine/checkpoint_manager.h"
+#include "cairn/kvstore/forwarding_kvstore.h"
 #include "cairn/layout/orbax/metadata_files.h"
 
 namespace cairn::engine {
 namespace {
 
-class PointReportingKvStore final : public KvStore {
+class PointReportingKvStore final : public ForwardingKvStore {
  public:
   PointReportingKvStore(std::shared_ptr<KvStore> base, std::string item_name,
                         std::function<void(std::string_view)> at_point)
-      : base_(std::move(base)), item_(std::move(item_name)), at_(std::move(at_point)) {}
+      : ForwardingKvStore(std::move(base)), item_(std::move(item_name)), at_(std::move(at_point)) {}
 
-  Result<std::optional<Buffer>> Get(std::string_view key, const ByteRange& range) override {
-    return base_->Get(key, range);
-  }
-  Result<bool> GetInto(std::string_view key, MutableByteView dst) override { return base_->GetInto(key, dst); }
   Status Put(std::string_view key, ByteView value) override {
     BeforeWrite(key);
     return base_->Put(key, value);
@@ -29,19 +26,9 @@ class PointReportingKvStore final : public KvStore {
     BeforeWrite(key);
     return base_->CompareAndPut(key, expected, value);
   }
-  Status Delete(std::string_view key) override { return base_->Delete(key); }
-  Result<std::vector<KeyInfo>> List(std::string_view prefix) override { return base_->List(prefix); }
-  Status ApplyBatch(std::vector<KvMutation> mutations) override { return base_->ApplyBatch(std::move(mutations)); }
-  Status DeletePrefix(std::string_view prefix) override { return base_->DeletePrefix(prefix); }
   Result<std::unique_ptr<KvWriter>> OpenWriter(std::string_view key) override {
     BeforeWrite(key);
     return base_->OpenWriter(key);
-  }
-  Result<std::vector<ChildEntry>> ListChildren(std::string_view prefix) override {
-    return base_->ListChildren(prefix);
-  }
-  Result<PrefixCommit> BeginPrefixCommit(std::string_view final_prefix, std::string_view pending_prefix) override {
-    return base_->BeginPrefixCommit(final_prefix, pending_prefix);
   }
   Status FinishPrefixCommit(const PrefixCommit& commit, std::string_view marker_name, ByteView marker) override {
     std::string_view name = commit.final_prefix;
@@ -50,7 +37,6 @@ class PointReportingKvStore final : public KvStore {
     if (!marker_name.empty()) at_(name == item_ ? kPointBeforeItemCommit : kPointBeforeStepCommit);
     return base_->FinishPrefixCommit(commit, marker_name, marker);
   }
-  std::string url() const override { return base_->url(); }
 
  private:
   void BeforeWrite(std::string_view key) {
@@ -60,7 +46,6 @@ class PointReportingKvStore final : public KvStore {
     }
   }
 
-  std::shared_ptr<KvStore> base_;
   std::string item_;
   std::function<void(std::string_view)> at_;
 };

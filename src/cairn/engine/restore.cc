@@ -1,7 +1,8 @@
 // Implements Restore (restore.h) in these steps:
-//   1. Open the item; an OCDBT item's database is pinned to its latest
-//      generation (the manifest is read once for the whole restore, B+tree
-//      nodes are decoded once) and every array's metadata is read.
+//   1. Open the item (or take the one the caller opened); an OCDBT item's
+//      database is pinned to its latest generation (the manifest is read
+//      once for the whole restore, B+tree nodes are decoded once) and every
+//      array's metadata is read.
 //   2. Plan (restore_plan.h): the chunks every box touches, each once.
 //   3. Tell the store whether other processes read the same chunks
 //      (KvStore::SetReadsShared: then through the page cache they share,
@@ -37,7 +38,6 @@
 #include "cairn/engine/restore_decode.h"
 #include "cairn/engine/restore_host_share.h"
 #include "cairn/engine/restore_plan.h"
-#include "cairn/kvstore/ocdbt/io/ocdbt_kvstore.h"
 #include "cairn/layout/orbax/item_store.h"
 #include "cairn/layout/orbax/location.h"
 #include "cairn/util/thread_pool.h"
@@ -177,16 +177,16 @@ struct Opened {
 };
 
 Result<Opened> OpenAndPlan(const RestoreRequest& request) {
-  CAIRN_ASSIGN_OR_RETURN(orbax::Location where, orbax::OpenLocation(request.directory));
-  CAIRN_ASSIGN_OR_RETURN(orbax::Location item_location,
-                         orbax::ResolveItemLocation(where, request.item_name));
   Opened o;
-  CAIRN_ASSIGN_OR_RETURN(o.item, orbax::OpenItem(item_location));
-  if (auto* db = dynamic_cast<ocdbt::OcdbtKvStore*>(o.item.store.get())) {
-    CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<ocdbt::OcdbtKvStore> pinned, db->PinLatest());
-    o.item.store = std::move(pinned);
+  if (request.item) {
+    o.item = *request.item;
+  } else {
+    CAIRN_ASSIGN_OR_RETURN(orbax::Location where, orbax::OpenLocation(request.directory));
+    CAIRN_ASSIGN_OR_RETURN(orbax::Location item_location,
+                           orbax::ResolveItemLocation(where, request.item_name));
+    CAIRN_ASSIGN_OR_RETURN(o.item, orbax::OpenItem(item_location));  // pinned (item_store.h)
   }
-  o.dir = item_location.Path();
+  o.dir = o.item.location.Path();
   o.plans.resize(request.arrays.size());
   TaskGroup group;
   for (size_t i = 0; i < request.arrays.size(); ++i) {

@@ -22,6 +22,10 @@
 #include "cairn/util/box.h"
 #include "cairn/util/result.h"
 
+namespace cairn::orbax {
+struct OrbaxItem;  // layout/orbax/item_store.h
+}  // namespace cairn::orbax
+
 namespace cairn::engine {
 
 struct BoxToRestore {
@@ -75,6 +79,10 @@ struct RestoreRequest {
   // finalized step), as orbax::ResolveItemDirectory takes them.
   std::string directory;
   std::string item_name;
+  // The item, when the caller already opened it (orbax::OpenItem: its
+  // metadata read, its OCDBT database pinned): used instead of opening
+  // `directory` again, so its files and manifest are not read twice.
+  std::shared_ptr<const orbax::OrbaxItem> item;
   std::vector<ArrayToRestore> arrays;
   // The processes restoring together. With several, every one of them must
   // call Restore with its coordinator; those on one host then decode each

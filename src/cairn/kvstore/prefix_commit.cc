@@ -12,8 +12,7 @@
 // There is no atomic switch: a reader that does not require the marker may
 // see an unfinished prefix, and a straggling writer can still add keys to
 // it. Drivers that can rename (file, memory) override all of this.
-#include <algorithm>
-
+#include "cairn/kvstore/child_entries.h"
 #include "cairn/kvstore/kvstore.h"
 
 namespace cairn {
@@ -33,22 +32,9 @@ Status ValidatePrefix(std::string_view prefix, std::string_view what, bool allow
 Result<std::vector<ChildEntry>> KvStore::ListChildren(std::string_view prefix) {
   CAIRN_RETURN_IF_ERROR(ValidatePrefix(prefix, "ListChildren prefix", /*allow_empty=*/true));
   CAIRN_ASSIGN_OR_RETURN(std::vector<KeyInfo> keys, List(prefix));
-  std::vector<ChildEntry> out;
-  for (const KeyInfo& k : keys) {
-    std::string_view rest = std::string_view(k.key).substr(prefix.size());
-    size_t slash = rest.find('/');
-    ChildEntry e;
-    e.name = std::string(rest.substr(0, slash));
-    e.kind = slash == std::string_view::npos ? ChildEntry::Kind::kKey : ChildEntry::Kind::kPrefix;
-    if (out.empty() || !(out.back() == e)) out.push_back(std::move(e));
-  }
-  // Entries of one name need not be adjacent in key order ("a-c" sorts
-  // between "a" and "a/b"): sort by name, key before prefix, drop repeats.
-  std::sort(out.begin(), out.end(), [](const ChildEntry& a, const ChildEntry& b) {
-    return a.name != b.name ? a.name < b.name : a.kind < b.kind;
-  });
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
+  ChildEntries children(prefix);
+  for (const KeyInfo& k : keys) children.AddKey(k.key);
+  return std::move(children).Sorted();
 }
 
 Result<PrefixCommit> KvStore::BeginPrefixCommit(std::string_view final_prefix,

@@ -90,15 +90,6 @@ class TokenEndpoint {
   http::RetryPolicy retry_;
 };
 
-std::string FormEncode(std::initializer_list<std::pair<const char*, std::string>> fields) {
-  std::string out;
-  for (const auto& [name, value] : fields) {
-    if (!out.empty()) out += '&';
-    out += std::string(name) + "=" + http::UriEncode(value, /*keep_slash=*/false);
-  }
-  return out;
-}
-
 class Anonymous : public GcsCredentials {
  public:
   Anonymous() : GcsCredentials("anonymous access") {}
@@ -133,7 +124,7 @@ class ServiceAccount : public GcsCredentials {
     CAIRN_ASSIGN_OR_RETURN(
         auto token,
         endpoint_.Request("POST", key_.token_uri,
-                          FormEncode({{"grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"},
+                          http::FormEncode({{"grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"},
                                       {"assertion", jwt}}),
                           {"content-type: application/x-www-form-urlencoded"},
                           "fetching a GCS access token for " + description()));
@@ -161,7 +152,7 @@ class AuthorizedUser : public GcsCredentials {
   Result<Token> Fetch() override {
     CAIRN_ASSIGN_OR_RETURN(
         auto token, endpoint_.Request("POST", token_uri_,
-                                      FormEncode({{"grant_type", "refresh_token"},
+                                      http::FormEncode({{"grant_type", "refresh_token"},
                                                   {"client_id", client_id_},
                                                   {"client_secret", client_secret_},
                                                   {"refresh_token", refresh_token_}}),

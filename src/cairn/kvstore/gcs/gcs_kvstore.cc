@@ -7,6 +7,7 @@
 #include <mutex>
 #include <set>
 
+#include "cairn/kvstore/child_entries.h"
 #include "cairn/kvstore/http/environment.h"
 #include "cairn/kvstore/http/object_batch.h"
 
@@ -88,6 +89,8 @@ Result<GcsOptions> GcsOptions::FromEnvironment(std::string bucket, std::string p
   CAIRN_ASSIGN_OR_RETURN(o.resumable_threshold,
                          EnvNumber("CAIRN_GCS_RESUMABLE_THRESHOLD", o.resumable_threshold));
   CAIRN_ASSIGN_OR_RETURN(o.upload_chunk_size, EnvNumber("CAIRN_GCS_CHUNK_SIZE", o.upload_chunk_size));
+  CAIRN_ASSIGN_OR_RETURN(uint64_t page, EnvNumber("CAIRN_GCS_LIST_PAGE_SIZE", 1000));
+  o.list_page_size = static_cast<int>(std::clamp<uint64_t>(page, 1, 1000));
   return o;
 }
 
@@ -386,15 +389,23 @@ Status GcsKvStore::Delete(std::string_view key) {
   return http::HttpStatusError(call, r);
 }
 
-Result<std::vector<KeyInfo>> GcsKvStore::List(std::string_view prefix) {
-  std::vector<KeyInfo> out;
+// The pages of one objects.list listing below `prefix`: every object
+// (`on_key` with the key relative to the store's prefix) and, with
+// `delimited`, every prefix up to the next '/' (`on_prefix`, relative,
+// ending in '/').
+Status GcsKvStore::ListPages(std::string_view prefix, bool delimited, const std::string& op,
+                             const std::function<void(std::string key, uint64_t size)>& on_key,
+                             const std::function<void(std::string prefix)>& on_prefix) {
   const std::string full = options_.prefix + std::string(prefix);
-  const std::string op = "listing `" + std::string(prefix) + "` of " + url_;
+  const char* fields = delimited ? "items(name,size),prefixes,nextPageToken" : "items(name,size),nextPageToken";
   std::string token;
   for (int page = 1;; ++page) {
     std::string url = options_.endpoint + "/storage/v1/b/" + options_.bucket +
-                      "/o?fields=" + UriEncode("items(name,size),nextPageToken", false) +
-                      "&prefix=" + UriEncode(full, false);
+                      "/o?fields=" + UriEncode(fields, false) + "&prefix=" + UriEncode(full, false);
+    if (delimited) url += "&delimiter=%2F";
+    if (options_.list_page_size != 1000) {
+      url += "&maxResults=" + std::to_string(std::clamp(options_.list_page_size, 1, 1000));
+    }
     if (!token.empty()) url += "&pageToken=" + UriEncode(token, false);
     HttpCall call = MakeCall("GET", std::move(url), {}, {}, op);
     call.max_response_bytes = uint64_t{64} << 20;
@@ -416,7 +427,16 @@ Result<std::vector<KeyInfo>> GcsKvStore::List(std::string_view prefix) {
         }
         std::string name = item["name"].get<std::string>();
         if (name.compare(0, full.size(), full) != 0) continue;
-        out.push_back({name.substr(options_.prefix.size()), size});
+        on_key(name.substr(options_.prefix.size()), size);
+      }
+    }
+    if (delimited && j.contains("prefixes")) {
+      if (!j["prefixes"].is_array()) return DataLossError(op + ": `prefixes` is not an array");
+      for (const auto& p : j["prefixes"]) {
+        if (!p.is_string() || p.get<std::string>().compare(0, full.size(), full) != 0) {
+          return DataLossError(op + ": malformed prefix on page " + std::to_string(page));
+        }
+        on_prefix(p.get<std::string>().substr(options_.prefix.size()));
       }
     }
     if (!j.contains("nextPageToken")) break;
@@ -426,8 +446,30 @@ Result<std::vector<KeyInfo>> GcsKvStore::List(std::string_view prefix) {
     }
     token = j["nextPageToken"].get<std::string>();
   }
+  return Status::OK();
+}
+
+Result<std::vector<KeyInfo>> GcsKvStore::List(std::string_view prefix) {
+  std::vector<KeyInfo> out;
+  CAIRN_RETURN_IF_ERROR(ListPages(
+      prefix, /*delimited=*/false, "listing `" + std::string(prefix) + "` of " + url_,
+      [&](std::string key, uint64_t size) { out.push_back({std::move(key), size}); },
+      [](std::string) {}));
   std::sort(out.begin(), out.end(), [](const KeyInfo& a, const KeyInfo& b) { return a.key < b.key; });
   return out;
+}
+
+// One listing with delimiter '/': a prefix holding many keys below a few
+// children (a checkpoint root and its steps) takes one page per 1000
+// children instead of one per 1000 keys.
+Result<std::vector<ChildEntry>> GcsKvStore::ListChildren(std::string_view prefix) {
+  CAIRN_RETURN_IF_ERROR(ValidatePrefix(prefix, "ListChildren prefix of " + url_, /*allow_empty=*/true));
+  ChildEntries children(prefix);
+  CAIRN_RETURN_IF_ERROR(ListPages(
+      prefix, /*delimited=*/true, "listing the children of `" + std::string(prefix) + "` of " + url_,
+      [&](std::string key, uint64_t) { children.AddKey(key); },
+      [&](std::string p) { children.AddPrefix(p); }));
+  return std::move(children).Sorted();
 }
 
 Status GcsKvStore::ApplyBatch(std::vector<KvMutation> mutations) {

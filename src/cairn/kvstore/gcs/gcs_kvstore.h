@@ -30,6 +30,8 @@
 //                  that upload created is used at once, without the read
 //                  (412: the value changed since; then read and compare).
 //   List           objects.list pages (pageToken), names and sizes only
+//   ListChildren   the same with `delimiter=/`: objects directly below the
+//                  prefix and one `prefixes` entry per deeper child
 //   DeletePrefix, ApplyBatch: every request concurrently
 //   prefix commit  the in-place default of kvstore.h (marker written last)
 //
@@ -37,6 +39,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -62,6 +65,7 @@ struct GcsOptions {
   // long for a 64 MiB resumable upload as for one media upload.
   uint64_t resumable_threshold = uint64_t{128} << 20;
   uint64_t upload_chunk_size = uint64_t{16} << 20;  // a multiple of 256 KiB
+  int list_page_size = 1000;  // maxResults of objects.list (1 to 1000)
   http::RetryPolicy retry;
   std::shared_ptr<http::HttpClient> http;  // null: HttpClient::Default()
 
@@ -69,7 +73,8 @@ struct GcsOptions {
   // or a URL), token from CAIRN_GCS_BEARER_TOKEN, else credentials from
   // GcsCredentialsFromEnvironment (gcs_credentials.h), retry budget from
   // CAIRN_HTTP_MAX_ATTEMPTS / CAIRN_HTTP_INITIAL_BACKOFF_MS, upload sizes
-  // from CAIRN_GCS_RESUMABLE_THRESHOLD / CAIRN_GCS_CHUNK_SIZE.
+  // from CAIRN_GCS_RESUMABLE_THRESHOLD / CAIRN_GCS_CHUNK_SIZE, the listing
+  // page size from CAIRN_GCS_LIST_PAGE_SIZE.
   static Result<GcsOptions> FromEnvironment(std::string bucket, std::string prefix);
 };
 
@@ -89,6 +94,9 @@ class GcsKvStore : public KvStore {
                              ByteView value) override;
   Status Delete(std::string_view key) override;
   Result<std::vector<KeyInfo>> List(std::string_view prefix = "") override;
+  // One delimited listing (`delimiter=/`): a page per 1000 children, not
+  // per 1000 keys below them.
+  Result<std::vector<ChildEntry>> ListChildren(std::string_view prefix) override;
   Status ApplyBatch(std::vector<KvMutation> mutations) override;
   Status DeletePrefix(std::string_view prefix) override;
   // Streams the value up in chunks as they fill (gcs_writer.h).
@@ -114,6 +122,10 @@ class GcsKvStore : public KvStore {
   Result<bool> Upload(std::string_view key, ByteView value, std::optional<std::string> if_generation);
   Result<bool> UploadResumable(std::string_view key, ByteView value);  // gcs_upload.cc
   Result<std::optional<uint64_t>> Size(std::string_view key) const;
+  // Every page of an objects.list listing (see gcs_kvstore.cc).
+  Status ListPages(std::string_view prefix, bool delimited, const std::string& op,
+                   const std::function<void(std::string key, uint64_t size)>& on_key,
+                   const std::function<void(std::string prefix)>& on_prefix);
   // After a read answered 404: NotFound when the bucket is missing (checked
   // only until the bucket was seen), else OK (the object is missing).
   Status CheckBucketAfter404(const std::string& op) const;

@@ -17,6 +17,7 @@
 #include "cairn/kvstore/testing/conformance.h"
 #include "cairn/kvstore/testing/emulator_server.h"
 #include "cairn/kvstore/testing/get_into_check.h"
+#include "cairn/kvstore/testing/list_children_check.h"
 #include "cairn/kvstore/testing/own_write_check.h"
 #include "cairn/kvstore/url.h"
 
@@ -259,6 +260,19 @@ TEST(GcsKvStoreTest, GetIntoFaultsTheDestinationInOnTheCallingThread) {
   EXPECT_GE(faults, static_cast<long>(kBytes / 4096 / 2))
       << "the destination was faulted in by the transfer thread, not the caller";
   munmap(p, kBytes);
+}
+
+// ListChildren is one listing with delimiter '/': a page per 5 children
+// here, not per 5 keys below them (testing/list_children_check.h).
+TEST(GcsKvStoreTest, ListChildrenIsOneDelimitedListing) {
+  auto seed = FakeGcsStore();
+  ASSERT_NE(seed, nullptr);
+  auto o = seed->options();
+  o.list_page_size = 5;
+  auto store = GcsKvStore::Open(o);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  http::HttpClient& client = *(*store)->options().http;
+  testing::ExpectListChildrenIsOneDelimitedListing(**store, 5, [&] { return client.calls(); });
 }
 
 }  // namespace

@@ -100,6 +100,10 @@ HttpClientOptions HttpClientOptions::FromEnvironment() {
     int n = std::atoi(v);
     if (n >= 1 && n <= 4096) o.max_in_flight = n;
   }
+  if (const char* v = std::getenv("CAIRN_HTTP_STALL_TIMEOUT_S")) {
+    int n = std::atoi(v);
+    if (n >= 1 && n <= 86400) o.stall_timeout = std::chrono::seconds(n);
+  }
   return o;
 }
 

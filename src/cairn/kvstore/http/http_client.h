@@ -27,6 +27,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -95,7 +96,8 @@ struct HttpClientOptions {
   // Upper bound of one attempt; zero: none.
   std::chrono::milliseconds attempt_timeout{0};
 
-  // max_in_flight from CAIRN_HTTP_MAX_IN_FLIGHT when set.
+  // max_in_flight from CAIRN_HTTP_MAX_IN_FLIGHT and stall_timeout from
+  // CAIRN_HTTP_STALL_TIMEOUT_S (seconds) when set.
   static HttpClientOptions FromEnvironment();
 };
 
@@ -149,5 +151,9 @@ StatusCode StatusForHttp(long status);
 // Percent-encodes every byte except A-Z a-z 0-9 - . _ ~ (and '/' when
 // `keep_slash`), as SigV4 and URLs of object names need.
 std::string UriEncode(std::string_view s, bool keep_slash);
+
+// An application/x-www-form-urlencoded body: name=value pairs joined by '&',
+// each value UriEncode'd (token requests to OAuth and STS endpoints).
+std::string FormEncode(std::initializer_list<std::pair<const char*, std::string>> fields);
 
 }  // namespace cairn::http

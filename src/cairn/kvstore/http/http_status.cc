@@ -53,4 +53,13 @@ std::string UriEncode(std::string_view s, bool keep_slash) {
   return out;
 }
 
+std::string FormEncode(std::initializer_list<std::pair<const char*, std::string>> fields) {
+  std::string out;
+  for (const auto& [name, value] : fields) {
+    if (!out.empty()) out += '&';
+    out += std::string(name) + "=" + UriEncode(value, /*keep_slash=*/false);
+  }
+  return out;
+}
+
 }  // namespace cairn::http

@@ -1,10 +1,15 @@
 #include "cairn/kvstore/s3/aws_credentials.h"
 
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <sstream>
 
 #include "cairn/kvstore/http/environment.h"
+#include "cairn/kvstore/s3/aws_instance_metadata.h"
+#include "cairn/kvstore/s3/aws_web_identity.h"
 
 namespace cairn::s3 {
 namespace {
@@ -103,6 +108,54 @@ Result<AwsCredentials> LoadAwsCredentials() {
     return InvalidArgumentError("AWS credentials file " + path + " is larger than 1 MiB");
   }
   return ParseAwsCredentialsFile(s, path, profile, required);
+}
+
+Result<std::shared_ptr<AwsCredentialProvider>> AwsCredentialProviderFromEnvironment(
+    bool emulator, const std::string& region) {
+  // 1, 2: read at every open (cheap, never expire).
+  CAIRN_ASSIGN_OR_RETURN(AwsCredentials fixed, LoadAwsCredentials());
+  if (!fixed.anonymous()) return AwsCredentialProvider::Fixed(std::move(fixed));
+
+  WebIdentityConfig web;
+  web.token_file = http::EnvString("AWS_WEB_IDENTITY_TOKEN_FILE");
+  web.role_arn = http::EnvString("AWS_ROLE_ARN");
+  web.session_name = http::EnvString("AWS_ROLE_SESSION_NAME");
+  if (!web.token_file.empty()) web.sts_endpoint = StsEndpointFromEnvironment(region);
+  CAIRN_ASSIGN_OR_RETURN(std::string container, ContainerCredentialsUrlFromEnvironment());
+  std::string imds = http::EnvString("AWS_EC2_METADATA_SERVICE_ENDPOINT");
+  std::string disabled = http::EnvString("AWS_EC2_METADATA_DISABLED");
+  for (char& c : disabled) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const bool imds_disabled = disabled == "true";
+
+  // 3 to 5 are shared by the stores opened under the same environment.
+  const std::string key = web.token_file + '\0' + web.role_arn + '\0' + web.session_name + '\0' +
+                          web.sts_endpoint + '\0' + container + '\0' + imds + '\0' +
+                          (imds_disabled ? "d" : "") + (emulator ? "e" : "");
+  static std::mutex mu;
+  static auto* cache = new std::map<std::string, std::shared_ptr<AwsCredentialProvider>>();
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache->find(key); it != cache->end()) return it->second;
+
+  CAIRN_ASSIGN_OR_RETURN(http::RetryPolicy retry, http::RetryPolicyFromEnvironment());
+  std::shared_ptr<http::HttpClient> client = http::HttpClient::Default();
+  std::shared_ptr<AwsCredentialProvider> found;
+  if (!web.token_file.empty()) {  // 3
+    if (web.role_arn.empty()) {
+      return InvalidArgumentError("AWS_WEB_IDENTITY_TOKEN_FILE is set (`" + web.token_file +
+                                  "`) but AWS_ROLE_ARN is not");
+    }
+    found = WebIdentityProvider(std::move(web), client, retry);
+  } else if (!container.empty()) {  // 4
+    found = ContainerCredentialsProvider(container, client, retry);
+  } else if (!imds_disabled && !imds.empty() && ProbeInstanceMetadata(imds)) {  // 5, named
+    found = InstanceMetadataProvider(imds, client, retry);
+  } else if (!imds_disabled && imds.empty() && !emulator && ProbeInstanceMetadata(kDefaultImdsEndpoint)) {
+    found = InstanceMetadataProvider(kDefaultImdsEndpoint, client, retry);  // 5, found
+  } else {
+    found = AwsCredentialProvider::Fixed(AwsCredentials{});  // 6
+  }
+  (*cache)[key] = found;
+  return found;
 }
 
 }  // namespace cairn::s3

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "cairn/kvstore/child_entries.h"
 #include "cairn/kvstore/http/environment.h"
 #include "cairn/kvstore/http/object_batch.h"
 
@@ -62,7 +63,8 @@ Result<S3Options> S3Options::FromEnvironment(std::string bucket, std::string pre
   std::string region = http::EnvString("AWS_REGION");
   if (region.empty()) region = http::EnvString("AWS_DEFAULT_REGION");
   if (!region.empty()) o.region = region;
-  CAIRN_ASSIGN_OR_RETURN(o.credentials, LoadAwsCredentials());
+  CAIRN_ASSIGN_OR_RETURN(o.credential_provider,
+                         AwsCredentialProviderFromEnvironment(!o.endpoint.empty(), region));
   CAIRN_ASSIGN_OR_RETURN(o.retry, http::RetryPolicyFromEnvironment());
   CAIRN_ASSIGN_OR_RETURN(o.multipart_threshold,
                          EnvNumber("CAIRN_S3_MULTIPART_THRESHOLD", o.multipart_threshold));
@@ -80,6 +82,9 @@ Result<std::shared_ptr<S3KvStore>> S3KvStore::Open(S3Options options) {
   if (options.part_size < (uint64_t{5} << 20)) options.part_size = uint64_t{5} << 20;
   if (options.multipart_threshold < options.part_size) options.multipart_threshold = options.part_size;
   if (!options.http) options.http = http::HttpClient::Default();
+  if (!options.credential_provider) {
+    options.credential_provider = AwsCredentialProvider::Fixed(options.credentials);
+  }
   std::shared_ptr<S3KvStore> store(new S3KvStore(std::move(options)));
   S3Options& o = store->options_;
   store->url_ = "s3://" + o.bucket + "/" + o.prefix;
@@ -120,9 +125,16 @@ HttpCall S3KvStore::MakeCall(std::string method, std::string_view object,
   call.operation = std::move(operation);
   call.retry = options_.retry;
   std::string payload_hash = body.empty() ? std::string(kEmptySha256) : Sha256Hex(body);
+  // Fetched (when due) here, on the caller's thread; `prepare` runs on the
+  // client's thread and only reads the provider's cache, so that a retry
+  // signs with credentials another call refreshed meanwhile.
+  Result<AwsCredentials> fetched = options_.credential_provider->Get();
+  Status credentials_error;  // the client adds the operation and the URL
+  if (!fetched.ok()) credentials_error = fetched.status();
   call.prepare = [this, method = std::move(method), path = std::move(path), qs = std::move(qs),
-                  headers = std::move(headers),
-                  payload_hash = std::move(payload_hash)](http::HttpRequest& r) {
+                  headers = std::move(headers), payload_hash = std::move(payload_hash),
+                  credentials_error](http::HttpRequest& r) {
+    if (!credentials_error.ok()) return credentials_error;
     SigV4Input in;
     in.method = method;
     in.canonical_uri = path;
@@ -132,7 +144,9 @@ HttpCall S3KvStore::MakeCall(std::string method, std::string_view object,
     in.amz_date = AmzDateNow();
     in.headers.emplace_back("x-amz-date", in.amz_date);
     in.headers.emplace_back("x-amz-content-sha256", payload_hash);
-    const AwsCredentials& c = options_.credentials;
+    std::optional<AwsCredentials> current = options_.credential_provider->Current();
+    if (!current) return FailedPreconditionError("no AWS credentials");  // Get() succeeded: unreachable
+    const AwsCredentials& c = *current;
     if (!c.session_token.empty()) in.headers.emplace_back("x-amz-security-token", c.session_token);
     in.payload_sha256 = payload_hash;
     in.region = options_.region;
@@ -146,12 +160,13 @@ HttpCall S3KvStore::MakeCall(std::string method, std::string_view object,
 }
 
 Status S3KvStore::Explain(Status s) const {
-  if (s.code() == StatusCode::kFailedPrecondition && options_.credentials.anonymous() &&
+  if (s.code() == StatusCode::kFailedPrecondition && options_.credential_provider->anonymous() &&
       (s.message().find("HTTP 403") != std::string_view::npos ||
        s.message().find("HTTP 401") != std::string_view::npos)) {
     return Status(s.code(), std::string(s.message()) +
                                 " (no AWS credentials were found: set AWS_ACCESS_KEY_ID and "
-                                "AWS_SECRET_ACCESS_KEY, or use ~/.aws/credentials)");
+                                "AWS_SECRET_ACCESS_KEY, use ~/.aws/credentials, web identity, the container "
+                                "endpoint or EC2 instance metadata)");
   }
   return s;
 }
@@ -406,14 +421,18 @@ Status S3KvStore::Delete(std::string_view key) {
   return Explain(http::HttpStatusError(call, r));
 }
 
-Result<std::vector<KeyInfo>> S3KvStore::List(std::string_view prefix) {
-  std::vector<KeyInfo> out;
+// The pages of one ListObjectsV2 listing below `prefix`: every key (`on_key`
+// with the key relative to the store's prefix) and, with `delimited`, every
+// common prefix up to the next '/' (`on_prefix`, relative, ending in '/').
+Status S3KvStore::ListPages(std::string_view prefix, bool delimited, const std::string& op,
+                            const std::function<Status(std::string key, uint64_t size)>& on_key,
+                            const std::function<void(std::string prefix)>& on_prefix) {
   std::string token;
   const std::string full_prefix = options_.prefix + std::string(prefix);
-  std::string op = "listing `" + std::string(prefix) + "` of " + url_;
   for (int page = 0;; ++page) {
     std::vector<std::pair<std::string, std::string>> query = {{"list-type", "2"},
                                                               {"prefix", full_prefix}};
+    if (delimited) query.emplace_back("delimiter", "/");
     if (!token.empty()) query.emplace_back("continuation-token", token);
     if (options_.list_page_size != 1000) {
       query.emplace_back("max-keys", std::to_string(std::clamp(options_.list_page_size, 1, 1000)));
@@ -436,7 +455,18 @@ Result<std::vector<KeyInfo>> S3KvStore::List(std::string_view prefix) {
                              std::to_string(page + 1));
       }
       if (key->compare(0, full_prefix.size(), full_prefix) != 0) continue;
-      out.push_back({key->substr(options_.prefix.size()), n});
+      CAIRN_RETURN_IF_ERROR(on_key(key->substr(options_.prefix.size()), n));
+    }
+    if (delimited) {
+      for (std::string_view common : XmlElements(xml, "CommonPrefixes")) {
+        std::optional<std::string> p = XmlText(common, "Prefix");
+        if (!p || p->size() <= full_prefix.size() || p->back() != '/' ||
+            p->compare(0, full_prefix.size(), full_prefix) != 0) {
+          return DataLossError(op + ": malformed ListObjectsV2 common prefix on page " +
+                               std::to_string(page + 1));
+        }
+        on_prefix(p->substr(options_.prefix.size()));
+      }
     }
     std::optional<std::string> truncated = XmlText(xml, "IsTruncated");
     if (!truncated || *truncated != "true") break;
@@ -446,8 +476,36 @@ Result<std::vector<KeyInfo>> S3KvStore::List(std::string_view prefix) {
     }
     token = *next;
   }
+  return Status::OK();
+}
+
+Result<std::vector<KeyInfo>> S3KvStore::List(std::string_view prefix) {
+  std::vector<KeyInfo> out;
+  CAIRN_RETURN_IF_ERROR(ListPages(
+      prefix, /*delimited=*/false, "listing `" + std::string(prefix) + "` of " + url_,
+      [&](std::string key, uint64_t size) {
+        out.push_back({std::move(key), size});
+        return Status::OK();
+      },
+      [](std::string) {}));
   std::sort(out.begin(), out.end(), [](const KeyInfo& a, const KeyInfo& b) { return a.key < b.key; });
   return out;
+}
+
+// One listing with delimiter '/': a prefix holding many keys below a few
+// children (a checkpoint root and its steps) takes one page per 1000
+// children instead of one per 1000 keys.
+Result<std::vector<ChildEntry>> S3KvStore::ListChildren(std::string_view prefix) {
+  CAIRN_RETURN_IF_ERROR(ValidatePrefix(prefix, "ListChildren prefix of " + url_, /*allow_empty=*/true));
+  ChildEntries children(prefix);
+  CAIRN_RETURN_IF_ERROR(ListPages(
+      prefix, /*delimited=*/true, "listing the children of `" + std::string(prefix) + "` of " + url_,
+      [&](std::string key, uint64_t) {
+        children.AddKey(key);
+        return Status::OK();
+      },
+      [&](std::string p) { children.AddPrefix(p); }));
+  return std::move(children).Sorted();
 }
 
 Status S3KvStore::ApplyBatch(std::vector<KvMutation> mutations) {

@@ -5,7 +5,8 @@
 // Requests go through the shared HttpClient (http/http_client.h): many in
 // flight, retried with backoff on 429, 5xx and transport errors when
 // idempotent, signed with SigV4 (sigv4.h) unless the credentials are
-// anonymous (aws_credentials.h).
+// anonymous (aws_credentials.h). Temporary credentials are asked for per
+// request and refreshed before they expire (aws_credential_provider.h).
 //
 // Operations:
 //   Get            GET, with a Range header for byte ranges; 404 -> missing
@@ -29,6 +30,8 @@
 //                  (the first may have landed).
 //   List           ListObjectsV2 pages of up to 1000 keys, continued with the
 //                  continuation token
+//   ListChildren   the same with `delimiter=/`: keys directly below the
+//                  prefix and one CommonPrefixes entry per deeper child
 //   DeletePrefix   List, then every DELETE concurrently
 //   ApplyBatch     every PUT and DELETE concurrently (keys validated first;
 //                  in order when a key repeats)
@@ -38,6 +41,7 @@
 // Thread safety: all methods may be called concurrently.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -47,6 +51,7 @@
 
 #include "cairn/kvstore/http/http_client.h"
 #include "cairn/kvstore/kvstore.h"
+#include "cairn/kvstore/s3/aws_credential_provider.h"
 #include "cairn/kvstore/s3/sigv4.h"
 
 namespace cairn::s3 {
@@ -60,6 +65,9 @@ struct S3Options {
   std::string endpoint;
   std::string region = "us-east-1";
   AwsCredentials credentials;  // anonymous: requests are not signed
+  // Asked per request when set (refreshing temporary credentials);
+  // otherwise `credentials`, which never expire.
+  std::shared_ptr<AwsCredentialProvider> credential_provider;
   // Values below this go up in one PUT, as TensorStore sends every value: a
   // retry resends the value whole, and a lone large value gets one
   // connection's bandwidth (a save uploads many values at once anyway).
@@ -96,6 +104,9 @@ class S3KvStore : public KvStore {
                              ByteView value) override;
   Status Delete(std::string_view key) override;
   Result<std::vector<KeyInfo>> List(std::string_view prefix = "") override;
+  // One delimited listing (`delimiter=/`): a page per 1000 children, not
+  // per 1000 keys below them.
+  Result<std::vector<ChildEntry>> ListChildren(std::string_view prefix) override;
   Status ApplyBatch(std::vector<KvMutation> mutations) override;
   Status DeletePrefix(std::string_view prefix) override;
   // Streams the value up in parts as they fill (s3_writer.h).
@@ -130,6 +141,10 @@ class S3KvStore : public KvStore {
   Result<std::optional<Buffer>> GetFromSize(std::string_view key, const ByteRange& range);
   // Size of `key`'s object (HEAD), or nullopt when missing.
   Result<std::optional<uint64_t>> Head(std::string_view key) const;
+  // Every page of a ListObjectsV2 listing (see s3_kvstore.cc).
+  Status ListPages(std::string_view prefix, bool delimited, const std::string& op,
+                   const std::function<Status(std::string key, uint64_t size)>& on_key,
+                   const std::function<void(std::string prefix)>& on_prefix);
   Status PutMultipart(std::string_view key, ByteView value);  // s3_multipart.cc
   // A PUT with a precondition header; false on 412. The ETag of what it
   // stored is remembered (KnownEtagFor).

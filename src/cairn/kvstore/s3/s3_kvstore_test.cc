@@ -15,6 +15,7 @@
 #include "cairn/kvstore/testing/conformance.h"
 #include "cairn/kvstore/testing/emulator_server.h"
 #include "cairn/kvstore/testing/get_into_check.h"
+#include "cairn/kvstore/testing/list_children_check.h"
 #include "cairn/kvstore/testing/own_write_check.h"
 #include "cairn/kvstore/url.h"
 
@@ -233,6 +234,19 @@ TEST(S3KvStoreTest, GetIntoWritesTheObjectInPlaceWithoutABuffer) {
   ASSERT_NE(store, nullptr);
   http::HttpClient& client = *store->options().http;
   testing::ExpectGetIntoWritesTheObjectInPlace(*store, [&] { return client.calls(); });
+}
+
+// ListChildren is one listing with delimiter '/': a page per 5 children
+// here, not per 5 keys below them (testing/list_children_check.h).
+TEST(S3KvStoreTest, ListChildrenIsOneDelimitedListing) {
+  auto seed = MotoStore();
+  ASSERT_NE(seed, nullptr);
+  auto o = seed->options();
+  o.list_page_size = 5;
+  auto store = S3KvStore::Open(o);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  http::HttpClient& client = *(*store)->options().http;
+  testing::ExpectListChildrenIsOneDelimitedListing(**store, 5, [&] { return client.calls(); });
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 
+#include "cairn/kvstore/listing_memo_kvstore.h"
 #include "cairn/kvstore/ocdbt/io/merge.h"
 #include "cairn/kvstore/ocdbt/io/ocdbt_kvstore.h"
 #include "cairn/layout/orbax/step.h"
@@ -76,14 +77,22 @@ Result<OrbaxItem> OpenItem(const Location& location) {
   item.location = location;
   item.dir = location.Path();
   std::string md_path = item.dir + "/" + std::string(kTreeMetadataFile);
-  auto text = ReadSmallFile(location, kTreeMetadataFile);
+  // The item directory is listed once; every file below is read knowing
+  // its kind from this listing (on an object store: a listing and two
+  // requests per file, no listing per file).
+  auto listed = ListEntries(location);
+  if (!listed.ok()) {
+    return NotFoundError("no Orbax PyTree item at " + item.dir + ": cannot list it (" +
+                         std::string(listed.status().message()) + ")");
+  }
+  const std::vector<ChildEntry>& entries = *listed;
+  auto text = ReadListedSmallFile(location, kTreeMetadataFile, entries);
   if (!text.ok() && text.status().code() == StatusCode::kResourceExhausted) return text.status();
   if (!text.ok()) {
     return NotFoundError("no Orbax PyTree item at " + item.dir + ": cannot read " +
                          std::string(kTreeMetadataFile) + " (" + std::string(text.status().message()) + ")");
   }
   CAIRN_ASSIGN_OR_RETURN(item.metadata, ParseTreeMetadata(*text, md_path));
-  CAIRN_ASSIGN_OR_RETURN(std::vector<ChildEntry> entries, ListEntries(location));
   auto has = [&](std::string_view name, ChildEntry::Kind kind) {
     return std::any_of(entries.begin(), entries.end(),
                        [&](const ChildEntry& e) { return e.name == name && e.kind == kind; });
@@ -97,7 +106,7 @@ Result<OrbaxItem> OpenItem(const Location& location) {
   }
   auto side = [&](std::string_view name) -> Result<std::optional<std::string>> {
     if (!has(name, ChildEntry::Kind::kKey)) return std::optional<std::string>();
-    CAIRN_ASSIGN_OR_RETURN(std::string t, ReadSmallFile(location, name));
+    CAIRN_ASSIGN_OR_RETURN(std::string t, ReadListedSmallFile(location, name, entries));
     return std::optional<std::string>(std::move(t));
   };
   CAIRN_ASSIGN_OR_RETURN(auto strings_text, side(kStringsFile));
@@ -115,13 +124,19 @@ Result<OrbaxItem> OpenItem(const Location& location) {
       const std::string& f = file.name;
       if (f.rfind("process_", 0) != 0 || file.kind != ChildEntry::Kind::kKey) continue;
       std::string path = am_dir.Path() + "/" + f;
-      CAIRN_ASSIGN_OR_RETURN(std::string t, ReadSmallFile(am_dir, f));
+      CAIRN_ASSIGN_OR_RETURN(std::string t, ReadListedSmallFile(am_dir, f, files));
       CAIRN_ASSIGN_OR_RETURN(auto records, ParseArrayMetadatas(t, path));
       for (auto& r : records) item.array_metadatas.emplace(r.param_name, std::move(r));
     }
   }
   if (item.use_ocdbt) {
-    CAIRN_ASSIGN_OR_RETURN(item.store, OpenOcdbtAt(location));
+    // Pinned to the generation that is the latest now: the manifest is read
+    // once for everything read through this item (every array's metadata
+    // and chunks), and all of it comes from one generation.
+    CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<KvStore> db, OpenOcdbtAt(location));
+    auto* ocdbt_store = dynamic_cast<ocdbt::OcdbtKvStore*>(db.get());
+    if (ocdbt_store == nullptr) return InternalError(item.dir + ": the OCDBT opener returned another store");
+    CAIRN_ASSIGN_OR_RETURN(item.store, ocdbt_store->PinLatest());
   } else {
     item.store = location.View();
   }
@@ -146,7 +161,23 @@ Result<std::shared_ptr<ZarrArray>> OpenItemArray(const OrbaxItem& item, const st
   return b;
 }
 
+namespace {
+Result<Location> ResolveListed(const Location& location, const std::string& item_name);
+}  // namespace
+
+// Resolving looks at the same directories several times (whether the
+// location exists, is an item, holds items, holds steps; then the same for
+// the latest step): through a listing memo each is listed once.
 Result<Location> ResolveItemLocation(const Location& location, const std::string& item_name) {
+  Location memo = location;
+  memo.store = std::make_shared<ListingMemoKvStore>(location.store);
+  CAIRN_ASSIGN_OR_RETURN(Location found, ResolveListed(memo, item_name));
+  found.store = location.store;
+  return found;
+}
+
+namespace {
+Result<Location> ResolveListed(const Location& location, const std::string& item_name) {
   const std::string dir = location.Path();
   if (!Exists(location)) return NotFoundError("checkpoint " + dir + " is not a directory");
   auto is_item = [](const Location& l) { return HasKey(l, kTreeMetadataFile); };
@@ -176,7 +207,8 @@ Result<Location> ResolveItemLocation(const Location& location, const std::string
   if (steps.empty()) {
     return NotFoundError(dir + " is neither an Orbax item, a step directory, nor a root with finalized steps");
   }
-  return ResolveItemLocation(steps.back().location, item_name);
+  return ResolveListed(steps.back().location, item_name);
 }
+}  // namespace
 
 }  // namespace cairn::orbax

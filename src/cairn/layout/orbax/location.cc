@@ -179,27 +179,15 @@ bool Exists(const Location& loc) {
   return HasPrefix(loc.Parent(), loc.Name());
 }
 
-Result<std::string> ReadSmallFile(const Location& loc, std::string_view name, uint64_t max_bytes) {
-  const std::string key = loc.Key(name);
+namespace {
+// The bounded read of ReadSmallFile once the key's kind is known to be a
+// plain key (or unknown): its listed size, then the value.
+Result<std::string> ReadBoundedKey(const Location& loc, const std::string& key, uint64_t max_bytes) {
   auto too_big = [&](uint64_t size) {
     return ResourceExhaustedError("reading " + loc.store->Describe(key) + ": " + std::to_string(size) +
                                   " bytes or more, over the limit of " + std::to_string(max_bytes) +
                                   " bytes for a metadata file");
   };
-  // Only a plain key is read: a FIFO would block and a device would not end
-  // (stores that have neither report kKey or nothing).
-  {
-    const size_t slash = key.rfind('/');
-    const std::string parent = slash == std::string::npos ? "" : key.substr(0, slash + 1);
-    const std::string base = key.substr(parent.size());
-    CAIRN_ASSIGN_OR_RETURN(std::vector<ChildEntry> siblings, loc.store->ListChildren(parent));
-    for (const ChildEntry& e : siblings) {
-      if (e.name == base && e.kind == ChildEntry::Kind::kOther) {
-        return FailedPreconditionError("reading " + loc.store->Describe(key) +
-                                       ": not a regular file (a symbolic link, FIFO or device)");
-      }
-    }
-  }
   CAIRN_ASSIGN_OR_RETURN(std::vector<KeyInfo> listed, loc.store->List(key));
   for (const KeyInfo& k : listed) {
     if (k.key == key && k.size > max_bytes) return too_big(k.size);
@@ -208,6 +196,41 @@ Result<std::string> ReadSmallFile(const Location& loc, std::string_view name, ui
   if (!value) return NotFoundError(loc.store->Describe(key) + " does not exist");
   if (value->size() > max_bytes) return too_big(value->size());
   return value->ToString();
+}
+
+Status NotARegularFile(const Location& loc, const std::string& key) {
+  return FailedPreconditionError("reading " + loc.store->Describe(key) +
+                                 ": not a regular file (a symbolic link, FIFO or device)");
+}
+}  // namespace
+
+Result<std::string> ReadSmallFile(const Location& loc, std::string_view name, uint64_t max_bytes) {
+  const std::string key = loc.Key(name);
+  // Only a plain key is read: a FIFO would block and a device would not end
+  // (stores that have neither report kKey or nothing).
+  {
+    const size_t slash = key.rfind('/');
+    const std::string parent = slash == std::string::npos ? "" : key.substr(0, slash + 1);
+    const std::string base = key.substr(parent.size());
+    CAIRN_ASSIGN_OR_RETURN(std::vector<ChildEntry> siblings, loc.store->ListChildren(parent));
+    for (const ChildEntry& e : siblings) {
+      if (e.name == base && e.kind == ChildEntry::Kind::kOther) return NotARegularFile(loc, key);
+    }
+  }
+  return ReadBoundedKey(loc, key, max_bytes);
+}
+
+Result<std::string> ReadListedSmallFile(const Location& loc, std::string_view name,
+                                        const std::vector<ChildEntry>& listed, uint64_t max_bytes) {
+  const std::string key = loc.Key(name);
+  bool is_key = false;
+  for (const ChildEntry& e : listed) {
+    if (e.name != name) continue;
+    if (e.kind == ChildEntry::Kind::kOther) return NotARegularFile(loc, key);
+    if (e.kind == ChildEntry::Kind::kKey) is_key = true;
+  }
+  if (!is_key) return NotFoundError(loc.store->Describe(key) + " does not exist");
+  return ReadBoundedKey(loc, key, max_bytes);
 }
 
 Status WriteSmallFile(const Location& loc, std::string_view name, std::string_view contents) {

@@ -87,6 +87,13 @@ bool Exists(const Location& loc);
 inline constexpr uint64_t kMaxSmallFileBytes = uint64_t{256} << 20;
 Result<std::string> ReadSmallFile(const Location& loc, std::string_view name,
                                   uint64_t max_bytes = kMaxSmallFileBytes);
+// The same for a `name` without '/' when the caller already listed `loc`
+// (`listed`, from ListEntries): the kind comes from that listing instead of
+// listing `loc` again (on an object store, one request less per file), and
+// a name it does not list as a key is NotFound without a read.
+Result<std::string> ReadListedSmallFile(const Location& loc, std::string_view name,
+                                        const std::vector<ChildEntry>& listed,
+                                        uint64_t max_bytes = kMaxSmallFileBytes);
 // Stores `contents` under key `name` of `loc` with one Put (atomic and
 // durable per the driver: file = temporary file, fsync, rename, fsync).
 Status WriteSmallFile(const Location& loc, std::string_view name, std::string_view contents);

@@ -10,9 +10,37 @@
 #include <map>
 
 #include "cairn/layout/orbax/metadata_files.h"
+#include "cairn/util/thread_pool.h"
 
 namespace cairn::orbax {
 namespace {
+
+// The children of each of `names` below `root`, in order. On a store that
+// serves many requests at once (an object store: every listing a request)
+// up to 16 listings run together; elsewhere one after another.
+std::vector<Result<std::vector<ChildEntry>>> ListChildrenOfEach(const Location& root,
+                                                                const std::vector<std::string>& names) {
+  std::vector<Result<std::vector<ChildEntry>>> out(names.size(), InternalError("not listed"));
+  auto list = [&](size_t i) {
+    const Location child = root.Child(names[i]);
+    out[i] = child.store->ListChildren(child.prefix);
+  };
+  const size_t threads = std::min<size_t>({root.store->io_concurrency(), names.size(), 16});
+  if (threads < 2) {
+    for (size_t i = 0; i < names.size(); ++i) list(i);
+    return out;
+  }
+  ThreadPool pool(threads);
+  TaskGroup group(pool);
+  for (size_t i = 0; i < names.size(); ++i) {
+    group.Run([&, i] {
+      list(i);
+      return Status::OK();
+    });
+  }
+  group.Wait().IgnoreError();  // each listing's result is in `out`
+  return out;
+}
 
 bool AllDigits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
@@ -61,13 +89,26 @@ Result<std::vector<StepInfo>> ListSteps(const Location& root, const StepNameForm
   if (!Exists(root)) return NotFoundError("checkpoint root " + root.Path() + " is not a directory");
   CAIRN_ASSIGN_OR_RETURN(std::vector<ChildEntry> entries, ListEntries(root));
   std::vector<StepInfo> out;
+  std::vector<std::string> to_check;  // names whose commit file decides
   for (const ChildEntry& e : entries) {
     if (e.kind != ChildEntry::Kind::kPrefix || IsTmpName(e.name)) continue;
     std::optional<int64_t> step = ParseStepName(e.name, format);
     if (!step) continue;
-    Location loc = root.Child(e.name);
-    if ((require_commit_file || root.commits_in_place) && !HasKey(loc, kCommitSuccessFile)) continue;
-    out.push_back({*step, std::move(loc)});
+    out.push_back({*step, root.Child(e.name)});
+    to_check.push_back(e.name);
+  }
+  if (require_commit_file || root.commits_in_place) {
+    const std::vector<Result<std::vector<ChildEntry>>> listed = ListChildrenOfEach(root, to_check);
+    std::vector<StepInfo> committed;
+    for (size_t i = 0; i < out.size(); ++i) {
+      const auto& c = listed[i];
+      if (c.ok() && std::any_of(c->begin(), c->end(), [](const ChildEntry& e) {
+            return e.kind == ChildEntry::Kind::kKey && e.name == kCommitSuccessFile;
+          })) {
+        committed.push_back(std::move(out[i]));
+      }
+    }
+    out = std::move(committed);
   }
   std::sort(out.begin(), out.end(), [](const StepInfo& a, const StepInfo& b) { return a.step < b.step; });
   return out;
@@ -76,7 +117,8 @@ Result<std::vector<StepInfo>> ListSteps(const Location& root, const StepNameForm
 Result<std::vector<StepInfo>> DiscoverSteps(const Location& root) {
   if (!Exists(root)) return NotFoundError("checkpoint root " + root.Path() + " is not a directory");
   CAIRN_ASSIGN_OR_RETURN(std::vector<ChildEntry> entries, ListEntries(root));
-  std::map<int64_t, Location> found;
+  std::vector<std::string> names;  // what could be steps, each listed below
+  std::vector<int64_t> numbers;
   for (const ChildEntry& entry : entries) {
     const std::string& name = entry.name;
     if (entry.kind != ChildEntry::Kind::kPrefix || IsTmpName(name)) continue;
@@ -86,8 +128,14 @@ Result<std::vector<StepInfo>> DiscoverSteps(const Location& root) {
     if (digits > 0 && (digits < 2 || name[digits - 1] != '_')) continue;
     std::string_view num = std::string_view(name).substr(digits);
     if (num.size() > 18) continue;
-    Location step = root.Child(name);
-    auto children = step.store->ListChildren(step.prefix);
+    names.push_back(name);
+    numbers.push_back(std::stoll(std::string(num)));
+  }
+  const std::vector<Result<std::vector<ChildEntry>>> listed = ListChildrenOfEach(root, names);
+  std::map<int64_t, Location> found;
+  for (size_t n = 0; n < names.size(); ++n) {
+    Location step = root.Child(names[n]);
+    const auto& children = listed[n];
     if (!children.ok()) continue;
     bool looks_like_step = false;
     bool has_marker = false;
@@ -106,7 +154,7 @@ Result<std::vector<StepInfo>> DiscoverSteps(const Location& root) {
       }
     }
     if (!looks_like_step) continue;
-    found.emplace(std::stoll(std::string(num)), std::move(step));
+    found.emplace(numbers[n], std::move(step));
   }
   std::vector<StepInfo> out;
   for (auto& [step, loc] : found) out.push_back({step, loc});
