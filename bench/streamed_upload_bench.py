@@ -24,6 +24,7 @@ included, the same for every row). Prints the load average, since the
 machine is shared.
 
     flock /work/bench.lock python3 bench/streamed_upload_bench.py [--mib 1024] [--repeat 3]
+                                                              [--memory-budget 64MiB]
 """
 from __future__ import annotations
 
@@ -87,6 +88,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mib", type=int, default=1024)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--memory-budget", default="64MiB", help="of the conversions")
     args = ap.parse_args()
     size = args.mib * MiB
     work = tempfile.mkdtemp(prefix="streamed-bench-")
@@ -100,14 +102,16 @@ def main():
                    AWS_SECRET_ACCESS_KEY="testing", AWS_REGION="us-east-1"),
         "gcs": dict(base, STORAGE_EMULATOR_HOST=gcs.endpoint),
     }
-    print(f"one value of {args.mib} MiB (a safetensors file); median of {args.repeat}; "
+    print(f"one value of {args.mib} MiB (a safetensors file); conversions with --memory-budget "
+          f"{args.memory_budget} --threads 2; median of {args.repeat}; "
           f"2 CPUs; at start: load average {load()}", flush=True)
     rows = []
     local = os.path.join(work, "local")
     runs = []
     for i in range(args.repeat):
         dst = f"{local}{i}"
-        runs.append(measured([cli(), "convert", os.path.join(work, "src"), dst, "--to", "safetensors"], base))
+        runs.append(measured([cli(), "convert", os.path.join(work, "src"), dst, "--to", "safetensors",
+                              "--memory-budget", args.memory_budget, "--threads", "2"], base))
     file_path = os.path.join(f"{local}0", "model.safetensors")
     file_bytes = os.path.getsize(file_path)
     rows.append(("local", "convert -> local", runs))
@@ -116,7 +120,8 @@ def main():
         conv, put = [], []
         for i in range(args.repeat):
             conv.append(measured([cli(), "convert", os.path.join(work, "src"),
-                                  f"{scheme}://{BUCKET}/conv{i}/st", "--to", "safetensors"], env))
+                                  f"{scheme}://{BUCKET}/conv{i}/st", "--to", "safetensors",
+                                  "--memory-budget", args.memory_budget, "--threads", "2"], env))
             put.append(measured([sys.executable, "-c", _PUT, file_path,
                                  f"{scheme}://{BUCKET}/put{i}/", "model.safetensors"], env))
         rows.append((store, "convert -> URL (OpenWriter)", conv))
