@@ -16,9 +16,9 @@
 //   Put            uploadType=media in one POST, or a resumable upload in
 //                  chunks of `upload_chunk_size` for values of at least
 //                  `resumable_threshold` bytes (gcs_upload.cc)
-//   OpenWriter     one upload at Commit for a value of at most one chunk,
-//                  else a resumable upload whose chunks go up as they fill,
-//                  one at a time while the next fills (gcs_writer.h)
+//   OpenWriter     as Put for a value below `resumable_threshold` (sent at
+//                  Commit), else a resumable upload whose chunks go up as
+//                  they fill, one at a time while the next fills (gcs_writer.h)
 //   CompareAndPut  absent: ifGenerationMatch=0; a value: read it with its
 //                  generation (x-goog-generation), compare, upload with
 //                  ifGenerationMatch=<generation>. 412 -> false. Sent as

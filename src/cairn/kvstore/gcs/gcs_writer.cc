@@ -123,7 +123,7 @@ Status GcsWriter::Commit() {
   committed_ = true;
   if (!error_.ok()) return error_;
   if (!session_.started()) {
-    // Step 3, a value of at most one chunk.
+    // Step 3, a value within the first chunk.
     Status s = store_->Put(key_, filling_.view());
     filling_ = Buffer();
     return s;

@@ -2,7 +2,8 @@
 // (gcs_writer.h): values of several chunks appended in odd sizes read back
 // bit-exact with the writer never holding more than two chunks (the default
 // writer of kvstore.h held the whole value: these tests fail on it), a value
-// of at most one chunk is one request, and a writer destroyed without Commit
+// below the first chunk (the resumable threshold) is one request, the first
+// chunk takes the threshold, and a writer destroyed without Commit
 // leaves no object and cancels its session. (Chunks that fail in transit and
 // are resumed from the session's offset: tests/python/test_streamed_uploads.py,
 // through a fault proxy.)

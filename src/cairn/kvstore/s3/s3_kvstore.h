@@ -17,9 +17,9 @@
 //   Put            one PUT, or a multipart upload for values of at least
 //                  `multipart_threshold` bytes (parts uploaded concurrently;
 //                  an upload that fails is aborted, so nothing is visible)
-//   OpenWriter     one PUT at Commit for a value of at most `part_size`
-//                  bytes, else a multipart upload whose parts go up as they
-//                  fill, a few at a time (s3_writer.h)
+//   OpenWriter     as Put for a value below `multipart_threshold` (sent at
+//                  Commit), else a multipart upload whose parts go up as
+//                  they fill, a few at a time (s3_writer.h)
 //   CompareAndPut  absent: PUT with `If-None-Match: *`; a value: GET with its
 //                  ETag, compare, PUT with `If-Match: <etag>`. 412 -> false.
 //                  Expecting the bytes this object last wrote there with a

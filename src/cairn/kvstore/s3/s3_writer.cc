@@ -169,7 +169,7 @@ Status S3Writer::Commit() {
   committed_ = true;
   if (!error_.ok()) return error_;
   if (!upload_.started()) {
-    // Step 3, a value of at most one part.
+    // Step 3, a value within the first part.
     Status s = store_->Put(key_, filling_.view());
     filling_ = Buffer();
     return s;

@@ -1,8 +1,9 @@
 // The streamed writer of S3KvStore::OpenWriter against moto (s3_writer.h):
 // a value of several parts appended in odd sizes reads back bit-exact with
 // the writer never holding more than kPartsHeld parts (the default writer of
-// kvstore.h held the whole value: these tests fail on it), a value of at
-// most one part is one PUT, a writer destroyed without Commit leaves neither
+// kvstore.h held the whole value: these tests fail on it), a value below
+// the first part (the multipart threshold) is one PUT, the first part takes
+// the threshold, a writer destroyed without Commit leaves neither
 // an object nor a pending multipart upload, and an upload that loses its
 // parts half-way (aborted from outside, as a bucket's lifecycle rule or an
 // operator would) fails Commit naming the key, the URL and the HTTP status,
