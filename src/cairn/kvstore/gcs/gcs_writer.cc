@@ -30,6 +30,8 @@
 #include <string>
 #include <utility>
 
+#include "cairn/kvstore/http/part_buffer.h"
+
 namespace cairn::gcs {
 
 Result<std::unique_ptr<KvWriter>> GcsKvStore::OpenWriter(std::string_view key) {
@@ -102,13 +104,8 @@ Status GcsWriter::Append(ByteView bytes) {
     const size_t take = std::min<uint64_t>(limit - filling_.size(), bytes.size());
     const size_t need = filling_.size() + take;
     if (need > filling_.capacity()) {
-      // The first part grows as the default writer's value does (kvstore.cc):
-      // doubling, but one block of 64 MiB once past 1 MiB (an OCDBT data file
-      // of 64 MiB grown from 2 MiB by doubling costs 62 MiB of copies and 126
-      // MiB of fresh pages); later ones are recycled at their full size.
-      uint64_t grow = std::max<uint64_t>(need, 2 * filling_.capacity());
-      if (need >= (uint64_t{1} << 20)) grow = std::max<uint64_t>(grow, uint64_t{64} << 20);
-      filling_.reserve(std::min<uint64_t>(limit, grow));
+      // The first part grows (later ones are recycled at their full size).
+      filling_.reserve(http::PartBufferCapacity(need, filling_.capacity(), limit));
     }
     filling_.append(bytes.subspan(0, take));
     bytes = bytes.subspan(take);
