@@ -16,6 +16,7 @@
 
 #include "cairn/kvstore/testing/conformance.h"
 #include "cairn/kvstore/testing/emulator_server.h"
+#include "cairn/kvstore/testing/emulator_store.h"
 #include "cairn/kvstore/testing/get_into_check.h"
 #include "cairn/kvstore/testing/list_children_check.h"
 #include "cairn/kvstore/testing/own_write_check.h"
@@ -29,30 +30,11 @@ constexpr char kBucket[] = "cairn-gcs-conformance";
 // A store on fake-gcs-server below a fresh prefix; small resumable-upload
 // sizes so that the suite's 20 MiB value goes up in chunks.
 std::shared_ptr<GcsKvStore> FakeGcsStore(std::string bucket = kBucket) {
-  Result<std::string> endpoint = FakeGcsEndpoint();
-  if (!endpoint.ok()) {
-    ADD_FAILURE() << endpoint.status().ToString();
-    return nullptr;
-  }
-  static std::atomic<int> counter{0};
-  static const uint64_t run = std::random_device{}();
   GcsOptions o;
   o.bucket = std::move(bucket);
-  o.prefix = "run" + std::to_string(run) + "/" + std::to_string(counter++) + "/";
-  o.endpoint = *endpoint;
   o.resumable_threshold = 6 << 20;
   o.upload_chunk_size = 4 << 20;
-  auto store = GcsKvStore::Open(o);
-  if (!store.ok()) {
-    ADD_FAILURE() << store.status().ToString();
-    return nullptr;
-  }
-  Status created = (*store)->CreateBucket();
-  if (!created.ok()) {
-    ADD_FAILURE() << created.ToString();
-    return nullptr;
-  }
-  return *store;
+  return testing::OpenOnEmulator<GcsKvStore>(o, FakeGcsEndpoint());
 }
 
 const bool kRegistered = RegisterKvStoreConformanceTests(

@@ -16,6 +16,7 @@
 
 #include "cairn/kvstore/testing/conformance.h"
 #include "cairn/kvstore/testing/emulator_server.h"
+#include "cairn/kvstore/testing/emulator_store.h"
 
 namespace cairn::gcs {
 namespace {
@@ -27,31 +28,12 @@ constexpr uint64_t kChunk = 1 << 20;
 // (so that its requests can be counted) and 1 MiB chunks; the first chunk
 // of a writer takes `first_chunk` bytes (the resumable threshold).
 std::shared_ptr<GcsKvStore> Store(uint64_t first_chunk = kChunk) {
-  Result<std::string> endpoint = FakeGcsEndpoint();
-  if (!endpoint.ok()) {
-    ADD_FAILURE() << endpoint.status().ToString();
-    return nullptr;
-  }
-  static std::atomic<int> counter{0};
-  static const uint64_t run = std::random_device{}();
   GcsOptions o;
   o.bucket = kBucket;
-  o.prefix = "w" + std::to_string(run) + "/" + std::to_string(counter++) + "/";
-  o.endpoint = *endpoint;
   o.upload_chunk_size = kChunk;
   o.resumable_threshold = first_chunk;
   o.http = std::make_shared<http::HttpClient>();
-  auto store = GcsKvStore::Open(o);
-  if (!store.ok()) {
-    ADD_FAILURE() << store.status().ToString();
-    return nullptr;
-  }
-  Status created = (*store)->CreateBucket();
-  if (!created.ok()) {
-    ADD_FAILURE() << created.ToString();
-    return nullptr;
-  }
-  return *store;
+  return testing::OpenOnEmulator<GcsKvStore>(o, FakeGcsEndpoint(), "w");
 }
 
 // Writes `value` through a writer in appends of odd, varying sizes.

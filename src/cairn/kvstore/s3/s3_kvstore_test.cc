@@ -14,6 +14,7 @@
 #include "cairn/kvstore/s3/s3_xml.h"
 #include "cairn/kvstore/testing/conformance.h"
 #include "cairn/kvstore/testing/emulator_server.h"
+#include "cairn/kvstore/testing/emulator_store.h"
 #include "cairn/kvstore/testing/get_into_check.h"
 #include "cairn/kvstore/testing/list_children_check.h"
 #include "cairn/kvstore/testing/own_write_check.h"
@@ -28,31 +29,12 @@ constexpr char kBucket[] = "cairn-conformance";
 // suite's 20 MiB value goes up in parts. Null (with a test failure) when moto
 // cannot be started.
 std::shared_ptr<S3KvStore> MotoStore(std::string bucket = kBucket) {
-  Result<std::string> endpoint = MotoEndpoint();
-  if (!endpoint.ok()) {
-    ADD_FAILURE() << endpoint.status().ToString();
-    return nullptr;
-  }
-  static std::atomic<int> counter{0};
-  static const uint64_t run = std::random_device{}();
   S3Options o;
   o.bucket = std::move(bucket);
-  o.prefix = "run" + std::to_string(run) + "/" + std::to_string(counter++) + "/";
-  o.endpoint = *endpoint;
   o.credentials = {"testing", "testing", "", "test"};
   o.multipart_threshold = 8 << 20;
   o.part_size = 5 << 20;
-  auto store = S3KvStore::Open(o);
-  if (!store.ok()) {
-    ADD_FAILURE() << store.status().ToString();
-    return nullptr;
-  }
-  Status created = (*store)->CreateBucket();
-  if (!created.ok() && created.message().find("BucketAlreadyOwnedByYou") == std::string_view::npos) {
-    ADD_FAILURE() << created.ToString();
-    return nullptr;
-  }
-  return *store;
+  return testing::OpenOnEmulator<S3KvStore>(o, MotoEndpoint());
 }
 
 const bool kRegistered = RegisterKvStoreConformanceTests(

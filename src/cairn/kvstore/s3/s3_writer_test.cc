@@ -18,6 +18,7 @@
 #include "cairn/kvstore/s3/s3_xml.h"
 #include "cairn/kvstore/testing/conformance.h"
 #include "cairn/kvstore/testing/emulator_server.h"
+#include "cairn/kvstore/testing/emulator_store.h"
 
 namespace cairn::s3 {
 namespace {
@@ -29,33 +30,14 @@ constexpr uint64_t kPart = 5 << 20;
 // its requests can be counted) and 5 MiB parts; the first part of a writer
 // takes `first_part` bytes (the multipart threshold).
 std::shared_ptr<S3KvStore> Store(uint64_t first_part = kPart) {
-  Result<std::string> endpoint = MotoEndpoint();
-  if (!endpoint.ok()) {
-    ADD_FAILURE() << endpoint.status().ToString();
-    return nullptr;
-  }
-  static std::atomic<int> counter{0};
-  static const uint64_t run = std::random_device{}();
   S3Options o;
   o.bucket = kBucket;
-  o.prefix = "w" + std::to_string(run) + "/" + std::to_string(counter++) + "/";
-  o.endpoint = *endpoint;
   o.credentials = {"testing", "testing", "", "test"};
   o.part_size = kPart;
   o.multipart_threshold = first_part;
   o.http = std::make_shared<http::HttpClient>();
   o.retry.initial_backoff = std::chrono::milliseconds(1);
-  auto store = S3KvStore::Open(o);
-  if (!store.ok()) {
-    ADD_FAILURE() << store.status().ToString();
-    return nullptr;
-  }
-  Status created = (*store)->CreateBucket();
-  if (!created.ok() && created.message().find("BucketAlreadyOwnedByYou") == std::string_view::npos) {
-    ADD_FAILURE() << created.ToString();
-    return nullptr;
-  }
-  return *store;
+  return testing::OpenOnEmulator<S3KvStore>(o, MotoEndpoint(), "w");
 }
 
 // Writes `value` through a writer in appends of odd, varying sizes.
