@@ -170,6 +170,7 @@ class FaultProxy:
         self.list_pages_served = 0
         self.served_faults = 0
         self.requests = 0
+        self.log: list[tuple[str, str]] = []  # (method, path) of every request, in order
         self.gcs_status_queries = False
         self.status_queries = 0
         self.kept: dict[str, str] = {}  # upload_id -> the Range of the last 308, or "finished"
@@ -183,6 +184,8 @@ class FaultProxy:
                 pass
 
             def _handle(self):
+                with proxy.lock:
+                    proxy.log.append((self.command, self.path))
                 length = int(self.headers.get("Content-Length") or 0)
                 if proxy.synthetic_bucket and self.path.startswith(f"/{proxy.synthetic_bucket}/?"):
                     self.rfile.read(length)

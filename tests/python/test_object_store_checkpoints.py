@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import urllib.parse
 
 import numpy as np
 import pytest
@@ -241,6 +242,40 @@ def test_interrupted_save_leaves_latest_step_at_the_previous_one(store):
         fresh_view.close()
     finally:
         proxy.stop()
+
+
+def test_a_save_lists_its_step_once_before_writing(store):
+    """Every listing on a bucket is a request (tens of ms on a real one). A
+    save checks that its step is free with one listing of that step: the
+    root (which grows with the steps kept), the step again and the item
+    below it are not listed."""
+    root = store.fresh("requests")
+    cairn.save(store.url(root), step_tree(1), step=1)
+    proxy = FaultProxy(f"127.0.0.1:{store.server.port}")
+    try:
+        store.point_cairn_at(proxy.endpoint)
+        cairn.save(store.url(root), step_tree(2), step=2)
+        log = list(proxy.log)
+    finally:
+        proxy.stop()
+    store.point_cairn_at(store.server.endpoint)
+    assert_tree_equal(step_tree(2), cairn.restore(store.url(root), step=2))
+
+    def listed_prefix(method, path):
+        if method != "GET" or "?" not in path:
+            return None
+        where, query = path.split("?", 1)
+        q = urllib.parse.parse_qs(query)
+        is_list = "list-type" in q if store.scheme == "s3" else where.endswith("/o")
+        return q.get("prefix", [""])[0] if is_list else None
+
+    def is_write(method, path):
+        return method in ("PUT", "POST") and (store.scheme == "s3" or "/upload/" in path)
+
+    first_write = next(i for i, (m, p) in enumerate(log) if is_write(m, p))
+    before = [listed_prefix(m, p) for m, p in log[:first_write]]
+    before = [p for p in before if p is not None]
+    assert before == [f"{root}/2/"], before
 
 
 CRASHING_CHILD = textwrap.dedent("""

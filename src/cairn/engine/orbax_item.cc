@@ -67,7 +67,10 @@ Status BeginItem(const SaveRequest& request, const ItemPaths& paths) {
     return InternalError("BeginCommit of " + paths.final_top + " chose " + top.location.Path() +
                          ", expected " + paths.top.location.Path());
   }
-  if (paths.item) {
+  // In place, the item lies below the step BeginCommit just found (or made)
+  // empty: there is nothing more to check. Elsewhere it lies below the
+  // step's new pending directory and gets its own.
+  if (paths.item && !top.final_location.commits_in_place) {
     CAIRN_ASSIGN_OR_RETURN(orbax::PendingCommit item,
                            orbax::BeginCommit(paths.item->final_location, paths.save_id));
     (void)item;

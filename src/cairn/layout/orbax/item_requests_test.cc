@@ -185,6 +185,37 @@ TEST(ItemRequests, StepDirectoriesOfAnObjectStoreAreListedTogether) {
   EXPECT_GE(overlap2->max_in_flight(), 2) << "ListSteps listed the steps one after another";
 }
 
+// A save on a bucket checks that its step is free with one listing of that
+// step: not its parent (which grows with the steps kept), not the step again
+// through the store's own BeginPrefixCommit.
+TEST(ItemRequests, BeginningAnInPlaceCommitListsOnlyTheStep) {
+  auto counting = std::make_shared<CountingKvStore>(std::make_shared<MemoryKvStore>());
+  Location root{counting, "run/", "memory://requests", /*commits_in_place=*/true};
+  ASSERT_TRUE(counting->Put("run/2/" + std::string(kCommitSuccessFile), AsBytes("ok")).ok());
+  ASSERT_TRUE(counting->Put("run/3/default/leftover", AsBytes("unfinished")).ok());
+  counting->TakeCounts();
+
+  auto fresh = BeginCommit(root.Child("4"), NewSaveId());
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  EXPECT_EQ(fresh->location.prefix, "run/4/");
+  auto counts = counting->TakeCounts();
+  EXPECT_EQ(counts, (std::map<std::string, int>{{"children run/4/", 1}}));
+
+  // An unfinished step: listed once, then removed (DeletePrefix lists what
+  // it removes); the parent is still never listed.
+  auto unfinished = BeginCommit(root.Child("3"), NewSaveId());
+  ASSERT_TRUE(unfinished.ok()) << unfinished.status().ToString();
+  counts = counting->TakeCounts();
+  EXPECT_EQ(counts["children run/3/"], 1);
+  EXPECT_EQ(counts.count("children run/"), 0u);
+  auto left = counting->List("run/3/");
+  ASSERT_TRUE(left.ok());
+  EXPECT_TRUE(left->empty()) << "the unfinished save was not removed";
+
+  auto committed = BeginCommit(root.Child("2"), NewSaveId());
+  EXPECT_EQ(committed.status().code(), StatusCode::kAlreadyExists) << committed.status().ToString();
+}
+
 // The memo itself: one listing per prefix until something is written.
 TEST(ListingMemo, ListsEachPrefixOnceUntilAWrite) {
   auto counting = std::make_shared<CountingKvStore>(std::make_shared<MemoryKvStore>());

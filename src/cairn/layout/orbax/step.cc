@@ -224,6 +224,11 @@ Result<PendingCommit> BeginCommit(const Location& final_location, std::string_vi
     CAIRN_RETURN_IF_ERROR(final_location.store->DeletePrefix(final_location.prefix)
                               .Annotate("removing the unfinished save at " + final_location.Path()));
   }
+  // Step 2c (in place): `<final>` is now empty, which is all the store's
+  // own BeginPrefixCommit would check (one more listing), and no save on
+  // such a store leaves temporary siblings to remove (one listing of the
+  // parent, which grows with the steps kept).
+  if (final_location.commits_in_place) return PendingCommitFor(final_location, save_id);
   const Location parent = final_location.Parent();
   const std::string name = final_location.Name();
   const std::string tmp_stem = name + std::string(kTmpSuffix);

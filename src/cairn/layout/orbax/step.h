@@ -33,6 +33,8 @@
 //   2b. BeginCommit: a `<final>` without commit_success.txt is what an
 //       interrupted save left; it is removed (DeletePrefix) instead of
 //       refused. A `<final>` with the marker is AlreadyExists.
+//   2c. Nothing else: no save on such a store writes a temporary sibling,
+//       so none is looked for, and the pending directory is `<final>`.
 //   3b. Every process writes below `<final>`.
 //   4b. FinishCommit writes `<final>/commit_success.txt` last (one Put).
 //       Until it exists the directory is unfinished: ListSteps and
