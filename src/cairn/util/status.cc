@@ -51,6 +51,11 @@ std::string Status::ToString() const {
 
 Status Status::Annotate(std::string_view context) const {
   if (ok()) return Status();
+  const std::string_view m = state_->message;
+  if (!context.empty() && m.substr(0, context.size()) == context &&
+      (m.size() == context.size() || m[context.size()] == ':')) {
+    return *this;  // a lower layer already said exactly this
+  }
   std::string msg(context);
   msg += ": ";
   msg += state_->message;

@@ -52,7 +52,9 @@ class [[nodiscard]] Status {
   std::string ToString() const;
 
   // Returns a copy whose message is "<context>: <message>". OK stays OK.
-  // Used once at each layer boundary to say where an error happened.
+  // Used once at each layer boundary to say where an error happened. A
+  // message that already begins with `<context>:` (a lower layer named the
+  // same place, e.g. the key and URL of a read) is returned unchanged.
   Status Annotate(std::string_view context) const;
 
   // Explicitly discards a status (for best-effort cleanup paths).

@@ -25,6 +25,11 @@ TEST(Status, OkAndErrors) {
   EXPECT_EQ(e.Annotate("reading key `a`").ToString(), "DataLoss: reading key `a`: crc32c mismatch");
   Status copy = e;
   EXPECT_EQ(copy.message(), "crc32c mismatch");
+  // The same place named twice (a driver's error, then its caller's) reads once.
+  Status named = e.Annotate("reading key `a`");
+  EXPECT_EQ(named.Annotate("reading key `a`").message(), "reading key `a`: crc32c mismatch");
+  EXPECT_EQ(named.Annotate("reading key").message(), "reading key: reading key `a`: crc32c mismatch");
+  EXPECT_EQ(named.Annotate("decoding").message(), "decoding: reading key `a`: crc32c mismatch");
 }
 
 Result<int> Half(int x) {
