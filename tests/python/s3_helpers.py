@@ -170,7 +170,8 @@ class FaultProxy:
         self.list_pages_served = 0
         self.served_faults = 0
         self.requests = 0
-        self.log: list[tuple[str, str]] = []  # (method, path) of every request, in order
+        # (method, path, Authorization header or "") of every request, in order
+        self.log: list[tuple[str, str, str]] = []
         self.gcs_status_queries = False
         self.status_queries = 0
         self.kept: dict[str, str] = {}  # upload_id -> the Range of the last 308, or "finished"
@@ -185,7 +186,7 @@ class FaultProxy:
 
             def _handle(self):
                 with proxy.lock:
-                    proxy.log.append((self.command, self.path))
+                    proxy.log.append((self.command, self.path, self.headers.get("Authorization") or ""))
                 length = int(self.headers.get("Content-Length") or 0)
                 if proxy.synthetic_bucket and self.path.startswith(f"/{proxy.synthetic_bucket}/?"):
                     self.rfile.read(length)
@@ -272,7 +273,8 @@ class FaultProxy:
                 self.send_response(status)
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
-                self.wfile.write(payload)
+                if self.command != "HEAD":  # a HEAD answer has no body
+                    self.wfile.write(payload)
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
 

@@ -2,68 +2,33 @@
 
 #include <cctype>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <mutex>
-#include <sstream>
 
 #include "cairn/kvstore/http/environment.h"
 #include "cairn/kvstore/s3/aws_instance_metadata.h"
+#include "cairn/kvstore/s3/aws_shared_file.h"
 #include "cairn/kvstore/s3/aws_web_identity.h"
 
 namespace cairn::s3 {
-namespace {
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
-  return s;
-}
-
-}  // namespace
 
 Result<AwsCredentials> ParseAwsCredentialsFile(std::string_view text, std::string_view path,
                                                std::string_view profile, bool profile_required) {
-  auto bad = [&](size_t line, std::string_view why) {
-    return InvalidArgumentError("AWS credentials file " + std::string(path) + " line " +
-                                std::to_string(line) + ": " + std::string(why));
-  };
-  AwsCredentials out;
-  bool found = false;
-  bool in_profile = false;
-  size_t line_no = 0;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = Trim(text.substr(pos, end - pos));
-    pos = end + 1;
-    ++line_no;
-    if (line.empty() || line[0] == '#' || line[0] == ';') continue;
-    if (line[0] == '[') {
-      if (line.back() != ']') return bad(line_no, "unterminated section header");
-      std::string_view name = Trim(line.substr(1, line.size() - 2));
-      if (name.substr(0, 8) == "profile ") name = Trim(name.substr(8));
-      in_profile = name == profile;
-      found = found || in_profile;
-      continue;
-    }
-    size_t eq = line.find('=');
-    if (eq == std::string_view::npos) return bad(line_no, "expected `name = value`");
-    if (!in_profile) continue;
-    std::string_view name = Trim(line.substr(0, eq));
-    std::string value(Trim(line.substr(eq + 1)));
-    if (name == "aws_access_key_id") out.access_key_id = value;
-    if (name == "aws_secret_access_key") out.secret_access_key = value;
-    if (name == "aws_session_token") out.session_token = value;
-  }
-  if (!found) {
+  CAIRN_ASSIGN_OR_RETURN(auto values, AwsFileProfile(text, "AWS credentials file", path, profile));
+  if (!values) {
     if (profile_required) {
       return InvalidArgumentError("AWS credentials file " + std::string(path) + " has no profile `" +
                                   std::string(profile) + "` (AWS_PROFILE)");
     }
     return AwsCredentials{};
   }
+  AwsCredentials out;
+  auto take = [&](const char* name, std::string* to) {
+    if (auto it = values->find(name); it != values->end()) *to = it->second;
+  };
+  take("aws_access_key_id", &out.access_key_id);
+  take("aws_secret_access_key", &out.secret_access_key);
+  take("aws_session_token", &out.session_token);
   if (out.access_key_id.empty() != out.secret_access_key.empty()) {
     return InvalidArgumentError("AWS credentials file " + std::string(path) + ", profile `" +
                                 std::string(profile) +
@@ -84,30 +49,19 @@ Result<AwsCredentials> LoadAwsCredentials() {
     }
     return AwsCredentials{id, secret, http::EnvString("AWS_SESSION_TOKEN"), "environment"};
   }
-  std::string path = http::EnvString("AWS_SHARED_CREDENTIALS_FILE");
-  if (path.empty()) {
-    std::string home = http::EnvString("HOME");
-    if (home.empty()) return AwsCredentials{};
-    path = home + "/.aws/credentials";
-  }
-  std::string profile = http::EnvString("AWS_PROFILE");
-  bool required = !profile.empty();
-  if (profile.empty()) profile = "default";
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  const std::string path = AwsSharedFilePath("AWS_SHARED_CREDENTIALS_FILE", "credentials");
+  if (path.empty()) return AwsCredentials{};
+  const bool required = !http::EnvString("AWS_PROFILE").empty();
+  const std::string profile = AwsProfileName();
+  CAIRN_ASSIGN_OR_RETURN(std::optional<std::string> text, ReadAwsSharedFile(path, "AWS credentials file"));
+  if (!text) {
     if (required) {
       return InvalidArgumentError("AWS_PROFILE is `" + profile + "` but the credentials file " +
                                   path + " cannot be read");
     }
     return AwsCredentials{};
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  std::string s = text.str();
-  if (s.size() > (1 << 20)) {
-    return InvalidArgumentError("AWS credentials file " + path + " is larger than 1 MiB");
-  }
-  return ParseAwsCredentialsFile(s, path, profile, required);
+  return ParseAwsCredentialsFile(*text, path, profile, required);
 }
 
 Result<std::shared_ptr<AwsCredentialProvider>> AwsCredentialProviderFromEnvironment(

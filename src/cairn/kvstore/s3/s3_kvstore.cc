@@ -9,6 +9,7 @@
 #include "cairn/kvstore/http/object_batch.h"
 
 #include "cairn/kvstore/s3/aws_credentials.h"
+#include "cairn/kvstore/s3/aws_region.h"
 #include "cairn/kvstore/s3/s3_xml.h"
 
 namespace cairn::s3 {
@@ -60,12 +61,18 @@ Result<S3Options> S3Options::FromEnvironment(std::string bucket, std::string pre
   o.prefix = std::move(prefix);
   o.endpoint = http::EnvString("AWS_ENDPOINT_URL_S3");
   if (o.endpoint.empty()) o.endpoint = http::EnvString("AWS_ENDPOINT_URL");
-  std::string region = http::EnvString("AWS_REGION");
-  if (region.empty()) region = http::EnvString("AWS_DEFAULT_REGION");
-  if (!region.empty()) o.region = region;
+  CAIRN_ASSIGN_OR_RETURN(o.retry, http::RetryPolicyFromEnvironment());
+  CAIRN_ASSIGN_OR_RETURN(std::string region, ConfiguredAwsRegion());
+  if (region.empty()) {
+    CAIRN_RETURN_IF_ERROR(ValidateBucketName(o.bucket));
+    std::string endpoint = o.endpoint;
+    while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
+    CAIRN_ASSIGN_OR_RETURN(region, DiscoverBucketRegion(*http::HttpClient::Default(), o.retry,
+                                                        endpoint, o.bucket));
+  }
+  o.region = region;
   CAIRN_ASSIGN_OR_RETURN(o.credential_provider,
                          AwsCredentialProviderFromEnvironment(!o.endpoint.empty(), region));
-  CAIRN_ASSIGN_OR_RETURN(o.retry, http::RetryPolicyFromEnvironment());
   CAIRN_ASSIGN_OR_RETURN(o.multipart_threshold,
                          EnvNumber("CAIRN_S3_MULTIPART_THRESHOLD", o.multipart_threshold));
   CAIRN_ASSIGN_OR_RETURN(o.part_size, EnvNumber("CAIRN_S3_PART_SIZE", o.part_size));
@@ -88,7 +95,13 @@ Result<std::shared_ptr<S3KvStore>> S3KvStore::Open(S3Options options) {
   std::shared_ptr<S3KvStore> store(new S3KvStore(std::move(options)));
   S3Options& o = store->options_;
   store->url_ = "s3://" + o.bucket + "/" + o.prefix;
-  if (o.endpoint.empty()) {
+  if (o.endpoint.empty() && o.bucket.find('.') != std::string::npos) {
+    // A name with '.' does not match the virtual hosts' TLS certificate
+    // (*.s3.<region>.amazonaws.com): path-style addressing, as TensorStore.
+    store->host_ = "s3." + o.region + ".amazonaws.com";
+    store->base_url_ = "https://" + store->host_;
+    store->path_prefix_ = "/" + o.bucket;
+  } else if (o.endpoint.empty()) {
     store->host_ = o.bucket + ".s3." + o.region + ".amazonaws.com";
     store->base_url_ = "https://" + store->host_;
   } else {

@@ -61,7 +61,9 @@ struct S3Options {
   std::string prefix;  // "" or ending in '/'
   // "http(s)://host[:port]": an S3-compatible server, addressed path-style
   // (<endpoint>/<bucket>/<key>). Empty: AWS, virtual-hosted
-  // (https://<bucket>.s3.<region>.amazonaws.com/<key>).
+  // (https://<bucket>.s3.<region>.amazonaws.com/<key>), or path-style
+  // (https://s3.<region>.amazonaws.com/<bucket>/<key>) for a bucket name
+  // with '.'.
   std::string endpoint;
   std::string region = "us-east-1";
   AwsCredentials credentials;  // anonymous: requests are not signed
@@ -79,7 +81,8 @@ struct S3Options {
   std::shared_ptr<http::HttpClient> http;  // null: HttpClient::Default()
 
   // For `s3://bucket/prefix`: endpoint from AWS_ENDPOINT_URL_S3 or
-  // AWS_ENDPOINT_URL, region from AWS_REGION or AWS_DEFAULT_REGION,
+  // AWS_ENDPOINT_URL, region as aws_region.h says (the environment, the
+  // config file, else one HEAD of the bucket),
   // credentials as aws_credentials.h says, retry budget from
   // CAIRN_HTTP_MAX_ATTEMPTS and CAIRN_HTTP_INITIAL_BACKOFF_MS, upload sizes
   // from CAIRN_S3_MULTIPART_THRESHOLD and CAIRN_S3_PART_SIZE (bytes), the

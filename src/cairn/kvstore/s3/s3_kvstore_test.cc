@@ -11,6 +11,7 @@
 #include <random>
 
 #include "cairn/kvstore/s3/aws_credentials.h"
+#include "cairn/kvstore/s3/aws_shared_file.h"
 #include "cairn/kvstore/s3/s3_xml.h"
 #include "cairn/kvstore/testing/conformance.h"
 #include "cairn/kvstore/testing/emulator_server.h"
@@ -87,6 +88,30 @@ TEST(AwsCredentialsTest, ParsesProfilesAndRejectsBrokenFiles) {
   EXPECT_EQ(garbage.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(garbage.status().message().find("/h line 1"), std::string_view::npos)
       << garbage.status().ToString();
+}
+
+TEST(AwsSharedFileTest, ProfilesInBothSpellingsAndNestedSettingsSkipped) {
+  const std::string text =
+      "[default]\nregion = us-west-2\n; comment\n"
+      "[profile eu]\nregion=eu-west-1\ns3 =\n  addressing_style = path\n  region = nested\n"
+      "output = json\n[plain]\n  region = indented-but-not-nested\n";
+  auto d = AwsFileProfile(text, "AWS config file", "/c", "default");
+  ASSERT_TRUE(d.ok() && *d);
+  EXPECT_EQ((**d)["region"], "us-west-2");
+  auto eu = AwsFileProfile(text, "AWS config file", "/c", "eu");
+  ASSERT_TRUE(eu.ok() && *eu);
+  EXPECT_EQ((**eu)["region"], "eu-west-1") << "a nested `region` must not replace the profile's own";
+  EXPECT_EQ((**eu)["output"], "json");
+  EXPECT_EQ((**eu).count("addressing_style"), 0u);
+  auto plain = AwsFileProfile(text, "AWS config file", "/c", "plain");
+  ASSERT_TRUE(plain.ok() && *plain);
+  EXPECT_EQ((**plain)["region"], "indented-but-not-nested");
+  auto none = AwsFileProfile(text, "AWS config file", "/c", "nope");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  auto bad = AwsFileProfile("[default]\nregion\n", "AWS config file", "/c", "default");
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message(), "AWS config file /c line 2: expected `name = value`");
 }
 
 TEST(S3XmlTest, DecodesEntitiesAndRefusesMalformedOnes) {
