@@ -192,10 +192,10 @@ class ScopedEnv {
 };
 
 // Object-store URLs open the store at the parent prefix (nothing is sent:
-// the endpoint is never contacted) and commit in place.
+// with a region set, the endpoint is never contacted) and commit in place.
 TEST(ObjectStoreLocation, OpensTheParentPrefixAndCommitsInPlace) {
   ScopedEnv env({{"AWS_ENDPOINT_URL", "http://127.0.0.1:9"}, {"AWS_ACCESS_KEY_ID", "k"},
-                 {"AWS_SECRET_ACCESS_KEY", "s"}});
+                 {"AWS_SECRET_ACCESS_KEY", "s"}, {"AWS_REGION", "us-east-1"}});
   auto loc = OpenLocation("s3://bkt/runs/a%20b/ckpt/");
   ASSERT_TRUE(loc.ok()) << loc.status().ToString();
   EXPECT_EQ(loc->store->url(), "s3://bkt/runs/a b/");
