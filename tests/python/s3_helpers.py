@@ -7,7 +7,8 @@ each on a free localhost port; `FaultProxy` forwards every request to one of
 them, except that it first serves the faults it was given: an HTTP status
 (503, 429, ...) with an S3-style error body, or "drop" (the connection is
 closed without an answer), "cut" (half an answer, then closed), or
-"forward_then_drop" (the request reaches the server, its answer is cut).
+"forward_then_drop" (the request reaches the server, its answer is cut), or
+"forward_then_hang_up" (the request reaches the server, no answer at all).
 With `gcs_status_queries` it also answers the status queries of GCS resumable
 uploads (a PUT of no bytes with `Content-Range: bytes */...`) itself, from
 the `Range` the server last gave that session, as GCS documents them:
@@ -149,6 +150,10 @@ class FaultProxy:
         self.target = target
         self.faults: list = []
         self.only_method: str | None = None
+        # When set, `faults` are served only to conditional writes
+        # (If-None-Match / If-Match, or GCS's ifGenerationMatch).
+        self.only_conditional = False
+        self.conditional_requests = 0  # conditional writes seen
         self.always: int | None = None
         self.require_auth = False
         # When set: that many requests (matching `only_method`) are forwarded,
@@ -205,7 +210,7 @@ class FaultProxy:
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
-                fault = proxy._next_fault(self.command, self.headers)
+                fault = proxy._next_fault(self.command, self.headers, self.path)
                 if fault == "cut_upload":  # half the request body arrives
                     self.rfile.read(length // 2)
                     return self._hang_up()
@@ -234,6 +239,9 @@ class FaultProxy:
                     with proxy.lock:
                         proxy.kept[upload_id] = (resp.getheader("Range") if resp.status == 308
                                                  else "finished")
+                if fault == "forward_then_hang_up":  # applied, and not a byte of the answer
+                    conn.close()
+                    return self._hang_up()
                 if fault == "forward_then_drop":
                     # The head of an answer whose body never comes: libcurl
                     # does not resend a request whose answer had begun (it
@@ -301,7 +309,7 @@ class FaultProxy:
         return (f"<?xml version=\"1.0\"?><ListBucketResult><Name>{self.synthetic_bucket}</Name>"
                 f"<KeyCount>{end - start}</KeyCount>{items}{more}</ListBucketResult>").encode()
 
-    def _next_fault(self, method: str, headers):
+    def _next_fault(self, method: str, headers, path: str = ""):
         with self.lock:
             self.requests += 1
             if self.require_auth and not headers.get("Authorization"):
@@ -316,7 +324,11 @@ class FaultProxy:
             if self.always is not None:
                 self.served_faults += 1
                 return self.always
-            if self.faults and (self.only_method is None or self.only_method == method):
+            conditional = bool(headers.get("If-None-Match") or headers.get("If-Match")
+                               or "ifGenerationMatch=" in path)
+            self.conditional_requests += conditional
+            if (self.faults and (self.only_method is None or self.only_method == method)
+                    and (not self.only_conditional or conditional)):
                 self.served_faults += 1
                 return self.faults.pop(0)
             return None

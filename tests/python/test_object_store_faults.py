@@ -6,7 +6,8 @@ between cairn and each emulator (moto's S3 server, fake-gcs-server).
 
 Checkpoint saves, restores and conversions go through every fault that can
 be retried and come out bit-exact; a short answer is never taken as the
-data. The stall timeout is CAIRN_HTTP_STALL_TIMEOUT_S (30 s by default),
+data. A conditional write whose answer never comes is sent once and settled
+by reading the key back. The stall timeout is CAIRN_HTTP_STALL_TIMEOUT_S (30 s by default),
 read once per process, so the stall test runs its save and restore in a
 child process with 1 s.
 """
@@ -128,3 +129,32 @@ def test_a_short_answer_is_never_taken_as_the_data(store, proxy):
     assert proxy.served_faults >= 1
     proxy.faults = []  # control
     np.testing.assert_array_equal(cairn.open(url).read(), values)
+
+
+def test_a_conditional_write_without_an_answer_is_sent_once_and_settled(store, proxy):
+    """The request of a conditional write (the OCDBT manifest's) reaches the
+    store, and the connection closes before a byte of the answer. libcurl
+    would send it again by itself on a reused connection; that copy fails
+    its precondition, so a write that was applied looked lost, and OCDBT
+    committed the same change a second time. cairn sends such writes on a
+    connection of their own and settles the outcome by reading the key back."""
+    root = store.fresh("unanswered")
+    kv = cairn.kvstore.open(store.url(root) + "/|ocdbt:")
+    kv.put("first", b"1")  # the database exists; the proxy's connections are kept alive
+    kv.put("warm", b"w")
+    before = proxy.conditional_requests
+    proxy.only_conditional = True
+    proxy.faults = ["forward_then_hang_up"]
+    kv.put("second", b"2")
+    assert proxy.served_faults == 1
+    assert proxy.conditional_requests - before == 1, "the conditional write was sent again"
+    fresh = cairn.kvstore.open(store.url(root) + "/|ocdbt:")
+    assert fresh.get("first") == b"1" and fresh.get("second") == b"2"
+    # Control: a conditional write the store refused (412, as when another
+    # writer committed first) is not taken as applied: OCDBT commits again.
+    before = proxy.conditional_requests
+    proxy.faults = [412]
+    kv.put("third", b"3")
+    assert proxy.served_faults == 2
+    assert proxy.conditional_requests - before == 2
+    assert cairn.kvstore.open(store.url(root) + "/|ocdbt:").get("third") == b"3"

@@ -18,8 +18,6 @@ using http::HttpResponse;
 using http::EnvNumber;
 using http::UriEncode;
 
-namespace {
-
 bool ParseU64(std::string_view s, uint64_t* out) {
   if (s.empty() || s.size() > 19) return false;
   uint64_t n = 0;
@@ -30,6 +28,8 @@ bool ParseU64(std::string_view s, uint64_t* out) {
   *out = n;
   return true;
 }
+
+namespace {
 
 // Buckets ("<endpoint> <bucket>") that a store of this process has seen
 // exist. Each `cairn.save` opens store objects of its own; without this each
@@ -292,8 +292,9 @@ Result<bool> GcsKvStore::Upload(std::string_view key, ByteView value,
   HttpCall call = MakeUploadCall(key, value, if_generation);
   Result<HttpResponse> response = Run(call);
   if (!response.ok()) {
-    if (if_generation) RememberGeneration(std::string(key), {}, std::nullopt);
-    return response.status();
+    if (!if_generation) return response.status();
+    RememberGeneration(std::string(key), {}, std::nullopt);
+    return SettleUnansweredWrite(key, value, response.status());
   }
   HttpResponse& r = *response;
   if (r.status == 200) {
@@ -320,65 +321,6 @@ Result<bool> GcsKvStore::Upload(std::string_view key, ByteView value,
 Status GcsKvStore::Put(std::string_view key, ByteView value) {
   CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate(url_));
   return Upload(key, value, std::nullopt).status();
-}
-
-Result<bool> GcsKvStore::PutIfAbsent(std::string_view key, ByteView value) {
-  return CompareAndPut(key, std::nullopt, value);
-}
-
-Result<bool> GcsKvStore::CompareAndPut(std::string_view key, std::optional<ByteView> expected,
-                                       ByteView value) {
-  CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate(url_));
-  if (!expected) return Upload(key, value, "0");
-  if (std::optional<std::string> g = KnownGenerationFor(std::string(key), *expected)) {
-    // The value this object stored last, unless the key changed since: then
-    // the precondition fails and the value is read and compared below.
-    CAIRN_ASSIGN_OR_RETURN(bool stored, Upload(key, value, *g));
-    if (stored) return true;
-  }
-  std::string op = "reading " + Describe(key) + " for a compare-and-put";
-  HttpCall get = MakeCall("GET", ObjectUrl(key) + "?alt=media", {}, {}, op);
-  CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(get));
-  if (r.status == 404) return false;
-  if (r.status != 200) return http::HttpStatusError(get, r);
-  if (!(r.body.size() == expected->size() &&
-        std::equal(expected->begin(), expected->end(), r.body.view().begin()))) {
-    return false;
-  }
-  std::optional<std::string> generation = r.Header("x-goog-generation");
-  uint64_t g = 0;
-  if (!generation || !ParseU64(*generation, &g)) {
-    return DataLossError(op + ": response without a valid x-goog-generation header");
-  }
-  return Upload(key, value, *generation);
-}
-
-std::optional<std::string> GcsKvStore::KnownGenerationFor(const std::string& key,
-                                                          ByteView expected) {
-  std::lock_guard<std::mutex> lock(generations_mu_);
-  auto it = generations_.find(key);
-  if (it == generations_.end()) return std::nullopt;
-  KnownGeneration known = std::move(it->second);
-  generations_.erase(it);
-  if (AsBytes(known.value).size() != expected.size() ||
-      !std::equal(expected.begin(), expected.end(), AsBytes(known.value).begin())) {
-    return std::nullopt;
-  }
-  return known.generation;
-}
-
-void GcsKvStore::RememberGeneration(const std::string& key, ByteView value,
-                                    std::optional<std::string> generation) {
-  constexpr size_t kMaxKnown = 1024;
-  constexpr size_t kMaxValueBytes = size_t{1} << 20;
-  uint64_t g = 0;
-  std::lock_guard<std::mutex> lock(generations_mu_);
-  if (!generation || !ParseU64(*generation, &g) || value.size() > kMaxValueBytes) {
-    generations_.erase(key);
-    return;
-  }
-  if (generations_.size() >= kMaxKnown && generations_.count(key) == 0) generations_.clear();
-  generations_[key] = {std::string(AsStringView(value)), std::move(*generation)};
 }
 
 Status GcsKvStore::Delete(std::string_view key) {

@@ -53,6 +53,10 @@
 
 namespace cairn::gcs {
 
+// A decimal uint64 of at most 19 digits (sizes and generations in GCS's
+// answers); false for anything else.
+bool ParseU64(std::string_view s, uint64_t* out);
+
 struct GcsOptions {
   std::string bucket;
   std::string prefix;  // "" or ending in '/'
@@ -140,6 +144,9 @@ class GcsKvStore : public KvStore {
     std::string generation;
   };
   std::optional<std::string> KnownGenerationFor(const std::string& key, ByteView expected);
+  // After a conditional write failed without an answer: true when the
+  // object holds `value` (the write was applied), else `failure`.
+  Result<bool> SettleUnansweredWrite(std::string_view key, ByteView value, Status failure);
   void RememberGeneration(const std::string& key, ByteView value,
                           std::optional<std::string> generation);
 

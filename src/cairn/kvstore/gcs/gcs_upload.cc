@@ -57,7 +57,12 @@ HttpCall GcsResumableSession::ChunkCall(uint64_t offset, ByteView data,
   std::string range = data.empty() ? "*" : std::to_string(offset) + "-" +
                                                std::to_string(offset + data.size() - 1);
   std::string header = "content-range: bytes " + range + "/" + (total ? std::to_string(*total) : "*");
-  return store_.MakeCall("PUT", uri_, data, {header}, op_ + ": bytes from " + std::to_string(offset));
+  HttpCall call = store_.MakeCall("PUT", uri_, data, {header}, op_ + ": bytes from " + std::to_string(offset));
+  // A chunk libcurl resent by itself after it had reached GCS would be sent
+  // twice without SendChunk knowing, where SendChunk resumes from the
+  // offset the server says it kept.
+  call.fresh_connection = true;
+  return call;
 }
 
 Result<uint64_t> GcsResumableSession::Kept(const HttpResponse& r, uint64_t limit) const {

@@ -304,6 +304,7 @@ struct HttpClient::Impl {
     curl_easy_setopt(e, CURLOPT_URL, r.url.c_str());
     curl_easy_setopt(e, CURLOPT_PRIVATE, t);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    if (!t->call.idempotent || t->call.fresh_connection) curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->error);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Impl::OnBody);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, t);

@@ -15,6 +15,13 @@
 // before every attempt (signers put a fresh date there), and the request body
 // is sent again from its start.
 //
+// Sent at most once per attempt. libcurl sends a request again by itself,
+// on a new connection, when a kept-alive connection it reused closes before
+// any answer comes. The closed connection may well have delivered the
+// request, so a call that must not be applied twice (one that is not
+// idempotent, or that says `fresh_connection`: a GCS resumable chunk) always
+// goes out on a connection of its own, where that resend never happens.
+//
 // Errors. Transport failures and transient statuses that outlive the retry
 // budget are Unavailable; the message names the operation, the method and
 // URL, the HTTP status (or curl's error) and the number of attempts. Every
@@ -70,6 +77,8 @@ struct HttpCall {
   // with the current time). An error ends the call with that error.
   std::function<Status(HttpRequest&)> prepare;
   bool idempotent = true;
+  // Send on a new connection even when idempotent (see "Sent at most once").
+  bool fresh_connection = false;
   RetryPolicy retry;
   // For error messages: what the driver was doing ("writing key `a` of s3://b/").
   std::string operation;

@@ -152,6 +152,9 @@ class S3KvStore : public KvStore {
   // A PUT with a precondition header; false on 412. The ETag of what it
   // stored is remembered (KnownEtagFor).
   Result<bool> ConditionalPut(std::string_view key, ByteView value, std::string header);
+  // After a conditional write failed without an answer: true when the key
+  // holds `value` (the write was applied), else `failure`.
+  Result<bool> SettleUnansweredWrite(std::string_view key, ByteView value, Status failure);
   // Adds the credentials hint to a 401/403 error.
   Status Explain(Status s) const;
 
