@@ -115,6 +115,11 @@ def _upload_id(path: str) -> str | None:
     return parse_qs(urlsplit(path).query).get("upload_id", [None])[0]
 
 
+def _s3_upload_id(path: str) -> str | None:
+    from urllib.parse import parse_qs, urlsplit
+    return parse_qs(urlsplit(path).query).get("uploadId", [None])[0]
+
+
 def s3_environment(monkeypatch, endpoint: str, tmp_path) -> None:
     """cairn's s3:// settings for an emulator at `endpoint` (read when a
     store is opened): static test credentials, no profile, no ~/.aws, no
@@ -180,6 +185,11 @@ class FaultProxy:
         self.gcs_status_queries = False
         self.status_queries = 0
         self.kept: dict[str, str] = {}  # upload_id -> the Range of the last 308, or "finished"
+        # When set, a completion (POST ?uploadId=) of an S3 multipart upload
+        # that was already completed is answered 404 NoSuchUpload, as S3 and
+        # MinIO may answer a retried completion (moto answers 200 again).
+        self.s3_completed_uploads_gone = False
+        self.completed_uploads: set[str] = set()
         self.lock = threading.Lock()
         proxy = self
 
@@ -210,6 +220,11 @@ class FaultProxy:
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
+                s3_upload = _s3_upload_id(self.path) if self.command == "POST" else None
+                if proxy.s3_completed_uploads_gone and s3_upload in proxy.completed_uploads:
+                    self.rfile.read(length)
+                    return self._send(404, b"<?xml version=\"1.0\"?><Error><Code>NoSuchUpload</Code>"
+                                           b"<Message>The specified upload does not exist.</Message></Error>")
                 fault = proxy._next_fault(self.command, self.headers, self.path)
                 if fault == "cut_upload":  # half the request body arrives
                     self.rfile.read(length // 2)
@@ -239,6 +254,9 @@ class FaultProxy:
                     with proxy.lock:
                         proxy.kept[upload_id] = (resp.getheader("Range") if resp.status == 308
                                                  else "finished")
+                if s3_upload and resp.status == 200:
+                    with proxy.lock:
+                        proxy.completed_uploads.add(s3_upload)
                 if fault == "forward_then_hang_up":  # applied, and not a byte of the answer
                     conn.close()
                     return self._hang_up()

@@ -11,6 +11,10 @@ whose `model.safetensors` is one value written in pieces:
 - on S3, a part that keeps failing fails the conversion naming the key, the
   URL and the status, and leaves neither the object nor a pending multipart
   upload;
+- on S3, a completion whose answer is lost (the object was made; the retry
+  is answered NoSuchUpload) is settled by the object's multipart ETag, and
+  the conversion succeeds bit-exact; a completion that never reaches the
+  server fails naming it and leaves neither object nor pending upload;
 - on GCS, chunks that are lost in transit (before reaching the server, or
   after: the answer is lost) or answered 503 are resumed from the offset the
   session reports, and the object is bit-exact; chunks that keep failing fail
@@ -172,6 +176,68 @@ def test_s3_part_failing_leaves_no_object_and_no_upload(sources, moto, monkeypat
         # Parts go up a few at a time: which one met the first 503 varies.
         assert re.search(r"part \d+ \(PUT http://", r.stderr), r.stderr
         assert proxy.served_faults >= 2
+    finally:
+        proxy.stop()
+    kv = ts.KvStore.open(ts_kv("s3", moto, f"{p}/")).result()
+    assert [k for k in kv.list().result() if k.endswith(b"model.safetensors")] == []
+    assert "<Upload>" not in pending_uploads(moto)
+
+
+def s3_multipart_proxy(moto, monkeypatch, tmp_path) -> FaultProxy:
+    """A proxy before moto whose faults go to POSTs (a multipart upload's
+    start, then its completion), with 5 MiB parts."""
+    proxy = FaultProxy(f"127.0.0.1:{moto.port}")
+    proxy.only_method = "POST"
+    s3_environment(monkeypatch, proxy.endpoint, tmp_path)
+    monkeypatch.setenv("CAIRN_S3_PART_SIZE", str(5 * MiB))
+    monkeypatch.setenv("CAIRN_S3_MULTIPART_THRESHOLD", str(5 * MiB))
+    return proxy
+
+
+def completions(proxy) -> int:
+    return sum(1 for method, path, _ in proxy.log if method == "POST" and "uploadId=" in path)
+
+
+def test_s3_completion_whose_answer_is_lost_is_settled_by_the_etag(sources, moto, monkeypatch, tmp_path):
+    """The completion reaches moto and makes the object, and the connection
+    closes before its answer. The POST is sent again and is answered
+    NoSuchUpload (the upload is gone: it was completed), as S3 and MinIO may
+    answer (moto answers 200 again: the proxy answers in its place). The old
+    code failed
+    the conversion on that 404 with the object in place; the object's ETag
+    is the multipart ETag of the parts sent, so the upload succeeded."""
+    root, reference = sources
+    proxy = s3_multipart_proxy(moto, monkeypatch, tmp_path)
+    try:
+        proxy.s3_completed_uploads_gone = True
+        proxy.faults = [None, "forward_then_hang_up"]  # the start goes through, the completion's answer is lost
+        p = fresh("s3-lost-complete")
+        r = convert(root / "small", f"s3://{BUCKET}/{p}/st")
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert proxy.faults == [] and completions(proxy) == 2, proxy.log
+        assert any(method == "HEAD" and "model.safetensors" in path for method, path, _ in proxy.log)
+    finally:
+        proxy.stop()
+    kv = ts.KvStore.open(ts_kv("s3", moto, f"{p}/st/")).result()
+    got = kv.read("model.safetensors").result().value
+    assert len(got) == len(reference) and got == reference
+
+
+def test_s3_completion_that_never_arrives_fails_and_leaves_nothing(sources, moto, monkeypatch, tmp_path):
+    """Control: every completion is dropped before moto sees it. The HEAD
+    finds no object, so the failure stands (naming the key, the URL and the
+    step), and the upload is aborted."""
+    root, _ = sources
+    proxy = s3_multipart_proxy(moto, monkeypatch, tmp_path)
+    try:
+        monkeypatch.setenv("CAIRN_HTTP_MAX_ATTEMPTS", "2")
+        proxy.fail_after = 1  # the start goes through, then every POST is dropped
+        p = fresh("s3-no-complete")
+        r = convert(root / "small", f"s3://{BUCKET}/{p}/st")
+        assert r.returncode != 0
+        for part in ["model.safetensors", f"s3://{BUCKET}/{p}/", "completing", "uploadId="]:
+            assert part in r.stderr, (part, r.stderr[-2000:])
+        assert completions(proxy) >= 2
     finally:
         proxy.stop()
     kv = ts.KvStore.open(ts_kv("s3", moto, f"{p}/")).result()

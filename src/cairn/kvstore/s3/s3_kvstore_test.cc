@@ -12,6 +12,7 @@
 
 #include "cairn/kvstore/s3/aws_credentials.h"
 #include "cairn/kvstore/s3/aws_shared_file.h"
+#include "cairn/kvstore/s3/s3_multipart.h"
 #include "cairn/kvstore/s3/s3_xml.h"
 #include "cairn/kvstore/testing/conformance.h"
 #include "cairn/kvstore/testing/emulator_server.h"
@@ -123,6 +124,17 @@ TEST(S3XmlTest, DecodesEntitiesAndRefusesMalformedOnes) {
   EXPECT_EQ(XmlText("<R><Key>a&amp;b</Key></R>", "Key").value_or("?"), "a&b");
   EXPECT_FALSE(XmlText("<R><Key>unterminated</R>", "Key").has_value());
   EXPECT_EQ(XmlElements("<C>1</C><C>2</C><C>3", "C").size(), 2u);
+}
+
+// MD5s of "hello" and "world!"; the expected ETag computed independently
+// (Python's hashlib) as S3 does.
+TEST(S3MultipartEtagTest, Md5OfThePartsMd5sAndTheirNumber) {
+  EXPECT_EQ(MultipartEtag({"\"5d41402abc4b2a76b9719d911017c592\"", "08cf82251c975a5e9734699fadf5e9c0"})
+                .value_or("?"),
+            "d0e2a57660a3e97ebbae6b69b8c83b4a-2");
+  EXPECT_FALSE(MultipartEtag({}).has_value());
+  EXPECT_FALSE(MultipartEtag({"\"5d41402abc4b2a76b9719d911017c5\""}).has_value());  // short
+  EXPECT_FALSE(MultipartEtag({"5d41402abc4b2a76b9719d911017c59z"}).has_value());    // not hex
 }
 
 TEST(S3KvStoreTest, KeysNeedingEscapingRoundTrip) {

@@ -10,10 +10,20 @@
 //   3. POST <key>?uploadId=<id> with the list of (part number, ETag) makes
 //      the object visible at once (S3 may answer 200 with an <Error> body,
 //      which counts as a failure).
+//   3b. When the answer to step 3 is lost, the client retries the POST, and
+//      S3 answers NoSuchUpload if the lost attempt had completed the upload
+//      (or the retries run out). A HEAD of the key then settles it: its ETag
+//      is the multipart ETag of exactly these parts (MultipartEtag: the hex
+//      MD5 of the parts' binary MD5s, '-', the number of parts) only when
+//      this upload was completed, and then the upload succeeded. Otherwise
+//      (another ETag, no object, part ETags that are not MD5s) the error
+//      stands.
 //   4. If step 2 or 3 fails, DELETE <key>?uploadId=<id> aborts the upload,
 //      so no object and no stored parts are left; the old value of the key,
 //      if any, stays.
 #include "cairn/kvstore/s3/s3_multipart.h"
+
+#include <openssl/evp.h>
 
 #include <string>
 #include <vector>
@@ -24,6 +34,50 @@ namespace cairn::s3 {
 
 using http::HttpCall;
 using http::HttpResponse;
+
+namespace {
+
+std::string_view Unquoted(std::string_view etag) {
+  if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') {
+    etag = etag.substr(1, etag.size() - 2);
+  }
+  return etag;
+}
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+}  // namespace
+
+std::optional<std::string> MultipartEtag(const std::vector<std::string>& part_etags) {
+  if (part_etags.empty()) return std::nullopt;
+  std::string digests;
+  for (const std::string& quoted : part_etags) {
+    std::string_view hex = Unquoted(quoted);
+    if (hex.size() != 32) return std::nullopt;  // not an MD5 (e.g. encrypted with KMS)
+    for (size_t i = 0; i < hex.size(); i += 2) {
+      int hi = HexDigit(hex[i]), lo = HexDigit(hex[i + 1]);
+      if (hi < 0 || lo < 0) return std::nullopt;
+      digests += static_cast<char>(hi * 16 + lo);
+    }
+  }
+  unsigned char md5[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_Digest(digests.data(), digests.size(), md5, &len, EVP_md5(), nullptr) != 1) {
+    return std::nullopt;
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < len; ++i) {
+    out += kHex[md5[i] >> 4];
+    out += kHex[md5[i] & 15];
+  }
+  return out + "-" + std::to_string(part_etags.size());
+}
 
 S3MultipartUpload::S3MultipartUpload(const S3KvStore& store, std::string_view key,
                                      std::string_view what)
@@ -64,6 +118,7 @@ Status S3MultipartUpload::RecordPart(int n, const HttpCall& call, Result<HttpRes
 
 Status S3MultipartUpload::Complete(int parts) {
   std::string complete = "<CompleteMultipartUpload>";
+  std::vector<std::string> etags;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (int i = 0; i < parts; ++i) {
@@ -72,17 +127,37 @@ Status S3MultipartUpload::Complete(int parts) {
       }
       complete += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" +
                   XmlEscape(etags_[i]) + "</ETag></Part>";
+      etags.push_back(etags_[i]);
     }
   }
   complete += "</CompleteMultipartUpload>";
   HttpCall finish = store_.MakeCall("POST", object_, {{"uploadId", upload_id_}}, {},
                                     AsBytes(complete), op_ + ": completing");
-  CAIRN_ASSIGN_OR_RETURN(HttpResponse done, store_.Run(finish));
-  if (done.status != 200 || done.body.as_string_view().find("<Error>") != std::string_view::npos) {
-    return store_.Explain(http::HttpStatusError(finish, done));
+  Result<HttpResponse> done = store_.Run(finish);
+  Status failure;
+  if (!done.ok()) {
+    failure = done.status();
+  } else if (done->status != 200 ||
+             done->body.as_string_view().find("<Error>") != std::string_view::npos) {
+    failure = store_.Explain(http::HttpStatusError(finish, *done));
   }
+  bool lost = !done.ok() ? failure.code() == StatusCode::kUnavailable
+                         : done->status == 404 &&
+                               done->body.as_string_view().find("NoSuchUpload") != std::string_view::npos;
+  if (!failure.ok() && !(lost && CompletedBefore(etags))) return failure;  // step 3b
   completed_ = true;
   return Status::OK();
+}
+
+bool S3MultipartUpload::CompletedBefore(const std::vector<std::string>& etags) const {
+  std::optional<std::string> expected = MultipartEtag(etags);
+  if (!expected) return false;
+  HttpCall head = store_.MakeCall("HEAD", object_, {}, {}, {},
+                                  op_ + ": reading the object's ETag after the completion's answer was lost");
+  Result<HttpResponse> r = store_.Run(head);
+  if (!r.ok() || r->status != 200) return false;
+  std::optional<std::string> etag = r->Header("etag");
+  return etag && Unquoted(*etag) == *expected;
 }
 
 void S3MultipartUpload::Abort() {

@@ -5,7 +5,8 @@
 // Requests (steps at the top of s3_multipart.cc):
 //   Start      POST <key>?uploads                      -> UploadId
 //   PartCall   PUT  <key>?partNumber=<n>&uploadId=<id> -> ETag (RecordPart)
-//   Complete   POST <key>?uploadId=<id> with the (part number, ETag) list
+//   Complete   POST <key>?uploadId=<id> with the (part number, ETag) list;
+//              a lost answer settled by a HEAD of the key (its ETag)
 //   Abort      DELETE <key>?uploadId=<id> (no object, no stored parts)
 //
 // Errors name the key and URL of the store, the step and part, the method,
@@ -18,6 +19,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +28,11 @@
 #include "cairn/kvstore/s3/s3_kvstore.h"
 
 namespace cairn::s3 {
+
+// The ETag S3 gives an object completed from parts with these ETags (each
+// the quoted or bare hex MD5 of its part): the hex MD5 of the parts' binary
+// MD5s, '-', the number of parts. nullopt when a part's ETag is not an MD5.
+std::optional<std::string> MultipartEtag(const std::vector<std::string>& part_etags);
 
 class S3MultipartUpload {
  public:
@@ -53,6 +60,9 @@ class S3MultipartUpload {
   void Abort();
 
  private:
+  // Step 3b: whether the key holds the object these parts complete to.
+  bool CompletedBefore(const std::vector<std::string>& etags) const;
+
   const S3KvStore& store_;
   std::string object_;
   std::string op_;
