@@ -123,10 +123,10 @@ class RecordingProxy(FaultProxy):
         super().__init__(target)
         self.auth: list[str | None] = []
 
-    def _next_fault(self, method, headers):
+    def _next_fault(self, method, headers, path=""):
         with self.lock:
             self.auth.append(headers.get("Authorization"))
-        return super()._next_fault(method, headers)
+        return super()._next_fault(method, headers, path)
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,8 @@ token), a small fake credentials server (http.server on a free port) that
 plays EC2 instance metadata (IMDSv2: it refuses reads without the session
 token it handed out) and the ECS container endpoint, handing out credentials
 that expire after a few seconds, and moto's own STS for web identity
-(AssumeRoleWithWebIdentity). Then the bad cases: a refused token, a
+(AssumeRoleWithWebIdentity), and a `credential_process` script named by a
+profile of the config file. Then the bad cases: a refused token, a
 malformed answer, no credentials anywhere (anonymous)."""
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import http.server
 import json
 import os
 import re
+import sys
+import textwrap
 import threading
 import time
 import urllib.parse
@@ -152,12 +155,12 @@ class SigningProxy(FaultProxy):
         super().__init__(target)
         self.signed: list[tuple[str | None, str | None, float]] = []
 
-    def _next_fault(self, method, headers):
+    def _next_fault(self, method, headers, path=""):
         auth = headers.get("Authorization")
         m = re.match(r"AWS4-HMAC-SHA256 Credential=([^/]+)/", auth or "")
         with self.lock:
             self.signed.append((m.group(1) if m else auth, headers.get("x-amz-security-token"), time.time()))
-        return super()._next_fault(method, headers)
+        return super()._next_fault(method, headers, path)
 
 
 @pytest.fixture(scope="module")
@@ -192,8 +195,10 @@ def env(monkeypatch, tmp_path, proxy):
                  "AWS_EC2_METADATA_SERVICE_ENDPOINT", "AWS_EC2_METADATA_DISABLED", "AWS_ENDPOINT_URL_S3",
                  "AWS_ENDPOINT_URL_STS"):
         monkeypatch.delenv(name, raising=False)
-    (tmp_path / "empty-credentials").write_text("")
+    for name in ("credentials", "config"):
+        (tmp_path / f"empty-{name}").write_text("")
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "empty-credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "empty-config"))
     monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
     monkeypatch.setenv("AWS_REGION", "us-east-1")
     monkeypatch.setenv("CAIRN_HTTP_INITIAL_BACKOFF_MS", "5")
@@ -371,3 +376,84 @@ def test_no_credentials_anywhere_is_anonymous(env, proxy, creds):
     n = len(proxy.signed)
     cairn.kvstore.open(f"s3://{BUCKET}/{fresh('anon-emulator')}").put("k", b"v")
     assert all(k is None for k, _, _ in proxy.signed[n:])
+
+
+def process_script(tmp_path, lifetime: int | None) -> tuple:
+    """A credential_process command that hands out key "PROC<n>" (n counts
+    its runs, kept in a file) with session token "proc-session-<n>",
+    expiring `lifetime` seconds later (never, when None)."""
+    counter = tmp_path / "process-runs"
+    counter.write_text("0")
+    script = tmp_path / "print-credentials.py"
+    script.write_text(textwrap.dedent(f"""
+        import datetime, json, pathlib, sys
+        c = pathlib.Path({str(counter)!r})
+        n = int(c.read_text()) + 1
+        c.write_text(str(n))
+        out = {{"Version": 1, "AccessKeyId": f"PROC{{n}}", "SecretAccessKey": "secret",
+               "SessionToken": f"proc-session-{{n}}"}}
+        lifetime = {lifetime!r}
+        if lifetime is not None:
+            t = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=lifetime)
+            out["Expiration"] = t.strftime("%Y-%m-%dT%H:%M:%SZ")
+        print("a message for the user", file=sys.stderr)
+        print(json.dumps(out))
+    """))
+    return f"{sys.executable} {script}", counter
+
+
+def test_credential_process_of_a_config_profile_signs_and_is_run_again_before_expiry(env, proxy, tmp_path):
+    command, runs = process_script(tmp_path, lifetime=3)
+    config = tmp_path / "config"
+    config.write_text(f"[default]\nregion = us-east-1\n\n[profile tools]\ncredential_process = {command}\n")
+    env.setenv("AWS_CONFIG_FILE", str(config))
+    env.setenv("AWS_PROFILE", "tools")
+    save_and_restore(fresh("process"), 5)
+    signed = proxy.signed[:]
+    assert signed and all(k == "PROC1" and t == "proc-session-1" for k, t, _ in signed), signed
+    # Wait the credentials out: the next save runs the command again.
+    time.sleep(3.3)
+    n = len(proxy.signed)
+    save_and_restore(fresh("process-later"), 6)
+    later = {k for k, _, _ in proxy.signed[n:]}
+    assert "PROC1" not in later and later <= {f"PROC{i}" for i in range(2, 10)}, later
+    assert int(runs.read_text()) >= 2
+
+
+def test_profile_keys_and_process_in_the_order_of_the_aws_cli(env, proxy, tmp_path):
+    """Keys of the credentials file, then credential_process, then keys of
+    the config file; a profile neither file has, a failing command and one
+    that prints no credentials are clear errors."""
+    command, runs = process_script(tmp_path, lifetime=None)
+    credentials, config = tmp_path / "credentials", tmp_path / "config"
+    env.setenv("AWS_SHARED_CREDENTIALS_FILE", str(credentials))
+    env.setenv("AWS_CONFIG_FILE", str(config))
+    env.setenv("AWS_PROFILE", "p")
+
+    def signer(name):
+        n = len(proxy.signed)
+        cairn.kvstore.open(f"s3://{BUCKET}/{fresh(name)}").put("k", b"v")
+        keys = {k for k, _, _ in proxy.signed[n:]}
+        assert len(keys) == 1, keys
+        return keys.pop()
+
+    credentials.write_text("[p]\naws_access_key_id = FILEKEY\naws_secret_access_key = s\n")
+    config.write_text(f"[profile p]\ncredential_process = {command}\naws_access_key_id = CONFIGKEY\n"
+                      "aws_secret_access_key = s\n")
+    assert signer("order-file") == "FILEKEY" and runs.read_text() == "0"
+    credentials.write_text("[other]\naws_access_key_id = X\naws_secret_access_key = s\n")
+    assert signer("order-process") == "PROC1"
+    assert signer("order-process-again") == "PROC1"  # no Expiration: never run again
+    config.write_text("[profile p]\naws_access_key_id = CONFIGKEY\naws_secret_access_key = s\n")
+    assert signer("order-config") == "CONFIGKEY"
+
+    env.setenv("AWS_PROFILE", "absent")
+    with pytest.raises(ValueError, match=f"(?s)`absent`.*{credentials}.*{config}"):
+        cairn.kvstore.open(f"s3://{BUCKET}/{fresh('absent')}")
+    env.setenv("AWS_PROFILE", "p")
+    config.write_text("[profile p]\ncredential_process = sh -c 'exit 7'\n")
+    with pytest.raises(RuntimeError, match=f"credential_process of {config} \\[p\\].*exited with status 7"):
+        cairn.kvstore.open(f"s3://{BUCKET}/{fresh('fails')}").put("k", b"v")
+    config.write_text("[profile p]\ncredential_process = echo '{\"AccessKeyId\": \"A\"}'\n")
+    with pytest.raises(ValueError, match=r"credential_process of .*no `\"Version\": 1`"):
+        cairn.kvstore.open(f"s3://{BUCKET}/{fresh('no-version')}").put("k", b"v")

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "cairn/kvstore/http/environment.h"
+#include "cairn/kvstore/s3/aws_credential_process.h"
 #include "cairn/kvstore/s3/aws_instance_metadata.h"
 #include "cairn/kvstore/s3/aws_shared_file.h"
 #include "cairn/kvstore/s3/aws_web_identity.h"
@@ -13,11 +14,12 @@
 namespace cairn::s3 {
 
 Result<AwsCredentials> ParseAwsCredentialsFile(std::string_view text, std::string_view path,
-                                               std::string_view profile, bool profile_required) {
-  CAIRN_ASSIGN_OR_RETURN(auto values, AwsFileProfile(text, "AWS credentials file", path, profile));
+                                               std::string_view profile, bool profile_required,
+                                               std::string_view what) {
+  CAIRN_ASSIGN_OR_RETURN(auto values, AwsFileProfile(text, what, path, profile));
   if (!values) {
     if (profile_required) {
-      return InvalidArgumentError("AWS credentials file " + std::string(path) + " has no profile `" +
+      return InvalidArgumentError(std::string(what) + " " + std::string(path) + " has no profile `" +
                                   std::string(profile) + "` (AWS_PROFILE)");
     }
     return AwsCredentials{};
@@ -30,7 +32,7 @@ Result<AwsCredentials> ParseAwsCredentialsFile(std::string_view text, std::strin
   take("aws_secret_access_key", &out.secret_access_key);
   take("aws_session_token", &out.session_token);
   if (out.access_key_id.empty() != out.secret_access_key.empty()) {
-    return InvalidArgumentError("AWS credentials file " + std::string(path) + ", profile `" +
+    return InvalidArgumentError(std::string(what) + " " + std::string(path) + ", profile `" +
                                 std::string(profile) +
                                 "`: aws_access_key_id and aws_secret_access_key must both be set");
   }
@@ -38,8 +40,38 @@ Result<AwsCredentials> ParseAwsCredentialsFile(std::string_view text, std::strin
   return out;
 }
 
-Result<AwsCredentials> LoadAwsCredentials() {
-  std::string id = http::EnvString("AWS_ACCESS_KEY_ID");
+namespace {
+
+// One shared file's text and the values of the profile in it.
+struct SharedFileProfile {
+  std::string path;
+  std::optional<std::string> text;  // nullopt: absent or unreadable
+  std::optional<std::map<std::string, std::string>> values;  // nullopt: no such profile
+};
+
+Result<SharedFileProfile> ReadProfile(const char* env_var, std::string_view name, std::string_view what,
+                                      const std::string& profile) {
+  SharedFileProfile out;
+  out.path = AwsSharedFilePath(env_var, name);
+  if (out.path.empty()) return out;
+  CAIRN_ASSIGN_OR_RETURN(out.text, ReadAwsSharedFile(out.path, what));
+  if (out.text) {
+    CAIRN_ASSIGN_OR_RETURN(out.values, AwsFileProfile(*out.text, what, out.path, profile));
+  }
+  return out;
+}
+
+std::string Value(const SharedFileProfile& f, const char* key) {
+  if (!f.values) return "";
+  auto it = f.values->find(key);
+  return it == f.values->end() ? "" : it->second;
+}
+
+}  // namespace
+
+Result<AwsFixedOrProcess> LoadAwsCredentials() {
+  AwsFixedOrProcess out;
+  std::string id = http::EnvString("AWS_ACCESS_KEY_ID");  // 1
   std::string secret = http::EnvString("AWS_SECRET_ACCESS_KEY");
   if (!id.empty() || !secret.empty()) {
     if (id.empty() || secret.empty()) {
@@ -47,28 +79,45 @@ Result<AwsCredentials> LoadAwsCredentials() {
           "AWS credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must both be set (only " +
           std::string(id.empty() ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID") + " is)");
     }
-    return AwsCredentials{id, secret, http::EnvString("AWS_SESSION_TOKEN"), "environment"};
+    out.keys = AwsCredentials{id, secret, http::EnvString("AWS_SESSION_TOKEN"), "environment"};
+    return out;
   }
-  const std::string path = AwsSharedFilePath("AWS_SHARED_CREDENTIALS_FILE", "credentials");
-  if (path.empty()) return AwsCredentials{};
   const bool required = !http::EnvString("AWS_PROFILE").empty();
   const std::string profile = AwsProfileName();
-  CAIRN_ASSIGN_OR_RETURN(std::optional<std::string> text, ReadAwsSharedFile(path, "AWS credentials file"));
-  if (!text) {
-    if (required) {
-      return InvalidArgumentError("AWS_PROFILE is `" + profile + "` but the credentials file " +
-                                  path + " cannot be read");
-    }
-    return AwsCredentials{};
+  CAIRN_ASSIGN_OR_RETURN(SharedFileProfile credentials,
+                         ReadProfile("AWS_SHARED_CREDENTIALS_FILE", "credentials", "AWS credentials file", profile));
+  CAIRN_ASSIGN_OR_RETURN(SharedFileProfile config,
+                         ReadProfile("AWS_CONFIG_FILE", "config", "AWS config file", profile));
+  if (required && !credentials.values && !config.values) {
+    return InvalidArgumentError("AWS_PROFILE is `" + profile + "` but neither the credentials file " +
+                                (credentials.path.empty() ? "(no HOME)" : credentials.path) +
+                                " nor the config file " + (config.path.empty() ? "(no HOME)" : config.path) +
+                                " has that profile");
   }
-  return ParseAwsCredentialsFile(*text, path, profile, required);
+  if (credentials.values) {  // 2a
+    CAIRN_ASSIGN_OR_RETURN(out.keys, ParseAwsCredentialsFile(*credentials.text, credentials.path, profile,
+                                                             /*profile_required=*/false));
+    if (!out.keys.anonymous()) return out;
+  }
+  for (const SharedFileProfile* f : {&credentials, &config}) {  // 2b
+    if (std::string process = Value(*f, "credential_process"); !process.empty()) {
+      out.process = std::move(process);
+      out.process_where = f->path + " [" + profile + "]";
+      return out;
+    }
+  }
+  if (config.values) {  // 2c
+    CAIRN_ASSIGN_OR_RETURN(out.keys, ParseAwsCredentialsFile(*config.text, config.path, profile,
+                                                             /*profile_required=*/false, "AWS config file"));
+  }
+  return out;
 }
 
 Result<std::shared_ptr<AwsCredentialProvider>> AwsCredentialProviderFromEnvironment(
     bool emulator, const std::string& region) {
-  // 1, 2: read at every open (cheap, never expire).
-  CAIRN_ASSIGN_OR_RETURN(AwsCredentials fixed, LoadAwsCredentials());
-  if (!fixed.anonymous()) return AwsCredentialProvider::Fixed(std::move(fixed));
+  // 1, 2a, 2c: read at every open (cheap, never expire).
+  CAIRN_ASSIGN_OR_RETURN(AwsFixedOrProcess profile, LoadAwsCredentials());
+  if (!profile.keys.anonymous()) return AwsCredentialProvider::Fixed(std::move(profile.keys));
 
   WebIdentityConfig web;
   web.token_file = http::EnvString("AWS_WEB_IDENTITY_TOKEN_FILE");
@@ -82,7 +131,7 @@ Result<std::shared_ptr<AwsCredentialProvider>> AwsCredentialProviderFromEnvironm
   const bool imds_disabled = disabled == "true";
 
   // 3 to 5 are shared by the stores opened under the same environment.
-  const std::string key = web.token_file + '\0' + web.role_arn + '\0' + web.session_name + '\0' +
+  const std::string key = profile.process + '\0' + profile.process_where + '\0' + web.token_file + '\0' + web.role_arn + '\0' + web.session_name + '\0' +
                           web.sts_endpoint + '\0' + container + '\0' + imds + '\0' +
                           (imds_disabled ? "d" : "") + (emulator ? "e" : "");
   static std::mutex mu;
@@ -93,7 +142,9 @@ Result<std::shared_ptr<AwsCredentialProvider>> AwsCredentialProviderFromEnvironm
   CAIRN_ASSIGN_OR_RETURN(http::RetryPolicy retry, http::RetryPolicyFromEnvironment());
   std::shared_ptr<http::HttpClient> client = http::HttpClient::Default();
   std::shared_ptr<AwsCredentialProvider> found;
-  if (!web.token_file.empty()) {  // 3
+  if (!profile.process.empty()) {  // 2b
+    found = CredentialProcessProvider(profile.process, profile.process_where);
+  } else if (!web.token_file.empty()) {  // 3
     if (web.role_arn.empty()) {
       return InvalidArgumentError("AWS_WEB_IDENTITY_TOKEN_FILE is set (`" + web.token_file +
                                   "`) but AWS_ROLE_ARN is not");

@@ -3,10 +3,17 @@
 // first, then the temporary credentials of the machine):
 //   1. AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN);
 //      one of the pair without the other is InvalidArgument.
-//   2. The shared credentials file, AWS_SHARED_CREDENTIALS_FILE or
-//      ~/.aws/credentials, profile AWS_PROFILE (default "default"). A file that
-//      cannot be parsed, a profile with a key id but no secret, or an
-//      AWS_PROFILE the file does not have is InvalidArgument naming the file.
+//   2. The profile AWS_PROFILE (default "default") of the shared files
+//      (aws_shared_file.h), in the order of the AWS CLI (botocore):
+//      a. aws_access_key_id / aws_secret_access_key (/ aws_session_token)
+//         of the credentials file (AWS_SHARED_CREDENTIALS_FILE or
+//         ~/.aws/credentials);
+//      b. credential_process of the profile, the credentials file's before
+//         the config file's (aws_credential_process.h);
+//      c. the keys of the config file (AWS_CONFIG_FILE or ~/.aws/config).
+//      A file that cannot be parsed, a profile with a key id but no secret,
+//      or an AWS_PROFILE that neither file has is InvalidArgument naming the
+//      file(s).
 //   3. Web identity (EKS IRSA): AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN
 //      (the file without the role is InvalidArgument); aws_web_identity.h.
 //   4. The container endpoint (ECS, Fargate, EKS Pod Identity):
@@ -18,9 +25,9 @@
 //      process, a second at most) finds a service with a role.
 //   6. None: anonymous (requests are not signed), which public buckets and
 //      most emulators accept.
-// 1 and 2 never expire. 3 to 5 are temporary: the store asks the provider
+// 1, 2a and 2c never expire. 2b may, and 3 to 5 are temporary: the store asks the provider
 // (aws_credential_provider.h) per request, which refreshes them before they
-// expire. Providers 3 to 5 are shared by the stores of a process opened under
+// expire. Providers 2b to 5 are shared by the stores of a process opened under
 // the same environment (one cache, one refresh).
 #pragma once
 
@@ -34,8 +41,14 @@
 
 namespace cairn::s3 {
 
-// Steps 1 and 2 (anonymous credentials when neither applies).
-Result<AwsCredentials> LoadAwsCredentials();
+// What steps 1 and 2 find: fixed keys (anonymous when none), or a
+// credential_process command and the profile it is from.
+struct AwsFixedOrProcess {
+  AwsCredentials keys;
+  std::string process;
+  std::string process_where;  // "<file> [<profile>]"
+};
+Result<AwsFixedOrProcess> LoadAwsCredentials();
 
 // Steps 1 to 6. `emulator`: an S3 endpoint is set (step 5 then probes only
 // an endpoint named by AWS_EC2_METADATA_SERVICE_ENDPOINT); `region` picks the
@@ -45,8 +58,9 @@ Result<std::shared_ptr<AwsCredentialProvider>> AwsCredentialProviderFromEnvironm
 
 // Parses an INI credentials file's text; `path` is for messages. Returns
 // anonymous credentials when `profile` is absent and `profile_required` is
-// false.
+// false, or when it holds no keys.
 Result<AwsCredentials> ParseAwsCredentialsFile(std::string_view text, std::string_view path,
-                                               std::string_view profile, bool profile_required);
+                                               std::string_view profile, bool profile_required,
+                                               std::string_view what = "AWS credentials file");
 
 }  // namespace cairn::s3

@@ -61,10 +61,11 @@ Result<std::optional<std::map<std::string, std::string>>> AwsFileProfile(
 Result<std::optional<std::string>> ReadAwsSharedFile(const std::string& path, std::string_view what) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::optional<std::string>();
-  std::ostringstream text;
-  text << in.rdbuf();
-  std::string s = text.str();
-  if (s.size() > (1 << 20)) {
+  constexpr size_t kMax = 1 << 20;
+  std::string s(kMax + 1, '\0');  // read at most one byte past the limit
+  in.read(s.data(), static_cast<std::streamsize>(s.size()));
+  s.resize(static_cast<size_t>(in.gcount()));
+  if (s.size() > kMax) {
     return InvalidArgumentError(std::string(what) + " " + path + " is larger than 1 MiB");
   }
   return std::optional<std::string>(std::move(s));
