@@ -146,12 +146,59 @@ def gcs_environment(monkeypatch, endpoint: str) -> None:
     monkeypatch.setenv("CAIRN_HTTP_INITIAL_BACKOFF_MS", "5")
 
 
+def make_tls_authority(directory) -> tuple[str, str, str]:
+    """A private certificate authority and a server certificate it signed for
+    127.0.0.1 and localhost, as PEM files in `directory`: (ca.pem, server
+    certificate, server key)."""
+    import datetime
+    import ipaddress
+    from pathlib import Path
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    directory = Path(directory)
+    now = datetime.datetime.now(datetime.timezone.utc)
+
+    def cert(subject, issuer, public_key, signer, ca: bool, san=None):
+        b = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer).public_key(public_key)
+             .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
+             .not_valid_after(now + datetime.timedelta(days=2))
+             .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if ca:
+            b = b.add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                              content_commitment=False, key_encipherment=False,
+                                              data_encipherment=False, key_agreement=False,
+                                              encipher_only=False, decipher_only=False), critical=True)
+            b = b.add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False)
+        if san:
+            b = b.add_extension(x509.SubjectAlternativeName(san), critical=False)
+        return b.sign(signer, hashes.SHA256())
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "cairn test CA")])
+    ca = cert(ca_name, ca_name, ca_key.public_key(), ca_key, True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    server = cert(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]), ca_name, key.public_key(),
+                  ca_key, False, [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")])
+    paths = (directory / "ca.pem", directory / "server.pem", directory / "server-key.pem")
+    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(server.public_bytes(serialization.Encoding.PEM))
+    paths[2].write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return tuple(str(p) for p in paths)
+
+
 class FaultProxy:
     """Forwards to `target` ("127.0.0.1:port"). `faults` is consumed one per
     request (matching `only_method` when given); `always` answers every
-    request with that status; `require_auth` answers 403 to unsigned requests."""
+    request with that status; `require_auth` answers 403 to unsigned requests.
+    With `tls` (certificate and key files) it serves HTTPS (`endpoint` is
+    https://) and forwards plain HTTP."""
 
-    def __init__(self, target: str):
+    def __init__(self, target: str, tls: tuple[str, str] | None = None):
         self.target = target
         self.faults: list = []
         self.only_method: str | None = None
@@ -306,7 +353,14 @@ class FaultProxy:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        scheme = "http"
+        if tls:
+            import ssl
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+            scheme = "https"
+        self.endpoint = f"{scheme}://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 

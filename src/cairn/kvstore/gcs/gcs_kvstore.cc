@@ -77,6 +77,7 @@ Result<GcsOptions> GcsOptions::FromEnvironment(std::string bucket, std::string p
   GcsOptions o;
   o.bucket = std::move(bucket);
   o.prefix = std::move(prefix);
+  CAIRN_RETURN_IF_ERROR(http::TlsTrustFromEnvironment().status());  // before any request
   std::string emulator = http::EnvString("STORAGE_EMULATOR_HOST");
   if (!emulator.empty()) {
     o.endpoint = emulator.find("://") == std::string::npos ? "http://" + emulator : emulator;

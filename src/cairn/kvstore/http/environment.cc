@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 
 namespace cairn::http {
 
@@ -20,6 +21,36 @@ Result<uint64_t> EnvNumber(const char* name, uint64_t fallback) {
     return InvalidArgumentError(std::string(name) + "=`" + v + "` is not a number");
   }
   return static_cast<uint64_t>(n);
+}
+
+Result<TlsTrust> TlsTrustFromEnvironment() {
+  TlsTrust trust;
+  for (const char* name : {"CAIRN_CA_BUNDLE", "AWS_CA_BUNDLE", "TENSORSTORE_CA_BUNDLE", "CURL_CA_BUNDLE",
+                           "SSL_CERT_FILE"}) {
+    std::string v = EnvString(name);
+    if (v.empty()) continue;
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(v, ec)) {
+      return InvalidArgumentError(std::string(name) + "=`" + v +
+                                  "`: no such file (a PEM bundle of the certificate authorities to trust)");
+    }
+    trust.ca_bundle = v;
+    trust.variables = name;
+    break;
+  }
+  for (const char* name : {"TENSORSTORE_CA_PATH", "SSL_CERT_DIR"}) {
+    std::string v = EnvString(name);
+    if (v.empty()) continue;
+    std::error_code ec;
+    if (!std::filesystem::is_directory(v, ec)) {
+      return InvalidArgumentError(std::string(name) + "=`" + v +
+                                  "`: no such directory (of certificate authorities to trust)");
+    }
+    trust.ca_path = v;
+    trust.variables += (trust.variables.empty() ? "" : ", ") + std::string(name);
+    break;
+  }
+  return trust;
 }
 
 Result<RetryPolicy> RetryPolicyFromEnvironment() {

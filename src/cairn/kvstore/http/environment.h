@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <tuple>
 
 #include "cairn/kvstore/http/http_client.h"
 #include "cairn/util/result.h"
@@ -17,6 +18,24 @@ std::string EnvString(const char* name);
 
 // The variable as a decimal number, or `fallback` when it is unset or empty.
 Result<uint64_t> EnvNumber(const char* name, uint64_t fallback);
+
+// The certificate authorities TLS connections are verified against, when not
+// the system's (a private CA, as MinIO and other S3-compatible servers on
+// premises often have). The first variable set wins:
+//   file: CAIRN_CA_BUNDLE, AWS_CA_BUNDLE, TENSORSTORE_CA_BUNDLE,
+//         CURL_CA_BUNDLE, SSL_CERT_FILE (PEM, one or more certificates);
+//   directory: TENSORSTORE_CA_PATH, SSL_CERT_DIR (hashed names, c_rehash).
+// A file or directory that does not exist (or is not of that kind) is
+// InvalidArgument naming the variable and the path.
+struct TlsTrust {
+  std::string ca_bundle;  // empty: the system's
+  std::string ca_path;    // empty: the system's
+  std::string variables;  // the variables they came from, for messages
+  bool operator<(const TlsTrust& o) const {
+    return std::tie(ca_bundle, ca_path) < std::tie(o.ca_bundle, o.ca_path);
+  }
+};
+Result<TlsTrust> TlsTrustFromEnvironment();
 
 // CAIRN_HTTP_MAX_ATTEMPTS (1..100, default 6) and
 // CAIRN_HTTP_INITIAL_BACKOFF_MS (at most 60000, default 100).

@@ -1,5 +1,7 @@
 #include "cairn/kvstore/http/http_client.h"
 
+#include "cairn/kvstore/http/environment.h"
+
 #include <curl/curl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -10,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <queue>
 #include <random>
@@ -64,6 +67,12 @@ bool TransientCurlError(CURLcode code) {
   }
 }
 
+// A TLS failure that trusting other certificate authorities may fix.
+bool CertificateError(CURLcode code) {
+  return code == CURLE_PEER_FAILED_VERIFICATION || code == CURLE_SSL_CACERT_BADFILE ||
+         code == CURLE_SSL_CERTPROBLEM || code == CURLE_SSL_ISSUER_ERROR;
+}
+
 bool TransientHttpStatus(long status) { return status == 429 || status >= 500; }
 
 #ifndef MADV_POPULATE_WRITE
@@ -103,6 +112,11 @@ HttpClientOptions HttpClientOptions::FromEnvironment() {
   if (const char* v = std::getenv("CAIRN_HTTP_STALL_TIMEOUT_S")) {
     int n = std::atoi(v);
     if (n >= 1 && n <= 86400) o.stall_timeout = std::chrono::seconds(n);
+  }
+  if (Result<TlsTrust> trust = TlsTrustFromEnvironment(); trust.ok()) {
+    o.ca_bundle = trust->ca_bundle;
+    o.ca_path = trust->ca_path;
+    o.ca_variables = trust->variables;
   }
   return o;
 }
@@ -316,6 +330,8 @@ struct HttpClient::Impl {
     // fewer callbacks for values of megabytes.
     curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 256L << 10);
     curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE, 512L << 10);
+    if (!options.ca_bundle.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, options.ca_bundle.c_str());
+    if (!options.ca_path.empty()) curl_easy_setopt(e, CURLOPT_CAPATH, options.ca_path.c_str());
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, static_cast<long>(options.stall_timeout.count()));
     if (options.attempt_timeout.count() > 0) {
@@ -386,6 +402,16 @@ struct HttpClient::Impl {
                            (t->attempt == 1 ? " attempt" : " attempts");
     if (code != CURLE_OK) {
       std::string what = t->error[0] != '\0' ? t->error : curl_easy_strerror(code);
+      if (CertificateError(code)) {
+        std::string trusted = options.ca_variables.empty()
+                                  ? "the system's certificate authorities"
+                                  : "the certificate authorities of " + options.ca_variables;
+        Complete(t, FailedPreconditionError(
+                        Where(*t) + ": " + what + " (verified against " + trusted +
+                        "; set CAIRN_CA_BUNDLE to a PEM file of the authority that signed the server's "
+                        "certificate)"));
+        return;
+      }
       Complete(t, UnavailableError(Where(*t) + ": " + what + attempts));
       return;
     }
@@ -492,9 +518,13 @@ HttpClient::~HttpClient() {
 
 std::shared_ptr<HttpClient> HttpClient::Default() {
   // Never destroyed: stores opened from URLs may live until exit.
-  static auto* client = new std::shared_ptr<HttpClient>(
-      std::make_shared<HttpClient>(HttpClientOptions::FromEnvironment()));
-  return *client;
+  static std::mutex mu;
+  static auto* clients = new std::map<std::pair<std::string, std::string>, std::shared_ptr<HttpClient>>();
+  HttpClientOptions options = HttpClientOptions::FromEnvironment();
+  std::lock_guard<std::mutex> lock(mu);
+  auto& client = (*clients)[{options.ca_bundle, options.ca_path}];
+  if (!client) client = std::make_shared<HttpClient>(std::move(options));
+  return client;
 }
 
 uint64_t HttpClient::retries() const { return impl_->retries.load(); }

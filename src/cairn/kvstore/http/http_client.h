@@ -104,9 +104,15 @@ struct HttpClientOptions {
   std::chrono::seconds stall_timeout{30};
   // Upper bound of one attempt; zero: none.
   std::chrono::milliseconds attempt_timeout{0};
+  // Certificate authorities for TLS (CURLOPT_CAINFO / CURLOPT_CAPATH);
+  // empty: the system's. `ca_variables` names where they came from.
+  std::string ca_bundle;
+  std::string ca_path;
+  std::string ca_variables;
 
   // max_in_flight from CAIRN_HTTP_MAX_IN_FLIGHT and stall_timeout from
-  // CAIRN_HTTP_STALL_TIMEOUT_S (seconds) when set.
+  // CAIRN_HTTP_STALL_TIMEOUT_S (seconds) when set; the certificate
+  // authorities from TlsTrustFromEnvironment (environment.h) when valid.
   static HttpClientOptions FromEnvironment();
 };
 
@@ -117,7 +123,10 @@ class HttpClient {
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;
 
-  // The process-wide client the drivers share (options from the environment).
+  // The process-wide client the drivers share (options from the environment,
+  // read at its first use), one per set of certificate authorities: stores
+  // opened after CAIRN_CA_BUNDLE & co. change get a client that trusts the
+  // new ones.
   static std::shared_ptr<HttpClient> Default();
 
   // Runs one call to completion (all its attempts).

@@ -59,6 +59,7 @@ Result<S3Options> S3Options::FromEnvironment(std::string bucket, std::string pre
   S3Options o;
   o.bucket = std::move(bucket);
   o.prefix = std::move(prefix);
+  CAIRN_RETURN_IF_ERROR(http::TlsTrustFromEnvironment().status());  // before any request
   o.endpoint = http::EnvString("AWS_ENDPOINT_URL_S3");
   if (o.endpoint.empty()) o.endpoint = http::EnvString("AWS_ENDPOINT_URL");
   CAIRN_ASSIGN_OR_RETURN(o.retry, http::RetryPolicyFromEnvironment());
