@@ -87,6 +87,7 @@ Result<GcsOptions> GcsOptions::FromEnvironment(std::string bucket, std::string p
     CAIRN_ASSIGN_OR_RETURN(o.credentials, GcsCredentialsFromEnvironment(!emulator.empty()));
   }
   CAIRN_ASSIGN_OR_RETURN(o.retry, http::RetryPolicyFromEnvironment());
+  o.user_project = http::EnvString("CAIRN_GCS_USER_PROJECT");
   CAIRN_ASSIGN_OR_RETURN(o.resumable_threshold,
                          EnvNumber("CAIRN_GCS_RESUMABLE_THRESHOLD", o.resumable_threshold));
   CAIRN_ASSIGN_OR_RETURN(o.upload_chunk_size, EnvNumber("CAIRN_GCS_CHUNK_SIZE", o.upload_chunk_size));
@@ -119,6 +120,12 @@ HttpCall GcsKvStore::MakeCall(std::string method, std::string url, ByteView body
   HttpCall call;
   call.request.method = std::move(method);
   call.request.url = std::move(url);
+  // Not on a resumable session's URI (`upload_id=`): the session was billed
+  // when it was started.
+  if (!options_.user_project.empty() && call.request.url.find("upload_id=") == std::string::npos) {
+    call.request.url += (call.request.url.find('?') == std::string::npos ? "?" : "&") +
+                        std::string("userProject=") + UriEncode(options_.user_project, /*keep_slash=*/false);
+  }
   call.request.body = body;
   call.request.headers = std::move(headers);
   if (!options_.bearer_token.empty()) {

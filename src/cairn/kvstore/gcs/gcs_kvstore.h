@@ -70,6 +70,10 @@ struct GcsOptions {
   uint64_t resumable_threshold = uint64_t{128} << 20;
   uint64_t upload_chunk_size = uint64_t{16} << 20;  // a multiple of 256 KiB
   int list_page_size = 1000;  // maxResults of objects.list (1 to 1000)
+  // When set, every request names this project to bill (`userProject=`),
+  // which a Requester Pays bucket requires (TensorStore's
+  // `gcs_user_project`).
+  std::string user_project;
   http::RetryPolicy retry;
   std::shared_ptr<http::HttpClient> http;  // null: HttpClient::Default()
 
@@ -78,7 +82,8 @@ struct GcsOptions {
   // GcsCredentialsFromEnvironment (gcs_credentials.h), retry budget from
   // CAIRN_HTTP_MAX_ATTEMPTS / CAIRN_HTTP_INITIAL_BACKOFF_MS, upload sizes
   // from CAIRN_GCS_RESUMABLE_THRESHOLD / CAIRN_GCS_CHUNK_SIZE, the listing
-  // page size from CAIRN_GCS_LIST_PAGE_SIZE.
+  // page size from CAIRN_GCS_LIST_PAGE_SIZE, the project to bill from
+  // CAIRN_GCS_USER_PROJECT.
   static Result<GcsOptions> FromEnvironment(std::string bucket, std::string prefix);
 };
 

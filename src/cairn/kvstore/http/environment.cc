@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 
@@ -21,6 +22,16 @@ Result<uint64_t> EnvNumber(const char* name, uint64_t fallback) {
     return InvalidArgumentError(std::string(name) + "=`" + v + "` is not a number");
   }
   return static_cast<uint64_t>(n);
+}
+
+Result<bool> EnvBool(const char* name, bool fallback) {
+  std::string v = EnvString(name);
+  if (v.empty()) return fallback;
+  std::string lower;
+  for (char c : v) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "true" || lower == "1" || lower == "yes") return true;
+  if (lower == "false" || lower == "0" || lower == "no") return false;
+  return InvalidArgumentError(std::string(name) + "=`" + v + "` is not true or false");
 }
 
 Result<TlsTrust> TlsTrustFromEnvironment() {

@@ -19,6 +19,10 @@ std::string EnvString(const char* name);
 // The variable as a decimal number, or `fallback` when it is unset or empty.
 Result<uint64_t> EnvNumber(const char* name, uint64_t fallback);
 
+// The variable as a yes/no: true/1/yes or false/0/no (any case), or
+// `fallback` when unset or empty; anything else is InvalidArgument.
+Result<bool> EnvBool(const char* name, bool fallback);
+
 // The certificate authorities TLS connections are verified against, when not
 // the system's (a private CA, as MinIO and other S3-compatible servers on
 // premises often have). The first variable set wins:

@@ -79,6 +79,7 @@ Result<S3Options> S3Options::FromEnvironment(std::string bucket, std::string pre
   CAIRN_ASSIGN_OR_RETURN(o.part_size, EnvNumber("CAIRN_S3_PART_SIZE", o.part_size));
   CAIRN_ASSIGN_OR_RETURN(uint64_t page, EnvNumber("CAIRN_S3_LIST_PAGE_SIZE", 1000));
   o.list_page_size = static_cast<int>(std::clamp<uint64_t>(page, 1, 1000));
+  CAIRN_ASSIGN_OR_RETURN(o.requester_pays, http::EnvBool("CAIRN_S3_REQUESTER_PAYS", false));
   return o;
 }
 
@@ -127,6 +128,7 @@ HttpCall S3KvStore::MakeCall(std::string method, std::string_view object,
                              std::vector<std::pair<std::string, std::string>> headers,
                              ByteView body, std::string operation) const {
   std::string path = path_prefix_ + "/" + UriEncode(object, /*keep_slash=*/true);
+  if (options_.requester_pays) headers.emplace_back("x-amz-request-payer", "requester");
   std::vector<std::pair<std::string, std::string>> encoded;
   for (auto& [k, v] : query) encoded.emplace_back(UriEncode(k, false), UriEncode(v, false));
   std::sort(encoded.begin(), encoded.end());

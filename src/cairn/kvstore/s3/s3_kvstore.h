@@ -77,6 +77,10 @@ struct S3Options {
   uint64_t multipart_threshold = uint64_t{128} << 20;
   uint64_t part_size = uint64_t{16} << 20;  // >= 5 MiB (S3's minimum)
   int list_page_size = 1000;  // max-keys of ListObjectsV2 (1 to 1000)
+  // Every request says `x-amz-request-payer: requester` (signed), which a
+  // Requester Pays bucket requires of anyone but its owner (TensorStore's
+  // `requester_pays`).
+  bool requester_pays = false;
   http::RetryPolicy retry;
   std::shared_ptr<http::HttpClient> http;  // null: HttpClient::Default()
 
@@ -86,7 +90,8 @@ struct S3Options {
   // credentials as aws_credentials.h says, retry budget from
   // CAIRN_HTTP_MAX_ATTEMPTS and CAIRN_HTTP_INITIAL_BACKOFF_MS, upload sizes
   // from CAIRN_S3_MULTIPART_THRESHOLD and CAIRN_S3_PART_SIZE (bytes), the
-  // listing page size from CAIRN_S3_LIST_PAGE_SIZE.
+  // listing page size from CAIRN_S3_LIST_PAGE_SIZE, requester_pays from
+  // CAIRN_S3_REQUESTER_PAYS (true/false, 1/0).
   static Result<S3Options> FromEnvironment(std::string bucket, std::string prefix);
 };
 
