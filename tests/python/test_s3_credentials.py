@@ -4,8 +4,10 @@ token), a small fake credentials server (http.server on a free port) that
 plays EC2 instance metadata (IMDSv2: it refuses reads without the session
 token it handed out) and the ECS container endpoint, handing out credentials
 that expire after a few seconds, and moto's own STS for web identity
-(AssumeRoleWithWebIdentity), and a `credential_process` script named by a
-profile of the config file. Then the bad cases: a refused token, a
+(AssumeRoleWithWebIdentity), a `credential_process` script named by a
+profile of the config file, and roles of profiles (`role_arn` +
+`source_profile`) assumed at moto's STS and at the fake server (which checks
+who signed each AssumeRole). Then the bad cases: a refused token, a
 malformed answer, no credentials anywhere (anonymous)."""
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ class CredentialServer:
         self.malformed = False
         self.sts_tokens: set[str] = set()  # web identity tokens STS accepts
         self.sts_seen: list[str | None] = []
+        self.source_keys: set[str] = set()  # long-term keys AssumeRole accepts signatures of
+        self.assumed: list[dict] = []  # every AssumeRole request
         self.issued: dict[str, dict] = {}  # key id -> {"token", "expiration"}
         self.imds_tokens: set[str] = set()
         self.requests: list[str] = []
@@ -96,6 +100,8 @@ class CredentialServer:
                 with server.lock:
                     server.requests.append(f"POST {self.path}")
                     server.sts_seen.append(form.get("WebIdentityToken"))
+                if form.get("Action") == "AssumeRole":
+                    return self._assume_role(form)
                 if (form.get("Action") != "AssumeRoleWithWebIdentity" or form.get("Version") != "2011-06-15"
                         or form.get("WebIdentityToken") not in server.sts_tokens or "Authorization" in self.headers):
                     return self._send(400, b"<ErrorResponse><Error><Type>Sender</Type><Code>InvalidIdentityToken"
@@ -107,6 +113,33 @@ class CredentialServer:
                                  f"</SecretAccessKey><SessionToken>{token}</SessionToken><Expiration>{stamp}"
                                  f"</Expiration></Credentials></AssumeRoleWithWebIdentityResult>"
                                  f"</AssumeRoleWithWebIdentityResponse>").encode(), "text/xml")
+
+            def _assume_role(self, form):
+                """AssumeRole signed (SigV4, service sts) by a key this server
+                issued or one of `source_keys`; records who signed what."""
+                m = re.match(r"AWS4-HMAC-SHA256 Credential=([^/]+)/\d{8}/([^/]+)/sts/aws4_request, "
+                             r"SignedHeaders=([^,]+), Signature=[0-9a-f]{64}$", self.headers.get("Authorization") or "")
+                signer = m.group(1) if m else None
+                with server.lock:
+                    known = signer in server.source_keys or signer in server.issued
+                    token_ok = signer in server.source_keys or (
+                        known and self.headers.get("x-amz-security-token") == server.issued[signer]["token"])
+                    server.assumed.append({"role": form.get("RoleArn"), "signer": signer,
+                                           "session": form.get("RoleSessionName"),
+                                           "external_id": form.get("ExternalId"),
+                                           "duration": form.get("DurationSeconds"),
+                                           "signed_headers": m.group(3) if m else None})
+                if form.get("Version") != "2011-06-15" or not form.get("RoleArn") or not known or not token_ok:
+                    return self._send(403, b"<ErrorResponse><Error><Type>Sender</Type><Code>AccessDenied</Code>"
+                                           b"<Message>not authorized to perform sts:AssumeRole</Message></Error>"
+                                           b"</ErrorResponse>", "text/xml")
+                key, secret, token, stamp = server._issue()
+                with server.lock:
+                    server.assumed[-1]["issued"] = key
+                self._send(200, (f"<AssumeRoleResponse><AssumeRoleResult><Credentials><AccessKeyId>{key}"
+                                 f"</AccessKeyId><SecretAccessKey>{secret}</SecretAccessKey><SessionToken>{token}"
+                                 f"</SessionToken><Expiration>{stamp}</Expiration></Credentials>"
+                                 f"</AssumeRoleResult></AssumeRoleResponse>").encode(), "text/xml")
 
             def do_GET(self):
                 with server.lock:
@@ -457,3 +490,104 @@ def test_profile_keys_and_process_in_the_order_of_the_aws_cli(env, proxy, tmp_pa
     config.write_text("[profile p]\ncredential_process = echo '{\"AccessKeyId\": \"A\"}'\n")
     with pytest.raises(ValueError, match=r"credential_process of .*no `\"Version\": 1`"):
         cairn.kvstore.open(f"s3://{BUCKET}/{fresh('no-version')}").put("k", b"v")
+
+
+def role_profiles(tmp_path, env) -> tuple:
+    """Shared files with a long-term key in `base`, role `dev` (source base,
+    external id, duration), role `admin` chained on dev, and profiles that
+    are wrong in the ways the AWS CLI refuses."""
+    credentials, config = tmp_path / "credentials", tmp_path / "config"
+    credentials.write_text("[base]\naws_access_key_id = AKIABASE\naws_secret_access_key = base-secret\n")
+    config.write_text(textwrap.dedent("""
+        [profile dev]
+        role_arn = arn:aws:iam::123456789012:role/dev
+        source_profile = base
+        role_session_name = cairn-dev
+        external_id = shared-secret-id
+        duration_seconds = 900
+
+        [profile admin]
+        role_arn = arn:aws:iam::123456789012:role/admin
+        source_profile = dev
+
+        [profile loop-a]
+        role_arn = arn:aws:iam::123456789012:role/a
+        source_profile = loop-b
+
+        [profile loop-b]
+        role_arn = arn:aws:iam::123456789012:role/b
+        source_profile = loop-a
+
+        [profile from-ec2]
+        role_arn = arn:aws:iam::123456789012:role/x
+        credential_source = Ec2InstanceMetadata
+    """))
+    env.setenv("AWS_SHARED_CREDENTIALS_FILE", str(credentials))
+    env.setenv("AWS_CONFIG_FILE", str(config))
+    return credentials, config
+
+
+def test_role_of_a_profile_assumed_at_moto_sts(env, moto, proxy, tmp_path):
+    role_profiles(tmp_path, env)
+    env.setenv("AWS_ENDPOINT_URL_STS", moto.endpoint)
+    env.setenv("AWS_PROFILE", "dev")
+    save_and_restore(fresh("role-moto"), 7)
+    keys = {(k, t) for k, t, _ in proxy.signed}
+    assert len(keys) == 1, keys  # one set, kept for the 15 minutes asked for
+    ((key, session),) = keys
+    assert key.startswith("ASIA") and session, keys
+
+
+def test_roles_are_assumed_signed_by_their_source_chained_and_refreshed(env, proxy, creds, tmp_path):
+    role_profiles(tmp_path, env)
+    creds.source_keys.add("AKIABASE")
+    env.setenv("AWS_ENDPOINT_URL_STS", creds.endpoint)
+    env.setenv("AWS_PROFILE", "dev")
+    save_and_restore(fresh("role"), 8)
+    assert creds.assumed and all(a["signer"] == "AKIABASE" for a in creds.assumed), creds.assumed
+    first = creds.assumed[0]
+    assert first["role"] == "arn:aws:iam::123456789012:role/dev" and first["session"] == "cairn-dev"
+    assert first["external_id"] == "shared-secret-id" and first["duration"] == "900"
+    assert {"host", "x-amz-date", "content-type"} <= set(first["signed_headers"].split(";"))
+    used = check_signed_with_issued_credentials(proxy, creds)
+    assert used <= {a["issued"] for a in creds.assumed}, used
+    # Once they expired, the role is assumed again, by the same source key.
+    for key in used:
+        wait_until_expired(creds, key)
+    n, m = len(proxy.signed), len(creds.assumed)
+    save_and_restore(fresh("role-later"), 9)
+    again = creds.assumed[m:]
+    assert again and all(a["signer"] == "AKIABASE" for a in again), again
+    later = check_signed_with_issued_credentials(proxy, creds, since=n)
+    assert later <= {a["issued"] for a in again} and not (later & used), (later, used)
+
+    # Chained: admin's role is assumed with dev's temporary credentials (and
+    # their session token, signed).
+    env.setenv("AWS_PROFILE", "admin")
+    n, m = len(proxy.signed), len(creds.assumed)
+    save_and_restore(fresh("role-chain"), 10)
+    chain = creds.assumed[m:]
+    dev = {a["issued"] for a in chain if a["role"].endswith("/dev")}
+    admin = [a for a in chain if a["role"].endswith("/admin")]
+    assert dev and admin and all(a["signer"] == "AKIABASE" for a in chain if a["role"].endswith("/dev"))
+    assert all(a["signer"] in dev and "x-amz-security-token" in a["signed_headers"].split(";") for a in admin)
+    assert check_signed_with_issued_credentials(proxy, creds, since=n) <= {a["issued"] for a in admin}
+
+
+def test_role_profile_errors_are_clear(env, proxy, creds, tmp_path):
+    credentials, config = role_profiles(tmp_path, env)
+    env.setenv("AWS_ENDPOINT_URL_STS", creds.endpoint)
+    for profile, pattern in [
+            ("loop-a", r"source_profile makes a cycle \(loop-a -> loop-b -> loop-a\)"),
+            ("from-ec2", r"credential_source is not supported"),
+    ]:
+        env.setenv("AWS_PROFILE", profile)
+        with pytest.raises(ValueError, match=pattern):
+            cairn.kvstore.open(f"s3://{BUCKET}/{fresh(profile)}")
+    # STS refuses: the source key is not one it knows.
+    env.setenv("AWS_PROFILE", "dev")
+    with pytest.raises(RuntimeError) as e:
+        cairn.kvstore.open(f"s3://{BUCKET}/{fresh('refused')}").put("k", b"v")
+    msg = str(e.value)
+    assert "AssumeRole for role arn:aws:iam::123456789012:role/dev" in msg and f"{config} [dev]" in msg, msg
+    assert "HTTP 403" in msg and "AccessDenied" in msg and creds.endpoint in msg, msg

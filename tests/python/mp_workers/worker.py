@@ -186,6 +186,11 @@ def main():
         multihost_utils.sync_global_devices("worker_done")
         jax.distributed.shutdown()
     log("exit 0")
+    # A process that is slow to finish after this line leaves its threads'
+    # Python stacks in its log (one CI run saw a 2-process run's process 0
+    # take ~150 s to exit here; not reproduced since).
+    import faulthandler
+    faulthandler.dump_traceback_later(60, exit=False)
 
 
 T0 = time.monotonic()

@@ -102,7 +102,7 @@ TEST(WebIdentityTest, ParsesStsAnswerAndRefusesMalformedOnes) {
       "<Expiration>2026-12-04T10:18:32.678740Z</Expiration></Credentials>"
       "<AssumedRoleUser><Arn>arn:aws:sts::1:assumed-role/r/s</Arn></AssumedRoleUser>"
       "</AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>";
-  Result<ExpiringAwsCredentials> c = ParseAssumeRoleWithWebIdentityResponse(ok, "STS");
+  Result<ExpiringAwsCredentials> c = ParseStsCredentials(ok, "STS");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->credentials.access_key_id, "ASIAX");
   EXPECT_EQ(c->credentials.secret_access_key, "a&b/c+");
@@ -131,7 +131,7 @@ TEST(WebIdentityTest, ParsesStsAnswerAndRefusesMalformedOnes) {
       {ok + ok, "2 <Credentials> elements"},
   };
   for (const Case& c : cases) {
-    Result<ExpiringAwsCredentials> r = ParseAssumeRoleWithWebIdentityResponse(c.xml, "STS at http://s/");
+    Result<ExpiringAwsCredentials> r = ParseStsCredentials(c.xml, "STS at http://s/");
     ASSERT_FALSE(r.ok()) << c.xml;
     EXPECT_EQ(r.status().code(), StatusCode::kDataLoss) << r.status().ToString();
     EXPECT_NE(r.status().message().find(c.says), std::string_view::npos) << r.status().ToString();

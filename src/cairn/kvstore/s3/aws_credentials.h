@@ -3,17 +3,12 @@
 // first, then the temporary credentials of the machine):
 //   1. AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN);
 //      one of the pair without the other is InvalidArgument.
-//   2. The profile AWS_PROFILE (default "default") of the shared files
-//      (aws_shared_file.h), in the order of the AWS CLI (botocore):
-//      a. aws_access_key_id / aws_secret_access_key (/ aws_session_token)
-//         of the credentials file (AWS_SHARED_CREDENTIALS_FILE or
-//         ~/.aws/credentials);
-//      b. credential_process of the profile, the credentials file's before
-//         the config file's (aws_credential_process.h);
-//      c. the keys of the config file (AWS_CONFIG_FILE or ~/.aws/config).
-//      A file that cannot be parsed, a profile with a key id but no secret,
-//      or an AWS_PROFILE that neither file has is InvalidArgument naming the
-//      file(s).
+//   2. The profile AWS_PROFILE (default "default") of the shared files:
+//      an assumed role (role_arn + source_profile), the credentials file's
+//      keys, credential_process, the config file's keys, in that order
+//      (aws_profile.h). A file that cannot be parsed, a profile with a key
+//      id but no secret, or an AWS_PROFILE that neither file has is
+//      InvalidArgument naming the file(s).
 //   3. Web identity (EKS IRSA): AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN
 //      (the file without the role is InvalidArgument); aws_web_identity.h.
 //   4. The container endpoint (ECS, Fargate, EKS Pod Identity):
@@ -25,9 +20,9 @@
 //      process, a second at most) finds a service with a role.
 //   6. None: anonymous (requests are not signed), which public buckets and
 //      most emulators accept.
-// 1, 2a and 2c never expire. 2b may, and 3 to 5 are temporary: the store asks the provider
+// Keys (1, 2) never expire. A process (2) may; roles (2) and 3 to 5 are temporary: the store asks the provider
 // (aws_credential_provider.h) per request, which refreshes them before they
-// expire. Providers 2b to 5 are shared by the stores of a process opened under
+// expire. Providers of processes, roles and 3 to 5 are shared by the stores of a process opened under
 // the same environment (one cache, one refresh).
 #pragma once
 
@@ -41,14 +36,8 @@
 
 namespace cairn::s3 {
 
-// What steps 1 and 2 find: fixed keys (anonymous when none), or a
-// credential_process command and the profile it is from.
-struct AwsFixedOrProcess {
-  AwsCredentials keys;
-  std::string process;
-  std::string process_where;  // "<file> [<profile>]"
-};
-Result<AwsFixedOrProcess> LoadAwsCredentials();
+// Step 1: the keys of the environment (anonymous when none are set).
+Result<AwsCredentials> EnvironmentAwsCredentials();
 
 // Steps 1 to 6. `emulator`: an S3 endpoint is set (step 5 then probes only
 // an endpoint named by AWS_EC2_METADATA_SERVICE_ENDPOINT); `region` picks the

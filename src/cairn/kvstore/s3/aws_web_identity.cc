@@ -44,8 +44,7 @@ std::string StsEndpointFromEnvironment(const std::string& region) {
   return e;
 }
 
-Result<ExpiringAwsCredentials> ParseAssumeRoleWithWebIdentityResponse(std::string_view xml,
-                                                                      std::string_view where) {
+Result<ExpiringAwsCredentials> ParseStsCredentials(std::string_view xml, std::string_view where) {
   std::vector<std::string_view> creds = XmlElements(xml, "Credentials");
   if (creds.size() != 1) {
     return DataLossError(std::string(where) + ": the answer has " + std::to_string(creds.size()) +
@@ -100,8 +99,7 @@ std::shared_ptr<AwsCredentialProvider> WebIdentityProvider(WebIdentityConfig con
       // identity provider): the configuration is at fault, not the network.
       return FailedPreconditionError(std::string(http::HttpStatusError(call, r).message()));
     }
-    return ParseAssumeRoleWithWebIdentityResponse(r.body.as_string_view(),
-                                                  call.operation + " (POST " + call.request.url + ")");
+    return ParseStsCredentials(r.body.as_string_view(), call.operation + " (POST " + call.request.url + ")");
   };
   return std::make_shared<AwsCredentialProvider>(std::move(description), std::move(fetch));
 }

@@ -34,10 +34,10 @@ struct WebIdentityConfig {
 // The STS endpoint the environment gives for `region` ("" for none).
 std::string StsEndpointFromEnvironment(const std::string& region);
 
-// <Credentials> of an AssumeRoleWithWebIdentityResponse; DataLoss naming
-// `where` when a field is missing or the Expiration is malformed.
-Result<ExpiringAwsCredentials> ParseAssumeRoleWithWebIdentityResponse(std::string_view xml,
-                                                                      std::string_view where);
+// <Credentials> of an STS answer (AssumeRoleWithWebIdentityResponse,
+// AssumeRoleResponse); DataLoss naming `where` when a field is missing or
+// the Expiration is malformed.
+Result<ExpiringAwsCredentials> ParseStsCredentials(std::string_view xml, std::string_view where);
 
 std::shared_ptr<AwsCredentialProvider> WebIdentityProvider(WebIdentityConfig config,
                                                            std::shared_ptr<http::HttpClient> http,
