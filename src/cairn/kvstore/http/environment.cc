@@ -5,6 +5,10 @@
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
 
 namespace cairn::http {
 
@@ -71,6 +75,37 @@ Result<RetryPolicy> RetryPolicyFromEnvironment() {
   retry.max_attempts = static_cast<int>(std::clamp<uint64_t>(attempts, 1, 100));
   retry.initial_backoff = std::chrono::milliseconds(std::min<uint64_t>(backoff, 60000));
   return retry;
+}
+
+// The options and the shared clients of http_client.h that come from the
+// environment.
+HttpClientOptions HttpClientOptions::FromEnvironment() {
+  HttpClientOptions o;
+  if (const char* v = std::getenv("CAIRN_HTTP_MAX_IN_FLIGHT")) {
+    int n = std::atoi(v);
+    if (n >= 1 && n <= 4096) o.max_in_flight = n;
+  }
+  if (const char* v = std::getenv("CAIRN_HTTP_STALL_TIMEOUT_S")) {
+    int n = std::atoi(v);
+    if (n >= 1 && n <= 86400) o.stall_timeout = std::chrono::seconds(n);
+  }
+  if (Result<TlsTrust> trust = TlsTrustFromEnvironment(); trust.ok()) {
+    o.ca_bundle = trust->ca_bundle;
+    o.ca_path = trust->ca_path;
+    o.ca_variables = trust->variables;
+  }
+  return o;
+}
+
+std::shared_ptr<HttpClient> HttpClient::Default() {
+  // Never destroyed: stores opened from URLs may live until exit.
+  static std::mutex mu;
+  static auto* clients = new std::map<std::pair<std::string, std::string>, std::shared_ptr<HttpClient>>();
+  HttpClientOptions options = HttpClientOptions::FromEnvironment();
+  std::lock_guard<std::mutex> lock(mu);
+  auto& client = (*clients)[{options.ca_bundle, options.ca_path}];
+  if (!client) client = std::make_shared<HttpClient>(std::move(options));
+  return client;
 }
 
 }  // namespace cairn::http

@@ -2,7 +2,8 @@
 
 // Settings the object-store drivers read from the environment, read one way:
 // unset or empty means "use the default", a malformed number is an error that
-// names the variable.
+// names the variable. HttpClientOptions::FromEnvironment and
+// HttpClient::Default (http_client.h) are defined in environment.cc too.
 
 #include <cstdint>
 #include <string>

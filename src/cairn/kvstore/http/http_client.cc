@@ -1,6 +1,5 @@
 #include "cairn/kvstore/http/http_client.h"
 
-#include "cairn/kvstore/http/environment.h"
 
 #include <curl/curl.h>
 #include <sys/mman.h>
@@ -12,7 +11,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <map>
 #include <mutex>
 #include <queue>
 #include <random>
@@ -102,24 +100,6 @@ void PrefaultDestination(MutableByteView dst) {
 }
 
 }  // namespace
-
-HttpClientOptions HttpClientOptions::FromEnvironment() {
-  HttpClientOptions o;
-  if (const char* v = std::getenv("CAIRN_HTTP_MAX_IN_FLIGHT")) {
-    int n = std::atoi(v);
-    if (n >= 1 && n <= 4096) o.max_in_flight = n;
-  }
-  if (const char* v = std::getenv("CAIRN_HTTP_STALL_TIMEOUT_S")) {
-    int n = std::atoi(v);
-    if (n >= 1 && n <= 86400) o.stall_timeout = std::chrono::seconds(n);
-  }
-  if (Result<TlsTrust> trust = TlsTrustFromEnvironment(); trust.ok()) {
-    o.ca_bundle = trust->ca_bundle;
-    o.ca_path = trust->ca_path;
-    o.ca_variables = trust->variables;
-  }
-  return o;
-}
 
 // One call in progress: its current attempt and where its result goes.
 struct Transfer {
@@ -516,16 +496,6 @@ HttpClient::~HttpClient() {
   curl_multi_cleanup(impl_->multi);
 }
 
-std::shared_ptr<HttpClient> HttpClient::Default() {
-  // Never destroyed: stores opened from URLs may live until exit.
-  static std::mutex mu;
-  static auto* clients = new std::map<std::pair<std::string, std::string>, std::shared_ptr<HttpClient>>();
-  HttpClientOptions options = HttpClientOptions::FromEnvironment();
-  std::lock_guard<std::mutex> lock(mu);
-  auto& client = (*clients)[{options.ca_bundle, options.ca_path}];
-  if (!client) client = std::make_shared<HttpClient>(std::move(options));
-  return client;
-}
 
 uint64_t HttpClient::retries() const { return impl_->retries.load(); }
 
