@@ -120,6 +120,28 @@ def _s3_upload_id(path: str) -> str | None:
     return parse_qs(urlsplit(path).query).get("uploadId", [None])[0]
 
 
+def bucket_fixtures(bucket: str):
+    """Module-scoped pytest fixtures `moto` (a moto server of its own) and
+    `gcs` (the shared fake-gcs-server), each with `bucket` created. Use as
+    `moto, gcs = bucket_fixtures(BUCKET)` at a test module's top level."""
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def moto():
+        server = MotoServer()
+        server.create_bucket(bucket)
+        yield server
+        server.stop()
+
+    @pytest.fixture(scope="module")
+    def gcs():
+        server = FakeGcsServer.shared()
+        server.create_bucket(bucket)
+        return server
+
+    return moto, gcs
+
+
 def s3_environment(monkeypatch, endpoint: str, tmp_path) -> None:
     """cairn's s3:// settings for an emulator at `endpoint` (read when a
     store is opened): static test credentials, no profile, no ~/.aws, no

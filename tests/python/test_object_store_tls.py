@@ -25,26 +25,14 @@ import numpy as np
 import pytest
 
 import cairn
-from s3_helpers import FakeGcsServer, FaultProxy, MotoServer, gcs_environment, make_tls_authority, s3_environment
+from s3_helpers import FaultProxy, bucket_fixtures, gcs_environment, make_tls_authority, s3_environment
 
 BUCKET = "cairn-tls"
 CA_VARIABLES = ("CAIRN_CA_BUNDLE", "AWS_CA_BUNDLE", "TENSORSTORE_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE",
                 "TENSORSTORE_CA_PATH", "SSL_CERT_DIR")
 
 
-@pytest.fixture(scope="module")
-def moto():
-    server = MotoServer()
-    server.create_bucket(BUCKET)
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def gcs():
-    server = FakeGcsServer.shared()
-    server.create_bucket(BUCKET)
-    return server
+moto, gcs = bucket_fixtures(BUCKET)
 
 
 def tensorstore_reads(spec: dict, env: dict, expected: np.ndarray) -> None:

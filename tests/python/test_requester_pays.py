@@ -18,7 +18,7 @@ import pytest
 import tensorstore as ts
 
 import cairn
-from s3_helpers import FakeGcsServer, FaultProxy, MotoServer, gcs_environment, s3_environment
+from s3_helpers import FaultProxy, bucket_fixtures, gcs_environment, s3_environment
 
 BUCKET = "cairn-payer"
 PROJECT = "billed-project-7"
@@ -42,19 +42,7 @@ class RecordingProxy(FaultProxy):
         return seen
 
 
-@pytest.fixture(scope="module")
-def moto():
-    server = MotoServer()
-    server.create_bucket(BUCKET)
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def gcs():
-    server = FakeGcsServer.shared()
-    server.create_bucket(BUCKET)
-    return server
+moto, gcs = bucket_fixtures(BUCKET)
 
 
 def pays(scheme: str, request: tuple[str, str, dict], header: str = "x-amz-request-payer") -> bool:

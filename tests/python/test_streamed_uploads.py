@@ -35,7 +35,7 @@ import pytest
 import tensorstore as ts
 
 from convert_memory_helpers import COLS, MiB, expected, sample_rows, write_axlearn_source
-from s3_helpers import FakeGcsServer, FaultProxy, MotoServer, gcs_environment, s3_environment
+from s3_helpers import FaultProxy, MotoServer, bucket_fixtures, gcs_environment, s3_environment
 from test_cli import cairn_cli as installed_cli
 from test_convert_memory import run_measured
 
@@ -66,19 +66,7 @@ def writer_bound(scheme: str, first: int) -> int:
     return first + (3 if scheme == "s3" else 1) * PART
 
 
-@pytest.fixture(scope="module")
-def moto():
-    server = MotoServer()
-    server.create_bucket(BUCKET)
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def gcs():
-    server = FakeGcsServer.shared()
-    server.create_bucket(BUCKET)
-    return server
+moto, gcs = bucket_fixtures(BUCKET)
 
 
 @pytest.fixture(scope="module")
