@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "cairn/kvstore/s3/s3_xml.h"
+#include "cairn/util/hex.h"
 
 namespace cairn::s3 {
 
@@ -42,13 +43,6 @@ std::string_view Unquoted(std::string_view etag) {
     etag = etag.substr(1, etag.size() - 2);
   }
   return etag;
-}
-
-int HexDigit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
 }
 
 }  // namespace
@@ -70,13 +64,7 @@ std::optional<std::string> MultipartEtag(const std::vector<std::string>& part_et
   if (EVP_Digest(digests.data(), digests.size(), md5, &len, EVP_md5(), nullptr) != 1) {
     return std::nullopt;
   }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < len; ++i) {
-    out += kHex[md5[i] >> 4];
-    out += kHex[md5[i] & 15];
-  }
-  return out + "-" + std::to_string(part_etags.size());
+  return HexLower(md5, len) + "-" + std::to_string(part_etags.size());
 }
 
 S3MultipartUpload::S3MultipartUpload(const S3KvStore& store, std::string_view key,

@@ -7,19 +7,10 @@
 #include <algorithm>
 #include <ctime>
 
+#include "cairn/util/hex.h"
+
 namespace cairn::s3 {
 namespace {
-
-std::string Hex(const unsigned char* p, size_t n) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(2 * n);
-  for (size_t i = 0; i < n; ++i) {
-    out += kHex[p[i] >> 4];
-    out += kHex[p[i] & 15];
-  }
-  return out;
-}
 
 std::string Hmac(std::string_view key, std::string_view data) {
   unsigned char out[EVP_MAX_MD_SIZE];
@@ -40,7 +31,7 @@ std::string_view Trim(std::string_view s) {
 std::string Sha256Hex(ByteView data) {
   unsigned char digest[SHA256_DIGEST_LENGTH];
   SHA256(data.data(), data.size(), digest);
-  return Hex(digest, sizeof(digest));
+  return HexLower(digest, sizeof(digest));
 }
 
 std::string SigV4Authorization(const AwsCredentials& credentials, const SigV4Input& in) {
@@ -69,7 +60,7 @@ std::string SigV4Authorization(const AwsCredentials& credentials, const SigV4Inp
   std::string sig = Hmac(key, to_sign);
   return "AWS4-HMAC-SHA256 Credential=" + credentials.access_key_id + "/" + scope +
          ", SignedHeaders=" + signed_headers +
-         ", Signature=" + Hex(reinterpret_cast<const unsigned char*>(sig.data()), sig.size());
+         ", Signature=" + HexLower(reinterpret_cast<const unsigned char*>(sig.data()), sig.size());
 }
 
 std::string AmzDateNow() {

@@ -1,6 +1,7 @@
 #include "cairn/kvstore/ocdbt/io/ocdbt_spec.h"
 
 #include "cairn/kvstore/url.h"
+#include "cairn/util/hex.h"
 
 namespace cairn::ocdbt {
 namespace {
@@ -24,13 +25,6 @@ Result<std::shared_ptr<KvStore>> OpenBase(const Json& base) {
   if (driver == "file") return OpenKvStore("file://" + path);
   if (driver == "memory") return OpenKvStore("memory://" + path);
   return Bad("base driver `" + driver + "` is not supported (file, memory)");
-}
-
-int HexDigit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
 }
 
 }  // namespace
@@ -161,12 +155,7 @@ Result<std::shared_ptr<OcdbtKvStore>> OpenOcdbtSpec(const OcdbtSpec& spec) {
 }
 
 Json OcdbtConfigToJson(const Config& config) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string uuid;
-  for (uint8_t b : config.uuid) {
-    uuid += kHex[b >> 4];
-    uuid += kHex[b & 15];
-  }
+  std::string uuid = HexLower(config.uuid.data(), config.uuid.size());
   Json j = {{"uuid", uuid},
             {"manifest_kind",
              config.manifest_kind == ManifestKind::kSingle ? "single" : "numbered"},
