@@ -39,6 +39,8 @@ from typing import Any, Optional
 
 from cairn import _core
 from cairn import orbax as _orbax
+from cairn import _orbax_args
+from cairn import _orbax_restore
 
 __all__ = ["CheckpointManager"]
 
@@ -157,8 +159,9 @@ class CheckpointManager:
         docstring) like ``cairn.restore``; `target` (or ``args.item``) places
         arrays on its shardings. FileNotFoundError when there is nothing to
         restore. Collective."""
+        partial_restore = False
         if args is not None and target is None:
-            target = getattr(args, "item", None)
+            target, partial_restore = _orbax_args.target_of_restore_args(_orbax_args.single_item(args), False)
         tier, chosen, item_dir, log = self._native.prepare_restore(None if step is None else int(step))
         if tier == "none":
             raise FileNotFoundError("cairn.emergency: nothing to restore: " + "; ".join(log))
@@ -177,7 +180,8 @@ class CheckpointManager:
             report.update(self._native.restore(requests, map_boxes=maps))
             return report.pop("mapped", [])
 
-        tree = _orbax.restore(item_dir, target, _read_boxes=read, _maps=maps)
+        tree = _orbax_restore.restore_item(item_dir, target, partial_restore=partial_restore,
+                                           read_boxes=read, maps=maps)
         self.last_restore = report
         return tree
 

@@ -32,6 +32,9 @@ from typing import Any, Optional
 
 from cairn import _core
 from cairn import orbax as _orbax
+from cairn import _manager_items
+from cairn import _manager_options
+from cairn import _orbax_restore
 
 __all__ = ["CheckpointManager"]
 
@@ -44,73 +47,142 @@ class CheckpointManager:
     by it), `enable_async` (``save`` returns once the arrays are copied;
     commit and retention go on in the background), `step_prefix` and
     `step_format_fixed_length`. Storage options as ``cairn.save``.
+
+    Orbax's own signature works too (``_manager_options.py`` says which
+    options map)::
+
+        cairn.CheckpointManager(directory, options=ocp.CheckpointManagerOptions(max_to_keep=3),
+                                item_names=("items", "config"),
+                                item_handlers={"items": ocp.PyTreeCheckpointHandler()})
+        mngr.save(step, args=ocp.args.Composite(items=ocp.args.PyTreeSave(state),
+                                                config=ocp.args.JsonSave({...})))
+
+    A step holds one PyTree item (``PyTreeSave``/``StandardSave``; named by
+    `item_names`/`item_handlers`, `item_name`, or the Composite's key) and
+    any number of JSON items (``JsonSave``), written and committed with it.
     """
 
-    def __init__(self, directory, *, save_interval_steps: int = 1, max_to_keep: Optional[int] = None,
+    def __init__(self, directory, checkpointers=None, options=None, metadata=None, item_names=None,
+                 item_handlers=None, logger=None, handler_registry=None, *,
+                 save_interval_steps: int = 1, max_to_keep: Optional[int] = None,
                  keep_period: Optional[int] = None, enable_async: bool = True,
                  step_prefix: Optional[str] = None, step_format_fixed_length: Optional[int] = None,
-                 item_name: str = "default", use_ocdbt: bool = True, use_zarr3: bool = True,
+                 item_name: Optional[str] = None, use_ocdbt: bool = True, use_zarr3: bool = True,
                  replica_parallel: bool = True, compression: str = "default",
                  memory_budget: Optional[int] = None, chunk_byte_size: Optional[int] = None,
                  ocdbt_target_data_file_size: Optional[int] = None, coordinator=None,
                  timeout_s: float = 600.0, _crash_at: Optional[str] = None):
         from cairn import dist
 
+        for name, value in (("checkpointers", checkpointers), ("handler_registry", handler_registry),
+                            ("metadata", metadata)):
+            if value is not None:
+                raise NotImplementedError(f"cairn.CheckpointManager: Orbax's `{name}` is not supported "
+                                          "(use item_names/item_handlers and args=)")
         self.directory = _orbax._absolute(directory)
-        self._item_name = item_name
+        self._items = _manager_items.ItemLayout.from_orbax(item_names, item_handlers, item_name)
+        if options is not None:
+            policy = _manager_options.from_orbax_options(options)
+        else:
+            policy = _manager_options.ManagerPolicy(native=dict(
+                save_interval_steps=save_interval_steps, max_to_keep=max_to_keep, keep_period=keep_period,
+                enable_async=enable_async, step_prefix=step_prefix,
+                step_format_fixed_length=step_format_fixed_length))
+        self._policy = policy
         self._coordinator = coordinator if coordinator is not None else dist.detect()
         target = ocdbt_target_data_file_size if ocdbt_target_data_file_size is not None else 2 ** 31
+        native = dict(policy.native)
+        native["step_prefix"] = native.get("step_prefix") or ""
         # `_crash_at` (tests only): the process kills itself with SIGKILL at
         # that named point of a save or a deletion (checkpoint_manager.h).
         self._native = _core._manager_open(
-            self.directory, self._coordinator, save_interval_steps=save_interval_steps,
-            max_to_keep=max_to_keep, keep_period=keep_period, enable_async=enable_async,
-            step_prefix=step_prefix or "", step_format_fixed_length=step_format_fixed_length,
-            item_name=item_name, use_ocdbt=use_ocdbt, use_zarr3=use_zarr3,
-            replica_parallel=replica_parallel, compression=compression,
-            memory_budget=memory_budget or 0, target_data_file_size=target,
-            chunk_byte_size=chunk_byte_size or 0, timeout_s=timeout_s, crash_at=_crash_at)
+            self.directory, self._coordinator, item_name=self._items.pytree_name or "default",
+            use_ocdbt=use_ocdbt, use_zarr3=use_zarr3, replica_parallel=replica_parallel,
+            compression=compression, memory_budget=memory_budget or 0, target_data_file_size=target,
+            chunk_byte_size=chunk_byte_size or 0, timeout_s=timeout_s, crash_at=_crash_at, **native)
 
     def should_save(self, step: int) -> bool:
         """Orbax's default decision: above the latest step, and a multiple of
-        save_interval_steps (or the first save)."""
-        return self._native.should_save(int(step))
+        save_interval_steps (or the first save), or one of `save_on_steps`,
+        or a preemption sync point; `should_save_fn` when given instead."""
+        step = int(step)
+        if self._policy.read_only:
+            return False
+        latest = self.latest_step()
+        if latest is not None and step <= latest:
+            return False
+        if self._policy.should_save_fn is not None:
+            return bool(self._policy.should_save_fn(step, latest))
+        return (self._native.should_save(step) or step in self._policy.save_on_steps
+                or self.reached_preemption(step))
 
-    def save(self, step: int, tree: Any = None, *, args: Any = None, force: bool = False) -> bool:
-        """Saves `tree` (or ``args.item``, e.g. ``ocp.args.StandardSave(tree)``)
+    def reached_preemption(self, step: int) -> bool:
+        """True when jax's preemption sync point is reached at `step` (as
+        Orbax's manager; False without jax.distributed's preemption service)."""
+        return _manager_items.reached_preemption(int(step))
+
+    def save(self, step: int, tree: Any = None, *, args: Any = None, force: bool = False,
+             metrics: Any = None, custom_metadata: Any = None) -> bool:
+        """Saves `tree` (or the items of `args`: ``StandardSave(tree)``,
+        ``PyTreeSave``, or a ``Composite`` of one PyTree item and JSON items)
         as step `step`; returns False without saving when ``should_save``
         says no, unless `force`. FileExistsError for a committed step. With
-        enable_async, returns once the arrays are copied."""
-        if args is not None:
-            tree = getattr(args, "item")
+        enable_async, returns once the arrays are copied. `metrics` are
+        accepted as Orbax's manager accepts them without a `best_fn`
+        (nothing is kept of them)."""
+        if self._policy.read_only:
+            return False
+        step = int(step)
+        parts = self._items.parts_of_save(tree, args)
+        if not force and not self.should_save(step):
+            return False
         c = self._coordinator
-        leaves = _orbax._flatten(tree, c.process_index, c.process_count)
-        return self._native.save(int(step), leaves, force)
+        leaves = _orbax._flatten(parts.tree, c.process_index, c.process_count)
+        return self._native.save(step, leaves, True, extra_files=parts.files,
+                                 extra_item_handlers=parts.handlers, item_name=parts.pytree_name)
 
     def wait_until_finished(self) -> None:
         """Blocks until the background save and retention are done; raises
         their error."""
         self._native.wait_until_finished()
 
-    def all_steps(self) -> list:
+    def all_steps(self, read: bool = False) -> list:
         """Committed steps and the one being saved, ascending (as Orbax)."""
+        if read:
+            self.reload()
         return list(self._native.all_steps())
 
     def latest_step(self) -> Optional[int]:
         return self._native.latest_step()
 
-    def restore(self, step: Optional[int] = None, target: Any = None, *, args: Any = None):
+    def is_saving_in_progress(self) -> bool:
+        return self._native.pending_step() is not None
+
+    def restore(self, step: Optional[int] = None, target: Any = None, *, args: Any = None,
+                partial_restore: bool = False):
         """Restores step `step` (default: the latest) as ``cairn.restore``
-        does; `target` (or ``args.item``) places arrays on its shardings."""
-        if args is not None and target is None:
-            target = getattr(args, "item", None)
+        does; `target` (or the item of ``args``: ``StandardRestore``,
+        ``PyTreeRestore``, or a ``Composite`` that also names JSON items,
+        which then come back in an Orbax-like mapping by item name) places
+        arrays on its shardings."""
         if step is None:
             step = self.latest_step()
             if step is None:
                 raise FileNotFoundError(f"cairn.CheckpointManager: no steps under {self.directory}")
         if self._native.pending_step() == step:
             self.wait_until_finished()
-        return _orbax.restore(self._native.step_path(int(step)), target, item_name=self._item_name)
+        step_path = self._native.step_path(int(step))
+        plan = self._items.parts_of_restore(target, args, partial_restore, step_path)
+
+        def pytree(name, t, partial):
+            return _orbax_restore.restore_item(step_path, t, item_name=name, partial_restore=partial)
+
+        return plan.run(pytree)
+
+    def item_metadata(self, step: int):
+        """The PyTree item's tree of ``_METADATA`` as cairn reads it (nested
+        dicts/lists of (kind, ...) tuples)."""
+        return _core._orbax_open_item(self._native.step_path(int(step)), self._items.pytree_name or "").tree()
 
     def delete(self, step: int) -> None:
         """Deletes a committed step (crash-safely); FileNotFoundError if absent."""

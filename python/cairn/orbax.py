@@ -33,11 +33,15 @@ import numpy as np
 from cairn import _core
 from cairn import _dtypes
 from cairn import _memory
+from cairn import _orbax_args
+from cairn import _tree
+from cairn._orbax_restore import restore  # noqa: F401  (cairn.orbax.restore)
 
-__all__ = ["save", "save_async", "PendingSave", "restore", "all_steps", "latest_step", "PYTREE_HANDLER"]
+__all__ = ["save", "save_async", "PendingSave", "restore", "all_steps", "latest_step", "PYTREE_HANDLER",
+           "PyTreeCheckpointHandler", "StandardCheckpointHandler", "PyTreeHandler", "register_handlers",
+           "unregister_handlers"]
 
 PYTREE_HANDLER = "orbax.checkpoint._src.handlers.pytree_checkpoint_handler.PyTreeCheckpointHandler"
-_SEQUENCE, _DICT = 1, 2
 
 
 def _jax():
@@ -80,7 +84,6 @@ def _sharding_json(sharding) -> Optional[str]:
     return None
 
 
-_aligned_empty = _memory.aligned_empty
 
 
 def _box_of(index, shape):
@@ -123,9 +126,8 @@ def _leaf(path, value, process_index, process_count):
     them before save_async returns, as Orbax does on the host; numpy arrays
     may change once save_async returns and are copied first."""
     jax = _jax()
-    empty = {type(None): "None", dict: "Dict", list: "List", tuple: "Tuple"}
-    if value is None or (isinstance(value, (dict, list, tuple)) and not value):
-        return (path, empty[type(value)], "", [], None, 1, [], None, None, None)
+    if _tree.is_empty_node(value):
+        return (path, _tree.empty_value_type(value), "", [], None, 1, [], None, None, None)
     if isinstance(value, str):
         return (path, "string", "", [], None, 1, [], None, None, value)
     if _is_jax_array(value):
@@ -164,25 +166,18 @@ def _leaf(path, value, process_index, process_count):
                 _numpy_write_shape(value.shape, process_count), process_count,
                 [([0] * value.ndim, _raw(value), process_index, False)], None, None, None)
     raise TypeError(f"cairn.save: unsupported leaf type {type(value).__name__} at key path "
-                    f"{tuple(k for k, _ in path)}")
+                    f"{_tree.path_string(path)}: leaves are arrays, scalars, strings and empty "
+                    "nodes; register other node types with jax.tree_util")
 
 
 def _flatten(tree, process_index: int, process_count: int):
-    """Leaf tuples in jax's flattening order (dict keys sorted)."""
-    out = []
-
-    def visit(node, path):
-        if isinstance(node, dict) and node:
-            for k in sorted(node, key=lambda k: (str(type(k)), k)):
-                visit(node[k], path + [(str(k), _DICT)])
-        elif isinstance(node, (list, tuple)) and node:
-            for i, v in enumerate(node):
-                visit(v, path + [(str(i), _SEQUENCE)])
-        else:
-            out.append(_leaf(path, node, process_index, process_count))
-
-    visit(tree, [])
-    return out
+    """Native leaf tuples of `tree`, flattened as Orbax flattens it
+    (cairn._tree: NamedTuple fields and dataclass fields by name, empty
+    nodes kept)."""
+    if tree is None or _tree.is_empty_node(tree):
+        raise ValueError("cairn.save: the tree is empty (Orbax refuses an empty item too)")
+    leaves, _ = _tree.flatten(tree)
+    return [_leaf(list(path), value, process_index, process_count) for path, value in leaves]
 
 
 class _FileKeyValue:
@@ -288,7 +283,8 @@ class PendingSave:
         return self.path
 
 
-def save_async(directory, tree, *, format: str = "orbax", use_ocdbt: bool = True,
+def save_async(directory, tree=None, *, args=None, force: bool = False, format: str = "orbax",
+               use_ocdbt: bool = True,
                use_zarr3: bool = True, step: Optional[int] = None, item_name: str = "default",
                step_prefix: Optional[str] = None, step_format_fixed_length: Optional[int] = None,
                custom_metadata: Any = None, chunk_byte_size: Optional[int] = None,
@@ -302,6 +298,11 @@ def save_async(directory, tree, *, format: str = "orbax", use_ocdbt: bool = True
     first but read in the background (cairn holds them until the save is
     finished). Encoding and writing go on in the background. Returns a
     PendingSave."""
+    if args is not None:
+        if tree is not None:
+            raise ValueError("cairn.save: pass either `tree` or `args`, not both")
+        tree, custom_metadata, ocdbt_target_data_file_size, chunk_byte_size = _tree_of_save_args(
+            args, custom_metadata, ocdbt_target_data_file_size, chunk_byte_size)
     if format != "orbax":
         raise ValueError(f"cairn.save: format {format!r} is not supported here (only 'orbax')")
     root = _absolute(directory)
@@ -312,12 +313,14 @@ def save_async(directory, tree, *, format: str = "orbax", use_ocdbt: bool = True
     target = ocdbt_target_data_file_size if ocdbt_target_data_file_size is not None else 2 ** 31
     c, cleanup = _coordinator_for(final_top, process_index, process_count, barrier, coordinator)
     try:
+        if force and c.is_primary:
+            _remove_checkpoint(final_top)
         leaves = _flatten(tree, c.process_index, c.process_count)
         pending = _core._engine_save(
             final_top, item_name if step is not None else "", leaves, c, use_ocdbt=use_ocdbt,
             use_zarr3=use_zarr3, replica_parallel=replica_parallel, compression=compression,
             memory_budget=memory_budget or 0, target_data_file_size=target,
-            chunk_byte_size=chunk_byte_size or 0, custom_metadata=json.dumps(custom_metadata),
+            chunk_byte_size=chunk_byte_size or 0, custom_metadata=json_text(custom_metadata),
             timeout_s=timeout_s)
     except BaseException:
         cleanup()
@@ -326,7 +329,33 @@ def save_async(directory, tree, *, format: str = "orbax", use_ocdbt: bool = True
     return PendingSave(pending, cleanup, path, c)
 
 
-def save(directory, tree, **kwargs) -> str:
+def _tree_of_save_args(args, custom_metadata, target_data_file_size, chunk_byte_size):
+    """(tree, custom_metadata, target data file size, chunk byte size) of
+    ``ocp.args.PyTreeSave`` / ``StandardSave``; the keywords given to
+    cairn.save win over those of `args`."""
+    save_args = getattr(args, "save_args", None)
+    tree = _orbax_args.apply_save_args(getattr(args, "item"), save_args)
+    if custom_metadata is None:
+        custom_metadata = getattr(args, "custom_metadata", None)
+    if target_data_file_size is None:
+        target_data_file_size = getattr(args, "ocdbt_target_data_file_size", None)
+    if chunk_byte_size is None:
+        chunk_byte_size = _orbax_args.chunk_byte_size(save_args)
+    return tree, custom_metadata, target_data_file_size, chunk_byte_size
+
+
+def _remove_checkpoint(final_top: str) -> None:
+    """`save(..., force=True)`: removes what is at `final_top` first, as
+    Orbax's ``Checkpointer.save(force=True)`` does."""
+    if "://" not in final_top:
+        if os.path.isdir(final_top):
+            shutil.rmtree(final_top)
+        return
+    from cairn import kvstore
+    kvstore.open(final_top.rstrip("/") + "/").delete_prefix("")
+
+
+def save(directory, tree=None, **kwargs) -> str:
     """Saves `tree` as an Orbax PyTree checkpoint; returns the final directory.
 
     Without `step`, `directory` becomes the item directory, as
@@ -344,8 +373,11 @@ def save(directory, tree, **kwargs) -> str:
     with their `process_index`, `process_count` and a `barrier` callable;
     in a multi-process jax job the coordinator is found from jax.
     `compression`: "default" (Orbax's zstd), "none", or "auto" (zstd only
-    where a sample shrinks by 10% or more). Keyword arguments as
-    `save_async`, which this calls and waits for.
+    where a sample shrinks by 10% or more). `args=ocp.args.PyTreeSave(...)`
+    or ``StandardSave`` stands for `tree` (with its `save_args` casts,
+    `custom_metadata` and `ocdbt_target_data_file_size`); `force=True`
+    replaces an existing checkpoint. Keyword arguments as `save_async`,
+    which this calls and waits for.
     """
     return save_async(directory, tree, **kwargs).wait_until_finished()
 
@@ -360,325 +392,27 @@ def latest_step(root) -> Optional[int]:
     return steps[-1] if steps else None
 
 
-def _restore_leaf(value, impls, jax):
-    kind, param, value_type = value
-    arr = impls["arrays"][param]
-    impl = impls["keys"].get(param)
-    if impl is not None and jax is not None:
-        return jax.random.wrap_key_data(arr, impl=impl)
-    if value_type == "scalar":
-        return arr.item() if arr.shape == () else arr
-    return arr
 
 
-def _apply_target(restored, target, jax, where=()):
-    """Places restored arrays as `target` asks: a jax.Array or ShapeDtypeStruct
-    with a sharding gives a jax.Array with that sharding (and dtype)."""
-    if target is None:
-        return restored
-    if isinstance(target, dict) and isinstance(restored, dict):
-        missing = set(target) - set(restored)
-        if missing:
-            raise KeyError(f"cairn.restore: target keys {sorted(map(str, missing))} at {where} "
-                           "are not in the checkpoint")
-        return {k: _apply_target(restored[k], target[k], jax, where + (k,)) for k in target}
-    if isinstance(target, (list, tuple)) and isinstance(restored, list):
-        if len(target) != len(restored):
-            raise ValueError(f"cairn.restore: target list at {where} has {len(target)} elements, "
-                             f"the checkpoint {len(restored)}")
-        out = [_apply_target(r, t, jax, where + (i,)) for i, (r, t) in enumerate(zip(restored, target))]
-        return type(target)(out) if isinstance(target, tuple) else out
-    sharding = getattr(target, "sharding", None)
-    if jax is not None and sharding is not None and isinstance(sharding, jax.sharding.Sharding):
-        if (isinstance(restored, jax.Array) and restored.sharding == sharding
-                and not jax.dtypes.issubdtype(restored.dtype, jax.dtypes.prng_key)):
-            return restored  # placed by restore() from the boxes the sharding wants
-        if isinstance(restored, jax.Array) and jax.dtypes.issubdtype(restored.dtype, jax.dtypes.prng_key):
-            data = np.asarray(jax.random.key_data(restored))
-            placed = jax.make_array_from_callback(data.shape, sharding, lambda idx: data[idx])
-            return jax.random.wrap_key_data(placed, impl=jax.random.key_impl(restored))
-        values = np.asarray(restored)
-        dtype = getattr(target, "dtype", None)
-        if dtype is not None and np.dtype(dtype) != values.dtype:
-            values = values.astype(dtype)
-        if tuple(values.shape) != tuple(target.shape):
-            raise ValueError(f"cairn.restore: {where} has shape {values.shape} in the checkpoint, "
-                             f"target asks for {tuple(target.shape)}")
-        return jax.make_array_from_callback(values.shape, sharding, lambda idx: values[idx])
-    dtype = getattr(target, "dtype", None)
-    if isinstance(restored, np.ndarray) and dtype is not None and np.dtype(dtype) != restored.dtype:
-        return restored.astype(dtype)
-    return restored
+def json_text(value: Any) -> str:
+    """`value` as the JSON text the native layer takes (custom metadata)."""
+    return json.dumps(value)
 
 
-def _targets_by_param(tree, target, out):
-    """Fills `out` with param -> target leaf, walking the restored structure
-    (from `_METADATA`) and the target together."""
-    if target is None:
-        return
-    if isinstance(tree, dict) and isinstance(target, dict):
-        for k, t in target.items():
-            if k in tree:
-                _targets_by_param(tree[k], t, out)
-    elif isinstance(tree, list) and isinstance(target, (list, tuple)):
-        for node, t in zip(tree, target):
-            _targets_by_param(node, t, out)
-    elif isinstance(tree, tuple) and tree and tree[0] == "array":
-        out[tree[1]] = target
+_HANDLERS = ("PyTreeCheckpointHandler", "StandardCheckpointHandler", "register_handlers",
+             "unregister_handlers")
 
 
-def _host_shards(placed, targets=None):
-    """The host buffers of every placed shard and their devices, in order
-    (converted to the target's dtype where it asks for another)."""
-    host, where = [], []
-    for param, (sharding, shape, devices, buffers) in placed.items():
-        if targets is not None:
-            t = targets[param]
-            buffers = {k: (b.astype(t.dtype) if _asks_other_dtype(t, b) else b) for k, b in buffers.items()}
-        host.extend(buffers[key] for _, key in devices)
-        where.extend(device for device, _ in devices)
-    return host, where
-
-
-def _asks_other_dtype(target, buffer):
-    dtype = getattr(target, "dtype", None)
-    return dtype is not None and np.dtype(dtype) != buffer.dtype
-
-
-def _read_while_placing(read, placed, jax):
-    """Runs `read` (the engine's restore into the placed buffers, or the
-    emergency manager's) on a thread (both release the GIL) while this one
-    hands the destination buffers to their devices: on
-    CPU devices jax adopts a 64-byte aligned buffer without copying it, so
-    its jax.Arrays can be made before the bytes arrive, and jax's per-shard
-    cost (~50 us a shard, a fifth of a cold 1 GiB restore of 2560 shards)
-    overlaps the reads instead of following them. The arrays are handed out
-    only after the engine finished; where jax copied a buffer instead of
-    adopting it (another platform, an unaligned buffer), the shards are put
-    again once the bytes are there."""
-    host, where = _host_shards(placed)
-    failure = []
-
-    def run():
-        try:
-            read()
-        except BaseException as e:  # re-raised on the caller's thread
-            failure.append(e)
-
-    reader = threading.Thread(target=run, name="cairn-restore-read")
-    reader.start()
-    try:
-        singles = jax.device_put(host, where)
-        adopted = all(_adopts(s, h) for s, h in zip(singles, host))
-    finally:
-        reader.join()
-    if failure:
-        raise failure[0]
-    if not adopted:
-        del singles
-        singles = jax.device_put(host, where)
-    return singles
-
-
-def _adopts(single, host):
-    """Whether the single-device jax.Array `single` is `host`'s memory."""
-    try:
-        return single.unsafe_buffer_pointer() == host.ctypes.data
-    except Exception:  # a platform without host pointers: treat as a copy
-        return False
-
-
-def _sharded_target(target, jax):
-    sharding = getattr(target, "sharding", None)
-    if jax is not None and sharding is not None and isinstance(sharding, jax.sharding.Sharding):
-        return sharding
-    return None
-
-
-def restore(directory, target=None, *, item_name: Optional[str] = None,
-            step: Optional[int] = None, _read_boxes=None, _maps: bool = False):
-    """Restores an Orbax PyTree checkpoint as nested dicts/lists of numpy
-    arrays, Python scalars, strings and None.
-
-    `directory` is an item directory, a step directory or a checkpoint root
-    (then `step`, or the latest finalized step). Arrays come back as numpy
-    arrays; typed PRNG keys as jax keys when jax is imported. Where `target`
-    holds a ``jax.Array`` or ``jax.ShapeDtypeStruct`` with a sharding, that
-    leaf comes back as a ``jax.Array`` placed with it, and only the boxes
-    this process's devices hold are read. With a target, only the arrays it
-    names are read. In a multi-process jax job, when the target's shardings
-    span processes, every process must call restore (as with any collective
-    jax operation): the processes of one host then decode each compressed
-    chunk they share once (docs/ENGINE.md, "Processes of one host decode a
-    shared chunk once"; CAIRN_RESTORE_HOST_SHARE=0 turns that off). (`_read_boxes(requests)`, for cairn.emergency: reads the
-    boxes instead of the engine reading them from `directory`'s item; with
-    `_maps` it returns [(request index, box index, uint8 array)] for boxes it
-    handed out as mappings instead of filling them, which replace those
-    boxes' buffers: _swap_in_mappings.)
-    """
-    # The bookkeeping below allocates a few objects per shard: with thousands
-    # of shards the cyclic GC would run dozens of times (each run also calls
-    # jax's GC hook), for nothing, as none of them form cycles.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return _restore(directory, target, item_name, step, _read_boxes, _maps)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-
-
-def _swap_in_mappings(mapped, slots, arrays, placed):
-    """Puts each mapping (a uint8 array over a stored chunk's pages) in place
-    of the buffer of the box it stands for: `slots[(request, box)]` is
-    (param, box key) for a sharded leaf, (param, None) for a whole numpy
-    array. The buffer it replaces was never touched, so it cost no pages."""
-    for ri, bi, pages in mapped:
-        param, key = slots[(ri, bi)]
-        if key is None:
-            old = arrays[param]
-            arrays[param] = pages.view(old.dtype).reshape(old.shape)
-        else:
-            buffers = placed[param][3]
-            old = buffers[key]
-            buffers[key] = pages.view(old.dtype).reshape(old.shape)
-
-
-# What this process's latest restore did with its chunks (chunks_read,
-# chunks_decoded_for_host, chunks_from_host, chunks_fallen_back), for tests
-# and benchmarks.
-last_restore_stats = None
-
-
-def _restore_coordinator():
-    """jax.distributed's coordinator when jax runs several processes, else
-    None (also with CAIRN_RESTORE_HOST_SHARE=0 in the environment: every
-    process then decodes every chunk it needs itself)."""
-    from cairn import dist
-
-    if os.environ.get("CAIRN_RESTORE_HOST_SHARE") == "0":
-        return None
-    state = dist._jax_state()
-    if state is None or state.client is None:
-        return None
-    return dist.from_jax()
-
-
-def _restore(directory, target, item_name, step, _read_boxes, _maps=False):
-    path = os.fspath(directory)
-    if step is not None:
-        steps = dict(_core._orbax_list_steps(path))
-        if step not in steps:
-            raise FileNotFoundError(f"cairn.restore: no finalized step {step} under {path} "
-                                    f"(found {sorted(steps)})")
-        path = steps[step]
-    item = _core._orbax_open_item(path, item_name or "")
-    tree = item.tree()
-    leaves = []
-
-    def collect(node):
-        if isinstance(node, dict):
-            for v in node.values():
-                collect(v)
-        elif isinstance(node, list):
-            for v in node:
-                collect(v)
-        elif node[0] == "array":
-            leaves.append(node[1])
-
-    collect(tree)
-    jax = _jax()
-    targets = {}
-    if target is not None:
-        _targets_by_param(tree, target, targets)
-        leaves = [p for p in leaves if p in targets]
-    info = item.array_info(leaves)
-    impls = item.random_key_impls
-    arrays = {}      # param -> numpy array (whole)
-    placed = {}      # param -> (sharding, shape, [(device, box key)], {box key: buffer})
-    slots = {}       # (request index, box index) -> (param, box key or None)
-    requests = []
-    # Per request, the boxes the other processes restore: the engine reads
-    # through the page cache when they share chunks with this process's.
-    others = []
-    me = jax.process_index() if jax is not None and jax.process_count() > 1 else None
-    spans_processes = False  # some target array has devices of other processes
-    for param in leaves:
-        dtype_name, shape, _ = info[param]
-        np_dtype = _dtypes.to_numpy(dtype_name)
-        t = targets.get(param)
-        sharding = _sharded_target(t, jax) if param not in impls else None
-        if sharding is not None and tuple(getattr(t, "shape", shape)) != tuple(shape):
-            raise ValueError(f"cairn.restore: {param} has shape {tuple(shape)} in the checkpoint, "
-                             f"target asks for {tuple(t.shape)}")
-        if sharding is not None:
-            buffers, devices, boxes = {}, [], []
-            for device, index in sharding.addressable_devices_indices_map(tuple(shape)).items():
-                origin, extent = _box_of(index, shape)
-                key = (tuple(origin), tuple(extent))
-                if key not in buffers:
-                    buffers[key] = _aligned_empty(extent, np_dtype)
-                    slots[(len(requests), len(boxes))] = (param, key)
-                    boxes.append((origin, _dtypes.raw_view(buffers[key])))
-                devices.append((device, key))
-            placed[param] = (sharding, tuple(shape), devices, buffers)
-            theirs = set()
-            if me is not None:
-                for device, index in sharding.devices_indices_map(tuple(shape)).items():
-                    if device.process_index != me:
-                        origin, extent = _box_of(index, shape)
-                        theirs.add((tuple(origin), tuple(extent)))
-            others.append(sorted(theirs))
-            spans_processes = spans_processes or bool(theirs)
-        else:
-            arr = np.empty(shape, dtype=np_dtype)
-            arrays[param] = arr
-            slots[(len(requests), 0)] = (param, None)
-            boxes = [([0] * len(shape), _dtypes.raw_view(arr))]
-            # Every process reads the whole array.
-            others.append([] if me is None else [((0,) * len(shape), tuple(shape))])
-        requests.append((param, dtype_name, boxes))
-    converts = any(_asks_other_dtype(targets[param], b)
-                   for param, (_, _, _, buffers) in placed.items() for b in buffers.values())
-    if _read_boxes is not None:
-        read = lambda: _read_boxes(requests)  # noqa: E731
-    else:
-        # Every process restores a target that spans processes: those of one
-        # host then decode the chunks they share once (engine/restore_host_share.h).
-        coordinator = _restore_coordinator() if spans_processes else None
-
-        def read():
-            global last_restore_stats
-            last_restore_stats = _core._engine_restore(item.dir, "", requests, others, coordinator,
-                                                       item=item)
-    if placed and not converts and not _maps:
-        singles = iter(_read_while_placing(read, placed, jax))
-    else:
-        # Mappings replace buffers, so jax gets the buffers after the read.
-        mapped = read()
-        if _maps and mapped:
-            _swap_in_mappings(mapped, slots, arrays, placed)
-        host, where = _host_shards(placed, targets)
-        singles = iter(jax.device_put(host, where) if host else [])
-    for param, (sharding, shape, devices, _) in placed.items():
-        mine = [next(singles) for _ in devices]
-        arrays[param] = jax.make_array_from_single_device_arrays(shape, sharding, mine)
-    ctx = {"arrays": arrays, "keys": impls}
-
-    def build(node):
-        if isinstance(node, dict):
-            return {k: build(v) for k, v in node.items()}
-        if isinstance(node, list):
-            return [build(v) for v in node]
-        kind = node[0]
-        if kind == "array":
-            if node[1] not in arrays:
-                return None  # not asked for by the target
-            return _restore_leaf(node, ctx, jax)
-        if kind == "string":
-            return node[1]
-        if kind == "none":
-            return None
-        raise ValueError(f"cairn.restore: {item.dir}: value type {node[1]!r} is not supported")
-
-    return _apply_target(build(tree), target, jax)
+def __getattr__(name: str):
+    # Orbax's handlers import orbax-checkpoint: loaded when first asked for,
+    # so that `import cairn` neither imports nor changes Orbax.
+    if name in _HANDLERS:
+        from cairn import _orbax_handlers
+        return getattr(_orbax_handlers, name)
+    if name == "PyTreeHandler":
+        from cairn import _orbax_v1
+        return _orbax_v1.PyTreeHandler
+    if name == "last_restore_stats":
+        from cairn import _orbax_restore
+        return _orbax_restore.last_restore_stats
+    raise AttributeError(f"module 'cairn.orbax' has no attribute {name!r}")

@@ -145,10 +145,12 @@ void RegisterEngine(nb::module_& m) {
       [](const std::string& directory, const std::string& item_name, nb::handle leaves,
          Coordinator& coordinator, bool use_ocdbt, bool use_zarr3, bool replica_parallel,
          const std::string& compression, uint64_t memory_budget, uint64_t target_data_file_size,
-         uint64_t chunk_byte_size, const std::string& custom_json, double timeout_s) {
+         uint64_t chunk_byte_size, const std::string& custom_json, double timeout_s,
+         bool caller_commits) {
         engine::SaveRequest r;
         r.directory = directory;
         r.item_name = item_name;
+        r.caller_commits = caller_commits;
         ConvertedLeaves converted = ConvertSaveLeaves(leaves, /*honor_immutable=*/true);
         r.leaves = std::move(converted.leaves);
         r.options.use_ocdbt = use_ocdbt;
@@ -173,6 +175,7 @@ void RegisterEngine(nb::module_& m) {
       nb::arg("compression") = "default", nb::arg("memory_budget") = 0,
       nb::arg("target_data_file_size") = uint64_t{1} << 31, nb::arg("chunk_byte_size") = 0,
       nb::arg("custom_metadata") = "null", nb::arg("timeout_s") = 600.0,
+      nb::arg("caller_commits") = false,
       // The background work uses the coordinator until the save is done.
       nb::keep_alive<0, 4>());
 

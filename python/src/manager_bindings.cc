@@ -8,13 +8,16 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -59,14 +62,20 @@ void RegisterManager(nb::module_& m) {
       .def("should_save", [](PyManager& p, int64_t step) { return p.m->ShouldSave(step); })
       .def(
           "save",
-          [](PyManager& p, int64_t step, nb::handle leaves, bool force) {
+          [](PyManager& p, int64_t step, nb::handle leaves, bool force,
+             std::vector<std::pair<std::string, std::string>> extra_files,
+             std::map<std::string, std::string> extra_item_handlers, const std::string& item_name) {
             ConvertedLeaves converted = ConvertSaveLeaves(leaves, /*honor_immutable=*/true);
-            auto saved = p.Unlocked([&] { return p.m->Save(step, std::move(converted.leaves), force); });
+            engine::StepExtras extras{std::move(extra_files), std::move(extra_item_handlers), item_name};
+            auto saved = p.Unlocked(
+                [&] { return p.m->Save(step, std::move(converted.leaves), force, std::move(extras)); });
             // Save waited for the previous save: its arrays may go.
             p.keep = std::move(converted.keep);
             return ValueOrThrow(std::move(saved));
           },
-          nb::arg("step"), nb::arg("leaves"), nb::arg("force") = false)
+          nb::arg("step"), nb::arg("leaves"), nb::arg("force") = false,
+          nb::arg("extra_files") = std::vector<std::pair<std::string, std::string>>(),
+          nb::arg("extra_item_handlers") = std::map<std::string, std::string>(), nb::arg("item_name") = "")
       .def("wait_until_finished",
            [](PyManager& p) {
              Status s = p.Unlocked([&] { return p.m->WaitUntilFinished(); });

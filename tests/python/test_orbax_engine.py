@@ -98,7 +98,7 @@ def test_restore_onto_another_sharding_reads_only_what_each_device_needs(tmp_pat
     path = cairn.save(tmp_path / "c", {"w": arr, "v": np.arange(6, dtype=np.int32)})
     other = jax.sharding.Mesh(devices.reshape(2, 4), ("a", "b"))
     target = {"w": jax.ShapeDtypeStruct((16, 8), np.float32, sharding=NamedSharding(other, P("b", "a")))}
-    got = cairn.restore(path, target=target)  # partial: "v" is not asked for
+    got = cairn.restore(path, target=target, partial_restore=True)  # "v" is not asked for
     assert set(got) == {"w"}
     assert got["w"].sharding == target["w"].sharding
     np.testing.assert_array_equal(np.asarray(got["w"]), values)
@@ -139,17 +139,17 @@ def test_sharded_restore_adopts_the_buffers_it_reads_into(tmp_path):
     # reads into: each shard's memory is the restore's own (no copy after).
     path, values, target = _sharded_restore_case(tmp_path)
     seen = {}
-    real = cairn.orbax._adopts
+    real = cairn._orbax_restore._adopts
 
     def spy(single, host):
         seen[host.ctypes.data] = real(single, host)
         return seen[host.ctypes.data]
 
-    cairn.orbax._adopts = spy
+    cairn._orbax_restore._adopts = spy
     try:
         got = cairn.restore(path, target=target)
     finally:
-        cairn.orbax._adopts = real
+        cairn._orbax_restore._adopts = real
     assert seen and all(seen.values())
     for k, v in values.items():
         for shard in got[k].addressable_shards:
@@ -161,7 +161,7 @@ def test_sharded_restore_puts_shards_again_where_jax_copied_them(tmp_path, monke
     # Buffers 8 bytes off jax's 64-byte alignment are copied by device_put,
     # before the engine filled them: the restore must put them again after.
     path, values, target = _sharded_restore_case(tmp_path)
-    real = cairn.orbax._aligned_empty
+    real = cairn._orbax_restore._aligned_empty
 
     def misaligned(shape, dtype, alignment=64):
         dtype = np.dtype(dtype)
@@ -169,10 +169,10 @@ def test_sharded_restore_puts_shards_again_where_jax_copied_them(tmp_path, monke
         raw = real((n + 64,), np.uint8)
         return raw[8:8 + n].view(dtype).reshape(shape)
 
-    monkeypatch.setattr(cairn.orbax, "_aligned_empty", misaligned)
+    monkeypatch.setattr(cairn._orbax_restore, "_aligned_empty", misaligned)
     adopted = []
-    real_adopts = cairn.orbax._adopts
-    monkeypatch.setattr(cairn.orbax, "_adopts", lambda s, host: adopted.append(real_adopts(s, host)) or adopted[-1])
+    real_adopts = cairn._orbax_restore._adopts
+    monkeypatch.setattr(cairn._orbax_restore, "_adopts", lambda s, host: adopted.append(real_adopts(s, host)) or adopted[-1])
     got = cairn.restore(path, target=target)
     assert adopted and not any(adopted)  # jax copied every one
     for k, v in values.items():

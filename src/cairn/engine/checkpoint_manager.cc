@@ -120,7 +120,8 @@ bool CheckpointManager::ShouldSave(int64_t step) const {
   return ShouldSaveStep(step, AllSteps(), options_.save_interval_steps);
 }
 
-Result<bool> CheckpointManager::Save(int64_t step, std::vector<SaveLeaf> leaves, bool force) {
+Result<bool> CheckpointManager::Save(int64_t step, std::vector<SaveLeaf> leaves, bool force,
+                                     StepExtras extras) {
   const std::string name = orbax::StepName(step, options_.step_format);
   const orbax::Location final_step = root_.Child(name);
   if (closed_) return FailedPreconditionError("saving step " + final_step.Path() + ": the manager is closed");
@@ -141,9 +142,15 @@ Result<bool> CheckpointManager::Save(int64_t step, std::vector<SaveLeaf> leaves,
   SaveRequest request;
   request.directory = final_step.Path();
   request.location = final_step;
-  request.item_name = options_.item_name;
+  request.item_name = extras.item_name.empty() ? options_.item_name : extras.item_name;
   request.leaves = std::move(leaves);
   request.options = options_.save;
+  if (extras.item_handlers.count(request.item_name) != 0) {
+    return InvalidArgumentError("saving step " + final_step.Path() + ": item `" + request.item_name +
+                                "` is the PyTree item and cannot also be an extra item");
+  }
+  request.extra_files = std::move(extras.files);
+  request.extra_item_handlers = std::move(extras.item_handlers);
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<PendingSave> pending,
                          StartSave(request, coordinator_, nullptr, hooks_.save));
   At(kPointSaveStarted);

@@ -53,6 +53,16 @@
 
 namespace cairn::engine {
 
+// Items of a step besides the PyTree item, written by the primary into the
+// step directory before its commit (Orbax JSON items: `<name>/metadata`).
+struct StepExtras {
+  std::vector<std::pair<std::string, std::string>> files;  // path relative to the step; content
+  std::map<std::string, std::string> item_handlers;         // item name -> Orbax handler typestr
+  // The PyTree item's name in this step, when not ManagerOptions::item_name
+  // (Orbax's managers name items per save: `Composite(items=...)`).
+  std::string item_name;
+};
+
 struct ManagerOptions {
   // Orbax's save_interval_steps (>= 1): ShouldSave is true for multiples of
   // it (and for the first save).
@@ -104,7 +114,8 @@ class CheckpointManager {
   // The save protocol above. False when step 1 declines; true once the save
   // is started (async) or committed with its retention done (sync).
   // `leaves` must stay valid until Save returns.
-  Result<bool> Save(int64_t step, std::vector<SaveLeaf> leaves, bool force = false);
+  Result<bool> Save(int64_t step, std::vector<SaveLeaf> leaves, bool force = false,
+                    StepExtras extras = {});
   // Blocks until the background save and retention are done; returns (once)
   // their first error.
   Status WaitUntilFinished();

@@ -448,5 +448,48 @@ TEST(Save, ExistingDirectoryFailsOnEveryProcessBeforeWriting) {
   }
 }
 
+TEST(Save, ACallerCommittedItemIsWrittenInPlaceWithoutCommitFiles) {
+  // Orbax's CheckpointManager hands cairn's handler the item directory it
+  // made and commits the step itself: two processes write into it in place.
+  const std::string dir = TempDir("caller_commits") + "/step.orbax-checkpoint-tmp-1/items";
+  fs::create_directories(dir);
+  testing::ThreadGroup group(2);
+  std::vector<float> sharded = Iota(48);
+  std::vector<Status> results = OnEveryProcess(2, [&](int p) {
+    SaveRequest r;
+    r.directory = dir;
+    r.caller_commits = true;
+    SaveLeaf l = ArrayLeaf("w", {12, 4}, {6, 4});
+    l.shards = {Shard(sharded, {12, 4}, Box({6 * p, 0}, {6, 4}))};
+    r.leaves = {l};
+    return Save(r, group.Member(p));
+  });
+  for (const Status& s : results) ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(fs::exists(dir + "/_METADATA"));
+  EXPECT_TRUE(fs::exists(dir + "/manifest.ocdbt"));
+  EXPECT_TRUE(fs::exists(dir + "/ocdbt.process_1"));
+  EXPECT_FALSE(fs::exists(dir + "/commit_success.txt"));
+  EXPECT_FALSE(fs::exists(dir + "/_CHECKPOINT_METADATA"));
+  for (const auto& e : fs::directory_iterator(fs::path(dir).parent_path())) {
+    EXPECT_EQ(e.path().filename(), "items") << "nothing beside the item: " << e.path();
+  }
+  std::vector<float> back(48, -1.0f);
+  RestoreRequest rr;
+  rr.directory = dir;
+  ArrayToRestore a;
+  a.param = "params.w";
+  a.boxes.push_back({Box({0, 0}, {12, 4}), back.data(), {}});
+  rr.arrays.push_back(std::move(a));
+  ASSERT_TRUE(Restore(rr).ok());
+  EXPECT_EQ(back, sharded);
+
+  SaveRequest named;
+  named.directory = dir + "2";
+  named.caller_commits = true;
+  named.item_name = "x";
+  auto coordinator = NewSingleProcessCoordinator();
+  EXPECT_EQ(Save(named, *coordinator).code(), StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace cairn::engine

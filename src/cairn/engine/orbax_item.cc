@@ -54,6 +54,15 @@ Result<ItemPaths> PathsFor(const SaveRequest& request, const std::string& save_i
   } else {
     CAIRN_ASSIGN_OR_RETURN(p.final_location, orbax::OpenLocation(p.final_top));
   }
+  if (request.caller_commits) {
+    if (!request.item_name.empty()) {
+      return InvalidArgumentError("saving " + p.final_top + ": an item committed by the caller has no item name");
+    }
+    p.top.final_location = p.final_location;
+    p.top.location = p.final_location;
+    p.top.save_id = save_id;
+    return p;
+  }
   p.top = orbax::PendingCommitFor(p.final_location, save_id);
   if (!request.item_name.empty()) {
     p.item = orbax::PendingCommitFor(p.top.location.Child(request.item_name), save_id);
@@ -62,6 +71,7 @@ Result<ItemPaths> PathsFor(const SaveRequest& request, const std::string& save_i
 }
 
 Status BeginItem(const SaveRequest& request, const ItemPaths& paths) {
+  if (request.caller_commits) return Status::OK();  // the caller made (or makes) the directory
   CAIRN_ASSIGN_OR_RETURN(orbax::PendingCommit top, orbax::BeginCommit(paths.final_location, paths.save_id));
   if (top.location.Path() != paths.top.location.Path()) {
     return InternalError("BeginCommit of " + paths.final_top + " chose " + top.location.Path() +
@@ -124,12 +134,15 @@ Status FinalizeAndCommit(const SaveRequest& request, const ItemPaths& paths, int
   }
   o.custom_metadata = request.options.custom_metadata;
   CAIRN_RETURN_IF_ERROR(orbax::FinalizeItem(paths.item_tmp(), LeavesFor(request), o));
+  if (request.caller_commits) return Status::OK();
   orbax::CheckpointMetadata md;
   if (request.item_name.empty()) {
     md.item_handlers = std::string(kPyTreeHandler);
   } else {
     CAIRN_RETURN_IF_ERROR(orbax::FinishCommit(*paths.item));
-    md.item_handlers = std::map<std::string, std::string>{{request.item_name, std::string(kPyTreeHandler)}};
+    std::map<std::string, std::string> handlers = request.extra_item_handlers;
+    handlers[request.item_name] = std::string(kPyTreeHandler);
+    md.item_handlers = std::move(handlers);
   }
   md.init_timestamp_nsecs = init_timestamp_nsecs;
   md.commit_timestamp_nsecs = orbax::NowNanos();

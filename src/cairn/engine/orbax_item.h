@@ -40,7 +40,8 @@ Result<ItemPaths> PathsFor(const SaveRequest& request, const std::string& save_i
 std::string FinalTopOf(const SaveRequest& request);
 
 // Primary only: creates the temporary directories (removing leftovers of
-// other saves). AlreadyExists when the final directory exists.
+// other saves). AlreadyExists when the final directory exists. Nothing for
+// a request the caller commits.
 Status BeginItem(const SaveRequest& request, const ItemPaths& paths);
 
 // The store this process writes its chunks (and, on the primary, the
@@ -67,7 +68,7 @@ Status WriteArrayMetadatas(const SaveRequest& request, const SavePlan& plan, con
 // Primary only, after every process wrote its chunks and array metadatas:
 // `_strings.json`, `_sharding`, `_METADATA`, the root OCDBT database,
 // `_CHECKPOINT_METADATA`, and the commit (commit_success.txt + rename,
-// innermost first).
+// innermost first); for a request the caller commits, only the item's files.
 Status FinalizeAndCommit(const SaveRequest& request, const ItemPaths& paths, int process_count,
                          int64_t init_timestamp_nsecs);
 

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -114,12 +115,23 @@ struct SaveRequest {
   // a test. Unset: `directory` is opened as a local path.
   std::optional<orbax::Location> location;
   std::string item_name;
+  // The directory is an item directory that another program commits
+  // (Orbax's CheckpointManager driving cairn's checkpoint handler): the
+  // engine writes the item's files straight into it (it may exist already)
+  // and leaves the rest of the commit to that program: no temporary name,
+  // no `_CHECKPOINT_METADATA`, no `commit_success.txt`, no rename. Requires
+  // an empty `item_name`.
+  bool caller_commits = false;
   std::vector<SaveLeaf> leaves;
   SaveOptions options;
   // Small files the primary writes into the top directory before the commit
   // (path relative to it, "a/b.json"; content), so they appear atomically
   // with the checkpoint (the emergency tier's `process_metadata/`).
   std::vector<std::pair<std::string, std::string>> extra_files;
+  // Items of the step besides `item_name` (e.g. Orbax JSON items written as
+  // extra_files `<name>/metadata`): item name -> the typestr of the Orbax
+  // handler that reads them, recorded in `_CHECKPOINT_METADATA`.
+  std::map<std::string, std::string> extra_item_handlers;
 };
 
 }  // namespace cairn::engine

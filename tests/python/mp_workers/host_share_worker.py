@@ -3,7 +3,7 @@ one array by rows with cairn (Orbax's default zstd chain), then restore it
 onto columns (every process needs a part of every stored chunk) and onto
 the saved rows, and write, per process, whether the restored shards are
 bit-exact and what the restore did with its chunks
-(cairn.orbax.last_restore_stats)."""
+(cairn._orbax_restore.last_restore_stats)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def main():
         got = cairn.restore(path, target)["w"]
         exact = all(np.array_equal(np.asarray(s.data).view(np.uint32), full[s.index].view(np.uint32))
                     for s in got.addressable_shards)
-        out[name] = {"exact": exact, "stats": cairn.orbax.last_restore_stats}
+        out[name] = {"exact": exact, "stats": cairn._orbax_restore.last_restore_stats}
     with open(os.path.join(config["out"], f"process_{jax.process_index()}.json"), "w") as f:
         json.dump(out, f)
 
