@@ -68,8 +68,23 @@ def _process_metadata(process_count: int, global_mesh=None):
     return json.dumps(per_process), json.dumps(mesh_ids)
 
 
+def _composite_class(args):
+    if args is not None and _orbax_args.is_composite(args):
+        return type(args)
+    import orbax.checkpoint as ocp  # Orbax's signature: the caller has orbax-checkpoint
+    return ocp.args.Composite
+
+
 class CheckpointManager:
     """Local and persistent emergency checkpoints (see the module docstring).
+
+    Orbax's emergency signature works too, as MaxText and AXLearn build it:
+    ``CheckpointManager(local_directory, persistent_directory, global_mesh,
+    abstract_state, options=emergency.CheckpointManagerOptions(...))``
+    (``_emergency_options.py`` says what is read), with
+    ``save(step, args=Composite(state=PyTreeSave(state)))`` and
+    ``restore(step)`` answering ``Composite(state=...)`` restored onto
+    `abstract_state`.
 
     `num_replicas`: data-parallel replicas (processes split into them in
     order, as Orbax takes replicas along the mesh's first axis).
@@ -89,14 +104,34 @@ class CheckpointManager:
     jax.devices().
     """
 
-    def __init__(self, local_directory, persistent_directory, *, num_replicas: int = 1,
+    def __init__(self, local_directory, persistent_directory, global_mesh=None, abstract_state=None, *,
+                 options=None, metadata=None, logger=None, item_handlers=None, handler_registry=None,
+                 persistent_non_replicated_directory=None, num_replicas: int = 1,
                  peer_copies: Optional[int] = None, local_save_interval_steps: int = 1,
                  local_max_to_keep: int = 2, persistent_save_interval_steps: int = 10,
                  persistent_max_to_keep: Optional[int] = None, use_ocdbt: bool = True,
                  use_zarr3: bool = True, compression: str = "default",
                  local_compression: Optional[str] = "none",
                  memory_budget: Optional[int] = None, coordinator=None, transport: Optional[str] = None,
-                 zmq_host: str = "", timeout_s: float = 600.0, global_mesh=None):
+                 zmq_host: str = "", timeout_s: float = 600.0, enable_async: bool = True):
+        for name, value in (("metadata", metadata), ("item_handlers", item_handlers),
+                            ("handler_registry", handler_registry),
+                            ("persistent_non_replicated_directory", persistent_non_replicated_directory)):
+            if value is not None:
+                raise NotImplementedError(f"cairn.emergency.CheckpointManager: Orbax's `{name}` is not supported")
+        # Orbax's signature: the mesh and abstract state given, options Orbax's.
+        self._orbax_signature = abstract_state is not None or options is not None
+        if self._orbax_signature:
+            from cairn import _emergency_options
+            given = _emergency_options.from_orbax_emergency(options, global_mesh)
+            num_replicas = given.get("num_replicas", num_replicas)
+            local_save_interval_steps = given["local_save_interval_steps"]
+            local_max_to_keep = given["local_max_to_keep"]
+            persistent_save_interval_steps = given["persistent_save_interval_steps"]
+            persistent_max_to_keep = given["persistent_max_to_keep"]
+            enable_async = given["enable_async"]
+        self._abstract_state = abstract_state
+        self._enable_async = enable_async
         from cairn import dist
 
         self.local_directory = os.path.abspath(os.fspath(local_directory))
@@ -131,16 +166,22 @@ class CheckpointManager:
         """True when `step` is due in either tier."""
         return self._native.should_save(int(step))
 
-    def save(self, step: int, tree: Any = None, *, args: Any = None, force: bool = False) -> bool:
-        """Saves `tree` (or ``args.item``) as step `step` to the tiers that are
-        due (both with `force`); False when none is. Returns once the arrays
-        are copied; writing, peer copies and retention go on in the
-        background."""
+    def save(self, step: int, tree: Any = None, *, args: Any = None, force: bool = False,
+             custom_metadata: Any = None) -> bool:
+        """Saves `tree` (or the item of `args`: ``PyTreeSave``/``StandardSave``,
+        or Orbax's ``Composite(state=PyTreeSave(...))``) as step `step` to the
+        tiers that are due (both with `force`); False when none is. Returns
+        once the arrays are copied; writing, peer copies and retention go on
+        in the background (without enable_async, before returning)."""
         if args is not None:
-            tree = getattr(args, "item")
+            item_args = _orbax_args.single_item(args, "cairn.emergency.CheckpointManager.save")
+            tree = _orbax_args.apply_save_args(item_args.item, getattr(item_args, "save_args", None))
         c = self._coordinator
         leaves = _orbax._flatten(tree, c.process_index, c.process_count)
-        return self._native.save(int(step), leaves, force)
+        saved = self._native.save(int(step), leaves, force)
+        if saved and not self._enable_async:
+            self.wait_until_finished()
+        return saved
 
     def wait_until_finished(self) -> None:
         """Blocks until the background work is done; raises its error."""
@@ -162,6 +203,8 @@ class CheckpointManager:
         partial_restore = False
         if args is not None and target is None:
             target, partial_restore = _orbax_args.target_of_restore_args(_orbax_args.single_item(args), False)
+        if target is None:
+            target = self._abstract_state
         tier, chosen, item_dir, log = self._native.prepare_restore(None if step is None else int(step))
         if tier == "none":
             raise FileNotFoundError("cairn.emergency: nothing to restore: " + "; ".join(log))
@@ -183,6 +226,9 @@ class CheckpointManager:
         tree = _orbax_restore.restore_item(item_dir, target, partial_restore=partial_restore,
                                            read_boxes=read, maps=maps)
         self.last_restore = report
+        if self._orbax_signature or (args is not None and _orbax_args.is_composite(args)):
+            # Orbax's emergency manager answers Composite(state=...).
+            return _composite_class(args)(state=tree)
         return tree
 
     def close(self) -> None:

@@ -30,17 +30,19 @@ class MLP(nn.Module):
         return nn.Dense(16)(x)
 
 
-def _place(x, m):
+def _place(x, m, spec2d):
     if not hasattr(x, "ndim"):
         return x
     if x.ndim == 2:
-        return jax.device_put(x, NamedSharding(m, P("data", "model")))
+        return jax.device_put(x, NamedSharding(m, spec2d))
     return jax.device_put(x, NamedSharding(m, P()))
 
 
-def train_state_tree(seed: int = 0, steps: int = 1):
+def train_state_tree(seed: int = 0, steps: int = 1, spec2d=P("data", "model"), step_as_array=False):
     """A flax TrainState after `steps` optimizer steps (so Adam's moments and
-    count are not zeros), its arrays placed on the 4x2 mesh."""
+    count are not zeros), its arrays placed on the 4x2 mesh (matrices with
+    `spec2d`, vectors replicated); `step_as_array`: its step a replicated
+    jax.Array (Orbax's emergency manager takes jax.Arrays only)."""
     m = mesh()
     model = MLP()
     params = model.init(jax.random.PRNGKey(seed), jnp.ones((1, 64)))
@@ -50,7 +52,9 @@ def train_state_tree(seed: int = 0, steps: int = 1):
     for _ in range(steps):
         grads = jax.grad(lambda p: jnp.sum(model.apply(p, x) ** 2))(state.params)
         state = state.apply_gradients(grads=grads)
-    return jax.tree.map(lambda v: _place(v, m), state)
+    if step_as_array:
+        state = state.replace(step=jnp.asarray(state.step, jnp.int32))
+    return jax.tree.map(lambda v: _place(v, m, spec2d), state)
 
 
 def abstract_of(tree):
