@@ -104,18 +104,17 @@ class PyTreeHandlerImpl(ocp.BasePyTreeCheckpointHandler):
             raise ValueError("cairn.orbax: found an empty item (nothing to save)")
         save_args = getattr(args, "save_args", None)
         item = _orbax_args.apply_save_args(item, save_args)
-        coordinator = _handler_coordinator(dist)
-        leaves = _orbax._flatten(_own_numpy(item), coordinator.process_index, coordinator.process_count)
         target = getattr(args, "ocdbt_target_data_file_size", None)
         options = dict(self._cairn, target_data_file_size=target if target is not None else 2 ** 31,
                        chunk_byte_size=_orbax_args.chunk_byte_size(save_args) or 0,
                        custom_metadata=_orbax.json_text(getattr(args, "custom_metadata", None)))
+        if self._colocated:
+            from cairn import _colocated
+            return _colocated.start_save(directory, _own_numpy(item), options)
+        coordinator = _handler_coordinator(dist)
+        leaves = _orbax._flatten(_own_numpy(item), coordinator.process_index, coordinator.process_count)
 
         def run():
-            if self._colocated:
-                from cairn import _colocated
-                _colocated.save(directory, leaves, coordinator, options)
-                return
             pending = _core._engine_save(directory, "", leaves, coordinator, caller_commits=True, **options)
             pending.wait()
 

@@ -116,7 +116,7 @@ def _num_replicas(value) -> int:
     return next(iter(counts.values())) if counts else 1
 
 
-def _leaf(path, value, process_index, process_count):
+def _leaf(path, value, process_index, process_count, with_shards=True):
     """The native leaf tuple for `value` at `path` (see engine_bindings.cc):
     (path, value_type, dtype, shape, write_shape, num_replicas,
     [(origin, raw array, replica_id, immutable)], random_key_impl, sharding,
@@ -124,7 +124,9 @@ def _leaf(path, value, process_index, process_count):
     array's buffer; the binding keeps them alive until the save is
     finished), so the engine reads them in the background instead of copying
     them before save_async returns, as Orbax does on the host; numpy arrays
-    may change once save_async returns and are copied first."""
+    may change once save_async returns and are copied first. Without
+    `with_shards` the leaf is only described (no shard is read), as the
+    metadata a Pathways controller writes (cairn._colocated)."""
     jax = _jax()
     if _tree.is_empty_node(value):
         return (path, _tree.empty_value_type(value), "", [], None, 1, [], None, None, None)
@@ -142,7 +144,7 @@ def _leaf(path, value, process_index, process_count):
         first = next(iter(value.sharding.devices_indices_map(tuple(value.shape)).values()))
         write_shape = _box_of(first, value.shape)[1]
         shards = []
-        for shard in value.addressable_shards:
+        for shard in value.addressable_shards if with_shards else ():
             if process_count == 1 or shard.device.process_index == process_index:
                 origin, _ = _box_of(shard.index, value.shape)
                 shards.append((origin, _raw(np.asarray(shard.data)), int(shard.replica_id), True))
@@ -158,13 +160,14 @@ def _leaf(path, value, process_index, process_count):
         else:
             arr = np.asarray(value)
         return (path, "scalar", arr.dtype.name, [], [], process_count,
-                [([], _raw(arr), process_index, True)], None, None, None)
+                [([], _raw(arr), process_index, True)] if with_shards else [], None, None, None)
     if isinstance(value, np.ndarray):
         # Every process holds the whole array: replica `process_index` of
         # `process_count`.
         return (path, "np.ndarray", value.dtype.name, list(value.shape),
                 _numpy_write_shape(value.shape, process_count), process_count,
-                [([0] * value.ndim, _raw(value), process_index, False)], None, None, None)
+                [([0] * value.ndim, _raw(value), process_index, False)] if with_shards else [],
+                None, None, None)
     raise TypeError(f"cairn.save: unsupported leaf type {type(value).__name__} at key path "
                     f"{_tree.path_string(path)}: leaves are arrays, scalars, strings and empty "
                     "nodes; register other node types with jax.tree_util")

@@ -25,6 +25,7 @@
 
 #include "bindings.h"
 #include "cairn/coordinator.h"
+#include "cairn/engine/colocated.h"
 #include "cairn/engine/restore.h"
 #include "cairn/engine/save.h"
 #include "status_translation.h"
@@ -146,11 +147,13 @@ void RegisterEngine(nb::module_& m) {
          Coordinator& coordinator, bool use_ocdbt, bool use_zarr3, bool replica_parallel,
          const std::string& compression, uint64_t memory_budget, uint64_t target_data_file_size,
          uint64_t chunk_byte_size, const std::string& custom_json, double timeout_s,
-         bool caller_commits) {
+         bool caller_commits, bool shards_only, const std::string& process_name) {
         engine::SaveRequest r;
         r.directory = directory;
         r.item_name = item_name;
         r.caller_commits = caller_commits;
+        r.options.shards_only = shards_only;
+        r.options.process_name = process_name;
         ConvertedLeaves converted = ConvertSaveLeaves(leaves, /*honor_immutable=*/true);
         r.leaves = std::move(converted.leaves);
         r.options.use_ocdbt = use_ocdbt;
@@ -175,9 +178,33 @@ void RegisterEngine(nb::module_& m) {
       nb::arg("compression") = "default", nb::arg("memory_budget") = 0,
       nb::arg("target_data_file_size") = uint64_t{1} << 31, nb::arg("chunk_byte_size") = 0,
       nb::arg("custom_metadata") = "null", nb::arg("timeout_s") = 600.0,
-      nb::arg("caller_commits") = false,
+      nb::arg("caller_commits") = false, nb::arg("shards_only") = false, nb::arg("process_name") = "",
       // The background work uses the coordinator until the save is done.
       nb::keep_alive<0, 4>());
+
+  // The controller's last step of a Pathways colocated save
+  // (engine/colocated.h): `leaves` is the whole tree (shards ignored).
+  m.def(
+      "_engine_finalize",
+      [](const std::string& directory, nb::handle leaves, const std::vector<std::string>& process_names,
+         bool use_ocdbt, bool use_zarr3, const std::string& custom_json) {
+        engine::SaveRequest r;
+        r.directory = directory;
+        r.caller_commits = true;
+        ConvertedLeaves converted = ConvertSaveLeaves(leaves, /*honor_immutable=*/false);
+        r.leaves = std::move(converted.leaves);
+        r.options.use_ocdbt = use_ocdbt;
+        r.options.use_zarr3 = use_zarr3;
+        r.options.custom_metadata = ValueOrThrow(ParseJson(custom_json, "custom_metadata"));
+        Status s;
+        {
+          nb::gil_scoped_release release;
+          s = engine::FinalizeColocatedSave(r, process_names);
+        }
+        ThrowIfError(s);
+      },
+      nb::arg("directory"), nb::arg("leaves"), nb::arg("process_names"), nb::arg("use_ocdbt") = true,
+      nb::arg("use_zarr3") = true, nb::arg("custom_metadata") = "null");
 
   m.def(
       "_engine_restore",

@@ -94,6 +94,12 @@ Result<std::shared_ptr<KvStore>> OpenProcessStore(const SaveRequest& request, co
                                    process_count, request.options.ocdbt_value_alignment);
 }
 
+Result<std::shared_ptr<KvStore>> OpenProcessStore(const SaveRequest& request, const ItemPaths& paths,
+                                                  const std::string& process_name) {
+  return orbax::OpenItemWriteStore(paths.item_tmp(), request.options.use_ocdbt, process_name,
+                                   request.options.ocdbt_value_alignment);
+}
+
 Result<ArrayFormat> FormatFor(const SaveLeaf& leaf, const Shape& chunk, const SaveOptions& options,
                               bool compress) {
   const Json md = orbax::OrbaxArrayMetadata(leaf.dtype, leaf.shape, chunk, options.use_zarr3, compress);
@@ -110,6 +116,11 @@ Result<ArrayFormat> FormatFor(const SaveLeaf& leaf, const Shape& chunk, const Sa
 
 Status WriteArrayMetadatas(const SaveRequest& request, const SavePlan& plan, const ItemPaths& paths,
                            int process_index) {
+  return WriteArrayMetadatas(request, plan, paths, std::to_string(process_index));
+}
+
+Status WriteArrayMetadatas(const SaveRequest& request, const SavePlan& plan, const ItemPaths& paths,
+                           const std::string& process_name) {
   std::vector<orbax::ArrayMetadataRecord> records;
   for (const ArrayPlan& a : plan.arrays) {
     const SaveLeaf& leaf = request.leaves[a.leaf];
@@ -118,12 +129,11 @@ Status WriteArrayMetadatas(const SaveRequest& request, const SavePlan& plan, con
                        leaf.random_key_impl});
   }
   return orbax::WriteSmallFile(paths.item_tmp().Child(orbax::kArrayMetadatasDir),
-                               "process_" + std::to_string(process_index),
-                               orbax::EmitArrayMetadatas(records));
+                               "process_" + process_name, orbax::EmitArrayMetadatas(records));
 }
 
 Status FinalizeAndCommit(const SaveRequest& request, const ItemPaths& paths, int process_count,
-                         int64_t init_timestamp_nsecs) {
+                         int64_t init_timestamp_nsecs, const std::vector<std::string>& process_names) {
   orbax::ItemWriteOptions o;
   o.use_ocdbt = request.options.use_ocdbt;
   o.use_zarr3 = request.options.use_zarr3;
@@ -132,6 +142,7 @@ Status FinalizeAndCommit(const SaveRequest& request, const ItemPaths& paths, int
     o.first_process_index = request.options.own_process_index;
     o.process_count = request.options.own_process_index + 1;
   }
+  o.process_names = process_names;
   o.custom_metadata = request.options.custom_metadata;
   CAIRN_RETURN_IF_ERROR(orbax::FinalizeItem(paths.item_tmp(), LeavesFor(request), o));
   if (request.caller_commits) return Status::OK();

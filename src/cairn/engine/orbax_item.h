@@ -48,6 +48,9 @@ Status BeginItem(const SaveRequest& request, const ItemPaths& paths);
 // arrays' metadata) into: its own OCDBT database or the item directory.
 Result<std::shared_ptr<KvStore>> OpenProcessStore(const SaveRequest& request, const ItemPaths& paths,
                                                   int process_index, int process_count);
+// The same for a process named `process_name` (`ocdbt.process_<name>/`).
+Result<std::shared_ptr<KvStore>> OpenProcessStore(const SaveRequest& request, const ItemPaths& paths,
+                                                  const std::string& process_name);
 
 // The Zarr metadata of array leaf `leaf` with chunk shape `chunk`, and
 // whether to compress. `encode` is what chunks are encoded with; `stored`
@@ -64,13 +67,19 @@ Result<ArrayFormat> FormatFor(const SaveLeaf& leaf, const Shape& chunk, const Sa
 // Writes `array_metadatas/process_<i>` (this process's view of the arrays).
 Status WriteArrayMetadatas(const SaveRequest& request, const SavePlan& plan, const ItemPaths& paths,
                            int process_index);
+// The same as `array_metadatas/process_<process_name>`.
+Status WriteArrayMetadatas(const SaveRequest& request, const SavePlan& plan, const ItemPaths& paths,
+                           const std::string& process_name);
 
 // Primary only, after every process wrote its chunks and array metadatas:
 // `_strings.json`, `_sharding`, `_METADATA`, the root OCDBT database,
 // `_CHECKPOINT_METADATA`, and the commit (commit_success.txt + rename,
 // innermost first); for a request the caller commits, only the item's files.
+// `process_names` non-empty: the processes that wrote the item, by name, in
+// place of 0..process_count-1 (orbax::ItemWriteOptions::process_names).
 Status FinalizeAndCommit(const SaveRequest& request, const ItemPaths& paths, int process_count,
-                         int64_t init_timestamp_nsecs);
+                         int64_t init_timestamp_nsecs,
+                         const std::vector<std::string>& process_names = {});
 
 // Nanoseconds since the epoch (the layout's clock).
 int64_t Now();

@@ -63,6 +63,11 @@ char CompressionVote(const ArrayPlan& a, const SaveLeaf& leaf) {
   return encoded->size() * 10 < raw.size() * 9 ? '1' : '0';
 }
 
+bool HasJaxArrays(const SaveRequest& request) {
+  return std::any_of(request.leaves.begin(), request.leaves.end(),
+                     [](const SaveLeaf& l) { return l.value_type == orbax::kJaxArray; });
+}
+
 class PendingSaveImpl final : public PendingSave {
  public:
   ~PendingSaveImpl() override { Wait().IgnoreError(); }
@@ -93,10 +98,18 @@ class PendingSaveImpl final : public PendingSave {
   // immutable ones, chunk by chunk within the budget, and queues their
   // encoding. StartSave runs the first; the background thread the second.
   Status Snapshot(bool immutable);
-  // The index this process's database and array metadata are named after.
-  int StoreIndex() const {
-    return request.options.own_process_index >= 0 ? request.options.own_process_index
-                                                  : coordinator->process_index();
+  // The name this process's database and array metadata are named after.
+  std::string StoreName() const {
+    if (!request.options.process_name.empty()) return request.options.process_name;
+    return std::to_string(request.options.own_process_index >= 0 ? request.options.own_process_index
+                                                                 : coordinator->process_index());
+  }
+  // Whether this process writes the arrays' Zarr metadata (save_request.h).
+  bool WritesZarrMetadata() const {
+    if (!coordinator->is_primary()) return false;
+    if (!request.options.shards_only) return true;
+    const std::string name = StoreName();
+    return name == "0" || name.find_first_not_of("0123456789") != std::string::npos;
   }
   void Start() { thread_ = std::thread([this] { Finish(); }); }
 
@@ -173,13 +186,15 @@ void PendingSaveImpl::Finish() {
   if (!deferred.ok()) group->Run([deferred] { return deferred; });
   Status local = group->Wait();
   if (local.ok()) local = writer->Commit();
-  if (local.ok()) local = WriteArrayMetadatas(request, plan, paths, StoreIndex());
+  if (local.ok() && (!request.options.shards_only || HasJaxArrays(request))) {
+    local = WriteArrayMetadatas(request, plan, paths, StoreName());
+  }
   writer.reset();
   // Step 4.
   Status s = Collective("written", local);
   // Step 5.
   if (s.ok()) {
-    Status commit = coordinator->is_primary()
+    Status commit = coordinator->is_primary() && !request.options.shards_only
                         ? FinalizeAndCommit(request, paths, coordinator->process_count(), init_ns)
                         : Status::OK();
     // Step 6.
@@ -221,7 +236,13 @@ Result<std::unique_ptr<PendingSave>> StartSave(const SaveRequest& request, Coord
   Status local;
   auto paths = PathsFor(save->request, save_id);
   auto plan = PlanSave(save->request);
-  if (!paths.ok()) {
+  if (options.shards_only && !request.caller_commits) {
+    local = InvalidArgumentError("saving " + final_top + ": a shards-only save needs an item the caller commits");
+  } else if (options.shards_only && options.compression == Compression::kAuto) {
+    // Each host would sample alone, and hosts could encode one array apart.
+    local = InvalidArgumentError("saving " + final_top + ": compression 'auto' needs every process's "
+                                 "samples; a shards-only save takes 'default' or 'none'");
+  } else if (!paths.ok()) {
     local = paths.status();
   } else if (!plan.ok()) {
     local = plan.status();
@@ -261,8 +282,7 @@ Result<std::unique_ptr<PendingSave>> StartSave(const SaveRequest& request, Coord
   }
   std::shared_ptr<KvStore> store;
   if (local.ok()) {
-    auto opened = OpenProcessStore(save->request, save->paths, save->StoreIndex(),
-                                   coordinator.process_count());
+    auto opened = OpenProcessStore(save->request, save->paths, save->StoreName());
     if (!opened.ok()) local = opened.status();
     else store = hooks.wrap_process_store ? hooks.wrap_process_store(*opened) : *opened;
   }
@@ -282,7 +302,7 @@ Result<std::unique_ptr<PendingSave>> StartSave(const SaveRequest& request, Coord
   save->budget = budget;
   save->writer = NewBatchWriter(store);
   save->group = std::make_unique<TaskGroup>(ThreadPool::Default());
-  if (coordinator.is_primary()) {
+  if (save->WritesZarrMetadata()) {
     for (size_t i = 0; i < save->plan.arrays.size(); ++i) {
       const ArrayPlan& a = save->plan.arrays[i];
       const std::string key = (a.param.empty() ? "" : a.param + "/") + save->formats[i].stored_key;

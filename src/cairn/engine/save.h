@@ -35,6 +35,8 @@
 //      `_CHECKPOINT_METADATA` and commits (commit_success.txt, rename;
 //      innermost first). Until this rename no reader sees the checkpoint.
 //   6. AgreeOnStatus: every process learns whether the commit happened.
+// A shards-only save (SaveOptions::shards_only, Pathways colocated Python:
+// engine/colocated.h) stops after step 4; its controller does step 5.
 //
 // Thread safety: a PendingSave may be waited on from any one thread.
 #pragma once

@@ -95,6 +95,18 @@ struct SaveOptions {
   // are named after that index (`ocdbt.process_<i>/`), as every host names
   // its own local checkpoint in Orbax's emergency layout.
   int own_process_index = -1;
+  // Non-empty: this process's database and array metadata file are named
+  // after it (`ocdbt.process_<name>/`, `array_metadatas/process_<name>`)
+  // instead of an index: Orbax's Pathways controller saves its numpy arrays
+  // and scalars as "pwcontroller" (engine/colocated.h).
+  std::string process_name;
+  // Pathways colocated Python (engine/colocated.h): this process writes its
+  // chunks and, when it holds jax.Array leaves, its array metadata file, and
+  // stops there: no `_METADATA`, no merge, no commit (FinalizeColocatedSave
+  // does those on the controller). Zarr metadata is written only by the
+  // process named "0" or by a named one (the controller), so no key is in
+  // two databases. Requires `caller_commits`.
+  bool shards_only = false;
   // Values of at least this many bytes start at a multiple of it in their
   // OCDBT data file (OcdbtOptions::value_alignment); the emergency local
   // tier sets the page size, so a restore from a RAM disk can map chunks

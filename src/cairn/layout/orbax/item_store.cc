@@ -53,17 +53,28 @@ Result<std::shared_ptr<KvStore>> OpenItemWriteStore(const Location& item, bool u
                                                     int process_index, int process_count,
                                                     uint64_t value_alignment) {
   (void)process_count;
+  return OpenItemWriteStore(item, use_ocdbt, std::to_string(process_index), value_alignment);
+}
+
+Result<std::shared_ptr<KvStore>> OpenItemWriteStore(const Location& item, bool use_ocdbt,
+                                                    const std::string& process_name,
+                                                    uint64_t value_alignment) {
   if (!use_ocdbt) return item.View();
   ocdbt::OcdbtOptions o = OrbaxOcdbtOptions();
   o.value_alignment = value_alignment;
-  return ocdbt::OpenOcdbtKvStore(
-      item.Child(std::string(kProcessSubdirPrefix) + std::to_string(process_index)).View(), o);
+  return ocdbt::OpenOcdbtKvStore(item.Child(std::string(kProcessSubdirPrefix) + process_name).View(), o);
 }
 
 Status BuildRootDatabase(const Location& item, int process_count) {
+  std::vector<std::string> names;
+  for (int p = 0; p < process_count; ++p) names.push_back(std::to_string(p));
+  return BuildRootDatabase(item, names);
+}
+
+Status BuildRootDatabase(const Location& item, const std::vector<std::string>& process_names) {
   std::vector<std::string> children;
-  for (int p = 0; p < process_count; ++p) {
-    std::string name = std::string(kProcessSubdirPrefix) + std::to_string(p);
+  for (const std::string& p : process_names) {
+    std::string name = std::string(kProcessSubdirPrefix) + p;
     // A process that wrote no chunks has no database.
     if (HasKey(item.Child(name), kOcdbtManifestFile)) children.push_back(name);
   }

@@ -35,11 +35,18 @@ const char* StorageVariantName(StorageVariant v);
 Result<std::shared_ptr<KvStore>> OpenItemWriteStore(const Location& item, bool use_ocdbt,
                                                     int process_index, int process_count,
                                                     uint64_t value_alignment = 0);
+// The same for a process named `process_name` (`ocdbt.process_<name>/`;
+// Orbax's Pathways controller is "pwcontroller").
+Result<std::shared_ptr<KvStore>> OpenItemWriteStore(const Location& item, bool use_ocdbt,
+                                                    const std::string& process_name,
+                                                    uint64_t value_alignment = 0);
 
 // Builds the root OCDBT database of an item from the per-process databases
 // `ocdbt.process_0..N-1` with MergeOcdbtDatabases: the root refers into
 // them, so they must be kept. The root manifest is written last.
 Status BuildRootDatabase(const Location& item, int process_count);
+// The same over the databases `ocdbt.process_<name>` of `process_names`.
+Status BuildRootDatabase(const Location& item, const std::vector<std::string>& process_names);
 
 struct OrbaxItem {
   std::string dir;    // item.location.Path(), for messages

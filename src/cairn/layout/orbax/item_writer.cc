@@ -201,9 +201,15 @@ Status FinalizeItem(const Location& item, const std::vector<LeafToWrite>& leaves
                     const ItemWriteOptions& options) {
   for (const LeafToWrite& leaf : leaves) CAIRN_RETURN_IF_ERROR(CheckKeyPathLength(leaf.path));
   const std::string item_dir = item.Path();
+  std::vector<std::string> names = options.process_names;
+  const bool by_index = names.empty();
+  for (int p = options.first_process_index; by_index && p < options.process_count; ++p) {
+    names.push_back(std::to_string(p));
+  }
   std::vector<std::vector<ArrayMetadataRecord>> per_process;
-  for (int p = options.first_process_index; p < options.process_count; ++p) {
-    const std::string name = "process_" + std::to_string(p);
+  for (const std::string& process : names) {
+    if (process.empty() || process.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string name = "process_" + process;
     std::string path = item_dir + "/" + std::string(kArrayMetadatasDir) + "/" + name;
     CAIRN_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(item.Child(kArrayMetadatasDir), name));
     CAIRN_ASSIGN_OR_RETURN(auto records, ParseArrayMetadatas(text, path));
@@ -230,7 +236,8 @@ Status FinalizeItem(const Location& item, const std::vector<LeafToWrite>& leaves
   md.custom_metadata = options.custom_metadata;
   CAIRN_RETURN_IF_ERROR(WriteSmallFile(item, kTreeMetadataFile, EmitTreeMetadata(md)));
   if (options.use_ocdbt) {
-    CAIRN_RETURN_IF_ERROR(BuildRootDatabase(item, options.process_count));
+    CAIRN_RETURN_IF_ERROR(by_index ? BuildRootDatabase(item, options.process_count)
+                                   : BuildRootDatabase(item, names));
   }
   return Status::OK();
 }

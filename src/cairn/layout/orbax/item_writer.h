@@ -65,6 +65,13 @@ struct ItemWriteOptions {
   // a process-local item, as every host writes its own in Orbax's emergency
   // local tier).
   int first_process_index = 0;
+  // Non-empty: the processes that wrote the item by name, in place of
+  // first_process_index..process_count-1 (a Pathways colocated save: the
+  // hosts "0", "1", ... and the controller "pwcontroller"). Every name's
+  // database is merged; a name of digits is a host and must have written
+  // `array_metadatas/process_<name>`, the others (as Orbax's controller,
+  // which saves no jax.Array) write none.
+  std::vector<std::string> process_names;
   int primary_process = 0;
   // OCDBT target data file size; chunks larger than this are split. 0 = no
   // limit. Orbax: 2 GiB for local paths.
