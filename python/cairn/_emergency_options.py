@@ -19,7 +19,6 @@ from typing import Any, Dict
 
 __all__ = ["from_orbax_emergency", "replicas_of_mesh"]
 
-_KEEP_ALL = 2 ** 31 - 1
 _TUNING = {"async_options", "multiprocessing_options", "cleanup_tmp_directories",
            "single_host_load_and_broadcast", "debug_use_full_global_mesh"}
 
@@ -68,7 +67,7 @@ def from_orbax_emergency(options, global_mesh) -> Dict[str, Any]:
     local_keep = options.local.max_to_keep
     kwargs: Dict[str, Any] = dict(
         local_save_interval_steps=int(options.local.save_interval_steps),
-        local_max_to_keep=_KEEP_ALL if local_keep is None else int(local_keep),
+        local_max_to_keep=0 if local_keep is None else int(local_keep),  # 0: every step is kept
         persistent_save_interval_steps=int(options.persistent.save_interval_steps),
         persistent_max_to_keep=options.persistent.max_to_keep,
         enable_async=bool(options.enable_async_checkpointing))

@@ -162,6 +162,17 @@ def read_small_file(directory: str, relative: str) -> bytes:
         raise FileNotFoundError(f"{directory.rstrip('/')}/{relative} does not exist") from None
 
 
+def path_object(directory: str):
+    """`directory` as the path object Orbax's managers answer with
+    (``etils.epath.Path`` where etils is installed, as with Orbax)."""
+    try:
+        from etils import epath
+        return epath.Path(directory)
+    except ImportError:
+        import pathlib
+        return pathlib.Path(directory)
+
+
 def reached_preemption(step: int) -> bool:
     """Orbax's ``reached_preemption``: jax's preemption sync point, False
     without jax or without its preemption service."""

@@ -166,6 +166,18 @@ class CheckpointManager:
         """True when `step` is due in either tier."""
         return self._native.should_save(int(step))
 
+    def reached_preemption(self, step: int) -> bool:
+        """True when jax's preemption sync point is reached at `step` (as
+        Orbax's managers; False without jax.distributed's preemption service)."""
+        from cairn import _manager_items
+        return _manager_items.reached_preemption(int(step))
+
+    @property
+    def directory(self):
+        """The persistent directory, as Orbax's emergency manager names it."""
+        from cairn import _manager_items
+        return _manager_items.path_object(self.persistent_directory)
+
     def save(self, step: int, tree: Any = None, *, args: Any = None, force: bool = False,
              custom_metadata: Any = None) -> bool:
         """Saves `tree` (or the item of `args`: ``PyTreeSave``/``StandardSave``,

@@ -40,28 +40,16 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from client_venv import ensure_venv, load_npy_dump, run_client_job
+from client_venv import load_npy_dump, run_client_job
+from maxtext_venv import MAXTEXT, maxtext_python  # noqa: F401  (the session fixture)
 
 import cairn
 import cairn.orbax
 from test_cli import cairn_cli
 
-MAXTEXT = "0.2.5"
 REPO = pathlib.Path(__file__).resolve().parents[2]
 HERE = pathlib.Path(__file__).resolve().parent
 JOB = HERE / "maxtext_client_job.py"
-# `pip freeze` of a working venv, so every run installs the same versions.
-CONSTRAINTS = HERE / "maxtext_constraints.txt"
-# maxtext 0.2.5 plus what `import maxtext.common.checkpointing` imports
-# (found by importing it until nothing was missing): jax on CPU, flax, optax,
-# orbax-checkpoint, tensorstore; huggingface-hub and transformers
-# (checkpoint_conversion), grain, omegaconf, pathwaysutils, jinja2, drjax,
-# jaxtyping, qwix, aqtp (input pipeline, configs, quantization, DiLoCo).
-REQUIREMENTS = [
-    f"maxtext=={MAXTEXT}", "jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "tensorstore", "numpy",
-    "ml-dtypes", "huggingface-hub", "transformers", "grain", "omegaconf", "pathwaysutils", "jinja2", "drjax",
-    "jaxtyping", "qwix", "aqtp",
-]
 STEP = 5
 # cairn.save keyword arguments: the four storage variants, and MaxText's default
 # one with arrays split into several chunks (chunk_byte_size, as Orbax's option).
@@ -73,61 +61,6 @@ VARIANTS = {
     "ocdbt-zarr3-small-chunks": dict(use_ocdbt=True, use_zarr3=True, chunk_byte_size=256),
 }
 
-
-# ---------------------------------------------------------------- the venv
-
-def _is_python312(exe) -> bool:
-    try:
-        r = subprocess.run([str(exe), "-c", "import sys, venv, ensurepip; print(sys.version_info[:2])"],
-                           capture_output=True, text=True, timeout=60)
-    except OSError:
-        return False
-    return r.returncode == 0 and r.stdout.strip() == "(3, 12)"
-
-
-def _python312():
-    """A CPython 3.12 that can make venvs: this interpreter, `python3.12` on
-    PATH, or pyenv's installs; the test fails if there is none."""
-    pyenv_root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
-    candidates = [sys.executable if sys.version_info[:2] == (3, 12) else None, shutil.which("python3.12"),
-                  *sorted(glob.glob(os.path.join(pyenv_root, "versions", "3.12*", "bin", "python3.12")), reverse=True),
-                  *sorted(glob.glob("/root/.pyenv/versions/3.12*/bin/python3.12"), reverse=True),
-                  "/usr/bin/python3.12", "/usr/local/bin/python3.12"]
-    tried = []
-    for exe in dict.fromkeys(c for c in candidates if c):
-        tried.append(exe)
-        if os.path.exists(exe) and _is_python312(exe):
-            return exe
-    pytest.fail(f"no Python 3.12 to build the MaxText {MAXTEXT} environment (maxtext {MAXTEXT} requires "
-                f">= 3.12; this is {sys.version.split()[0]}); tried {tried}. Install it with pyenv "
-                f"(`pyenv install 3.12`) or put `python3.12` on PATH.", pytrace=False)
-
-
-def _requirements_tag(base) -> str:
-    h = hashlib.sha256()
-    h.update("\n".join(REQUIREMENTS).encode())
-    h.update(CONSTRAINTS.read_bytes())
-    h.update(os.path.realpath(base).encode())
-    return h.hexdigest()
-
-
-@pytest.fixture(scope="session")
-def maxtext_python():
-    """The python of an isolated venv with maxtext==0.2.5 and its
-    checkpointing module's imports; created once, reused while its marker
-    matches REQUIREMENTS, the constraints file and the base interpreter.
-    No --system-site-packages: this machine's jax/orbax are for another Python."""
-    base = _python312()
-    venv = pathlib.Path(os.environ.get("CAIRN_MAXTEXT_VENV", REPO / "build" / f"venv-maxtext-{MAXTEXT}-py312"))
-    tag = _requirements_tag(base)
-
-    def ready(v):
-        marker = v / "cairn-venv-complete"
-        return marker.exists() and marker.read_text() == tag and (v / "bin" / "python").exists()
-
-    return ensure_venv(venv, base, REQUIREMENTS, what=f"MaxText {MAXTEXT}", is_ready=ready,
-                       constraints=CONSTRAINTS,
-                       after_build=lambda v: (v / "cairn-venv-complete").write_text(tag))
 
 
 def run_job(python, *args):
