@@ -18,7 +18,6 @@ same points (e.g. ``jax.experimental.multihost_utils.sync_global_devices``).
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import os
@@ -32,9 +31,9 @@ import numpy as np
 
 from cairn import _core
 from cairn import _dtypes
-from cairn import _memory
 from cairn import _orbax_args
 from cairn import _tree
+from cairn._orbax_restore import _box_of
 from cairn._orbax_restore import restore  # noqa: F401  (cairn.orbax.restore)
 
 __all__ = ["save", "save_async", "PendingSave", "restore", "all_steps", "latest_step", "PYTREE_HANDLER",
@@ -82,17 +81,6 @@ def _sharding_json(sharding) -> Optional[str]:
         return json.dumps({"sharding_type": "SingleDeviceSharding",
                            "device_str": f"{device.platform}:{device.id}"})
     return None
-
-
-
-
-def _box_of(index, shape):
-    origin, extent = [], []
-    for sl, n in zip(index, shape):
-        start, stop, _ = sl.indices(n)
-        origin.append(start)
-        extent.append(stop - start)
-    return origin, extent
 
 
 def _numpy_write_shape(shape, process_count: int):

@@ -251,7 +251,9 @@ def test_cairn_restores_maxtexts_checkpoint(maxtext_saved):
     item = cairn.restore(root / "ckpt" / str(STEP) / "items")
     assert_same_arrays(flatten(item), expected, "MaxText save_checkpoint -> cairn.restore(item dir)")
     target = {"params": restored["params"]}
-    partial = cairn.restore(root / "ckpt" / str(STEP) / "items", target=target)
+    with pytest.raises(ValueError, match=r"\('opt_state', '0', 'count'\).*partial_restore=True"):
+        cairn.restore(root / "ckpt" / str(STEP) / "items", target=target)
+    partial = cairn.restore(root / "ckpt" / str(STEP) / "items", target=target, partial_restore=True)
     assert_same_arrays(flatten(partial), {k: v for k, v in expected.items() if k.startswith("params/")},
                        "MaxText save_checkpoint -> cairn.restore(target=params)")
 
