@@ -33,12 +33,37 @@ def _is_handler_of(handler, *names) -> bool:
     return any(c.__name__ in names for c in type(handler).__mro__)
 
 
+METRICS_ITEM = "metrics"  # Orbax's: the item and its file name
+
+
 @dataclasses.dataclass
 class SaveParts:
     tree: Any
     files: List[Tuple[str, str]]       # (path relative to the step, content)
     handlers: Dict[str, str]           # JSON item name -> Orbax handler typestr
     pytree_name: str
+
+    def add_metrics(self, metrics) -> None:
+        """The step's metrics as Orbax's manager writes them (a JSON item)."""
+        if METRICS_ITEM in self.handlers or self.pytree_name == METRICS_ITEM:
+            raise ValueError("cairn.CheckpointManager.save: `metrics` is a reserved item name")
+        self.files.append((f"{METRICS_ITEM}/{METRICS_ITEM}", json.dumps(metrics, default=_json_number)))
+        self.handlers[METRICS_ITEM] = JSON_HANDLER
+
+
+def _json_number(value):
+    """numpy and jax scalars in metrics, as their Python numbers."""
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"metrics hold {type(value).__name__}, which is not JSON")
+
+
+def read_metrics(step_path: str):
+    """A step's metrics (its "metrics" item), or None when it has none."""
+    try:
+        return json.loads(read_small_file(step_path, f"{METRICS_ITEM}/{METRICS_ITEM}"))
+    except FileNotFoundError:
+        return None
 
 
 @dataclasses.dataclass

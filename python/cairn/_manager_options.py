@@ -5,7 +5,10 @@ emergency manager's persistent tier) turns Orbax's settings into cairn's.
 Options cairn's manager does the same with: save_interval_steps,
 max_to_keep, keep_period, step_prefix, step_format_fixed_length,
 enable_async_checkpointing, save_on_steps, should_save_fn, read_only,
-create, cleanup_tmp_directories (cairn always removes what interrupted
+best_fn with best_mode and keep_checkpoints_without_metrics (Orbax's BestN:
+max_to_keep counts the best steps; their metrics are the step's "metrics"
+JSON item, as Orbax writes it), prevent_write_metrics, create,
+cleanup_tmp_directories (cairn always removes what interrupted
 saves left), and the policies that say the same (``FixedIntervalPolicy``,
 ``ContinuousCheckpointingPolicy``, ``LatestN``, ``EveryNSteps``, and
 ``AnySavePolicy`` / ``AnyPreservationPolicy`` of those). Options that only
@@ -26,11 +29,11 @@ __all__ = ["ManagerPolicy", "from_orbax_options"]
 _TUNING = {"async_options", "multiprocessing_options", "file_options", "atomicity_options",
            "enable_background_delete", "num_deletion_threads", "save_root_metadata",
            "enable_should_save_is_saving_in_progress_check", "enable_per_process_directory_creation",
-           "lightweight_initialize", "temporary_path_class", "create", "cleanup_tmp_directories",
-           "prevent_write_metrics"}
+           "lightweight_initialize", "temporary_path_class", "create", "cleanup_tmp_directories"}
 _MAPPED = {"save_interval_steps", "max_to_keep", "keep_period", "step_prefix", "step_format_fixed_length",
            "enable_async_checkpointing", "save_on_steps", "should_save_fn", "read_only",
-           "save_decision_policy", "preservation_policy", "best_mode", "keep_checkpoints_without_metrics"}
+           "save_decision_policy", "preservation_policy", "best_fn", "best_mode",
+           "keep_checkpoints_without_metrics", "prevent_write_metrics"}
 
 
 @dataclasses.dataclass
@@ -41,6 +44,8 @@ class ManagerPolicy:
     save_on_steps: frozenset = frozenset()
     should_save_fn: Optional[Callable[[int, Optional[int]], bool]] = None
     read_only: bool = False
+    best_fn: Optional[Callable[[Any], float]] = None  # the value of a step's metrics
+    write_metrics: bool = True
 
 
 def _refuse(name: str, value: Any) -> None:
@@ -97,9 +102,14 @@ def from_orbax_options(options) -> ManagerPolicy:
         "step_prefix": options.step_prefix,
         "step_format_fixed_length": options.step_format_fixed_length,
     }
+    if options.best_fn is not None:
+        # Orbax's BestN: max_to_keep counts the best steps by best_fn.
+        native.update(retention_by_score=True, higher_is_better=options.best_mode != "min",
+                      keep_unscored=bool(options.keep_checkpoints_without_metrics))
     if options.save_decision_policy is not None:
         native["save_interval_steps"] = _interval_of(options.save_decision_policy)
     if options.preservation_policy is not None:
         _retention_of(options.preservation_policy, native)
     return ManagerPolicy(native=native, save_on_steps=frozenset(options.save_on_steps or ()),
-                         should_save_fn=options.should_save_fn, read_only=bool(options.read_only))
+                         should_save_fn=options.should_save_fn, read_only=bool(options.read_only),
+                         best_fn=options.best_fn, write_metrics=not options.prevent_write_metrics)

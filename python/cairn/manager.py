@@ -100,6 +100,21 @@ class CheckpointManager:
             use_ocdbt=use_ocdbt, use_zarr3=use_zarr3, replica_parallel=replica_parallel,
             compression=compression, memory_budget=memory_budget or 0, target_data_file_size=target,
             chunk_byte_size=chunk_byte_size or 0, timeout_s=timeout_s, crash_at=_crash_at, **native)
+        self._scores = {}  # step -> best_fn(metrics), with best_fn
+        self._load_scores()
+
+    def _load_scores(self) -> None:
+        """With best_fn: the value of every committed step's metrics (its
+        "metrics" item), for retention and best_step."""
+        if self._policy.best_fn is None:
+            return
+        scores = {}
+        for step in self._native.all_steps():
+            metrics = _manager_items.read_metrics(self._native.step_path(int(step)))
+            if metrics is not None:
+                scores[int(step)] = float(self._policy.best_fn(metrics))
+        self._scores = scores
+        self._native.set_scores(scores)
 
     def should_save(self, step: int) -> bool:
         """Orbax's default decision: above the latest step, and a multiple of
@@ -122,14 +137,15 @@ class CheckpointManager:
         return _manager_items.reached_preemption(int(step))
 
     def save(self, step: int, tree: Any = None, *, args: Any = None, force: bool = False,
-             metrics: Any = None, custom_metadata: Any = None) -> bool:
+             metrics: Any = None) -> bool:
         """Saves `tree` (or the items of `args`: ``StandardSave(tree)``,
         ``PyTreeSave``, or a ``Composite`` of one PyTree item and JSON items)
         as step `step`; returns False without saving when ``should_save``
         says no, unless `force`. FileExistsError for a committed step. With
-        enable_async, returns once the arrays are copied. `metrics` are
-        accepted as Orbax's manager accepts them without a `best_fn`
-        (nothing is kept of them)."""
+        enable_async, returns once the arrays are copied. `metrics` (a tree
+        of numbers): with `best_fn`, written as the step's "metrics" item
+        (as Orbax writes them) and ranked by best_fn for retention; without,
+        ignored as Orbax ignores them."""
         if self._policy.read_only:
             return False
         step = int(step)
@@ -138,8 +154,15 @@ class CheckpointManager:
             return False
         c = self._coordinator
         leaves = _orbax._flatten(parts.tree, c.process_index, c.process_count)
+        score = None
+        if self._policy.best_fn is not None and metrics is not None:
+            score = float(self._policy.best_fn(metrics))
+            self._scores[step] = score
+            if self._policy.write_metrics:
+                parts.add_metrics(metrics)
         return self._native.save(step, leaves, True, extra_files=parts.files,
-                                 extra_item_handlers=parts.handlers, item_name=parts.pytree_name)
+                                 extra_item_handlers=parts.handlers, item_name=parts.pytree_name,
+                                 score=score)
 
     def wait_until_finished(self) -> None:
         """Blocks until the background save and retention are done; raises
@@ -154,6 +177,16 @@ class CheckpointManager:
 
     def latest_step(self) -> Optional[int]:
         return self._native.latest_step()
+
+    def best_step(self) -> Optional[int]:
+        """The step whose metrics best_fn ranks best (ties: the later step);
+        the latest step without best_fn or without any metrics (as Orbax)."""
+        steps = self.all_steps()
+        scored = [s for s in steps if s in self._scores]
+        if self._policy.best_fn is None or not scored:
+            return self.latest_step()
+        higher = self._policy.native.get("higher_is_better", True)
+        return max(scored, key=lambda s: ((self._scores[s] if higher else -self._scores[s]), s))
 
     def is_saving_in_progress(self) -> bool:
         return self._native.pending_step() is not None
@@ -191,6 +224,7 @@ class CheckpointManager:
     def reload(self) -> None:
         """Lists the directory again (after another program changed it)."""
         self._native.reload()
+        self._load_scores()
 
     def close(self) -> None:
         """Waits for the background work; later saves fail."""

@@ -64,9 +64,10 @@ void RegisterManager(nb::module_& m) {
           "save",
           [](PyManager& p, int64_t step, nb::handle leaves, bool force,
              std::vector<std::pair<std::string, std::string>> extra_files,
-             std::map<std::string, std::string> extra_item_handlers, const std::string& item_name) {
+             std::map<std::string, std::string> extra_item_handlers, const std::string& item_name,
+             std::optional<double> score) {
             ConvertedLeaves converted = ConvertSaveLeaves(leaves, /*honor_immutable=*/true);
-            engine::StepExtras extras{std::move(extra_files), std::move(extra_item_handlers), item_name};
+            engine::StepExtras extras{std::move(extra_files), std::move(extra_item_handlers), item_name, score};
             auto saved = p.Unlocked(
                 [&] { return p.m->Save(step, std::move(converted.leaves), force, std::move(extras)); });
             // Save waited for the previous save: its arrays may go.
@@ -75,7 +76,7 @@ void RegisterManager(nb::module_& m) {
           },
           nb::arg("step"), nb::arg("leaves"), nb::arg("force") = false,
           nb::arg("extra_files") = std::vector<std::pair<std::string, std::string>>(),
-          nb::arg("extra_item_handlers") = std::map<std::string, std::string>(), nb::arg("item_name") = "")
+          nb::arg("extra_item_handlers") = std::map<std::string, std::string>(), nb::arg("item_name") = "", nb::arg("score") = nb::none())
       .def("wait_until_finished",
            [](PyManager& p) {
              Status s = p.Unlocked([&] { return p.m->WaitUntilFinished(); });
@@ -88,6 +89,7 @@ void RegisterManager(nb::module_& m) {
       .def("step_path", [](PyManager& p, int64_t step) { return ValueOrThrow(p.m->StepLocation(step)).Path(); })
       .def("delete", [](PyManager& p, int64_t step) { ThrowIfError(p.Unlocked([&] { return p.m->Delete(step); })); })
       .def("reload", [](PyManager& p) { ThrowIfError(p.Unlocked([&] { return p.m->Reload(); })); })
+      .def("set_scores", [](PyManager& p, std::map<int64_t, double> scores) { p.m->SetScores(std::move(scores)); })
       .def("close",
            [](PyManager& p) {
              Status s = p.Unlocked([&] { return p.m->Close(); });
@@ -103,10 +105,10 @@ void RegisterManager(nb::module_& m) {
          const std::string& step_prefix, std::optional<int> step_format_fixed_length, const std::string& item_name,
          bool use_ocdbt, bool use_zarr3, bool replica_parallel, const std::string& compression,
          uint64_t memory_budget, uint64_t target_data_file_size, uint64_t chunk_byte_size, double timeout_s,
-         std::optional<std::string> crash_at) {
+         std::optional<std::string> crash_at, bool retention_by_score, bool higher_is_better, bool keep_unscored) {
         engine::ManagerOptions o;
         o.save_interval_steps = save_interval_steps;
-        o.retention = {max_to_keep, keep_period};
+        o.retention = {max_to_keep, keep_period, retention_by_score, higher_is_better, keep_unscored};
         o.enable_async = enable_async;
         o.step_format = {step_prefix, step_format_fixed_length};
         o.item_name = item_name;
@@ -139,7 +141,8 @@ void RegisterManager(nb::module_& m) {
       nb::arg("item_name") = "default", nb::arg("use_ocdbt") = true, nb::arg("use_zarr3") = true,
       nb::arg("replica_parallel") = true, nb::arg("compression") = "default", nb::arg("memory_budget") = 0,
       nb::arg("target_data_file_size") = uint64_t{1} << 31, nb::arg("chunk_byte_size") = 0,
-      nb::arg("timeout_s") = 600.0, nb::arg("crash_at") = nb::none(),
+      nb::arg("timeout_s") = 600.0, nb::arg("crash_at") = nb::none(), nb::arg("retention_by_score") = false,
+      nb::arg("higher_is_better") = true, nb::arg("keep_unscored") = true,
       // The manager's background work uses the coordinator until it is closed.
       nb::keep_alive<0, 2>());
 }

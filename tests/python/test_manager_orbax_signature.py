@@ -101,11 +101,35 @@ def test_should_save_fn_and_read_only(tmp_path):
 
 
 @pytest.mark.parametrize("option,value", [
-    ("best_fn", lambda m: m["loss"]), ("keep_time_interval", __import__("datetime").timedelta(hours=1)),
+    ("keep_time_interval", __import__("datetime").timedelta(hours=1)),
     ("single_host_load_and_broadcast", True)])
 def test_options_cairn_would_not_honour_are_refused_by_name(tmp_path, option, value):
     with pytest.raises(NotImplementedError, match=f"CheckpointManagerOptions.{option}="):
         cairn.CheckpointManager(tmp_path, options=ocp.CheckpointManagerOptions(**{option: value}))
+
+
+def test_best_fn_keeps_the_best_steps_as_orbax_does(tmp_path):
+    state = train_state_tree()
+    options = ocp.CheckpointManagerOptions(max_to_keep=2, best_fn=lambda m: m["loss"], best_mode="min",
+                                           keep_checkpoints_without_metrics=False)
+    losses = {1: 0.9, 2: 0.3, 3: 0.5, 4: 0.7, 5: 0.3}
+    with cairn.CheckpointManager(tmp_path, options=options) as mngr:
+        for step in (1, 2, 3):
+            assert mngr.save(step, args=ocp.args.StandardSave(state), metrics={"loss": losses[step]})
+        mngr.wait_until_finished()
+        assert mngr.all_steps() == [2, 3] and mngr.best_step() == 2
+    assert json.loads((tmp_path / "2" / "metrics" / "metrics").read_text()) == {"loss": 0.3}
+    # Orbax's manager reads the metrics and agrees.
+    with ocp.CheckpointManager(tmp_path, options=options) as theirs:
+        assert theirs.all_steps() == [2, 3] and theirs.best_step() == 2
+    # Reopened, cairn ranks the steps on disk by their metrics (ties: the later step wins).
+    with cairn.CheckpointManager(tmp_path, options=options) as mngr:
+        for step in (4, 5):
+            mngr.save(step, args=ocp.args.StandardSave(state), metrics={"loss": losses[step]})
+        mngr.wait_until_finished()
+        assert mngr.all_steps() == [2, 5] and mngr.best_step() == 5
+        assert_same_tree(mngr.restore(mngr.best_step(), args=ocp.args.StandardRestore(abstract_of(state))),
+                         state)
 
 
 def test_wrong_items_are_refused(tmp_path):

@@ -149,6 +149,10 @@ Result<bool> CheckpointManager::Save(int64_t step, std::vector<SaveLeaf> leaves,
     return InvalidArgumentError("saving step " + final_step.Path() + ": item `" + request.item_name +
                                 "` is the PyTree item and cannot also be an extra item");
   }
+  if (extras.score) {
+    std::lock_guard<std::mutex> lock(mu_);
+    scores_[step] = *extras.score;
+  }
   request.extra_files = std::move(extras.files);
   request.extra_item_handlers = std::move(extras.item_handlers);
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<PendingSave> pending,
@@ -168,6 +172,7 @@ Result<bool> CheckpointManager::Save(int64_t step, std::vector<SaveLeaf> leaves,
     } else {
       std::lock_guard<std::mutex> lock(mu_);
       pending_.reset();
+      scores_.erase(step);
     }
     worker_status_ = s;
   });
@@ -183,9 +188,10 @@ Status CheckpointManager::AfterCommit(int64_t step, const std::string& name) {
     steps_[step] = name;
     std::vector<int64_t> all;
     for (const auto& [s, n] : steps_) all.push_back(s);
-    for (int64_t s : StepsToRemove(all, options_.retention)) {
+    for (int64_t s : StepsToRemove(all, options_.retention, scores_)) {
       doomed.push_back(steps_[s]);
       steps_.erase(s);
+      scores_.erase(s);
     }
   }
   if (!coordinator_.is_primary()) return Status::OK();
@@ -195,6 +201,11 @@ Status CheckpointManager::AfterCommit(int64_t step, const std::string& name) {
     if (first.ok()) first = s;
   }
   return first;
+}
+
+void CheckpointManager::SetScores(std::map<int64_t, double> scores) {
+  std::lock_guard<std::mutex> lock(mu_);
+  scores_ = std::move(scores);
 }
 
 Status CheckpointManager::WaitUntilFinished() {

@@ -61,6 +61,8 @@ struct StepExtras {
   // The PyTree item's name in this step, when not ManagerOptions::item_name
   // (Orbax's managers name items per save: `Composite(items=...)`).
   std::string item_name;
+  // The value of the step's metrics (RetentionPolicy::by_score).
+  std::optional<double> score;
 };
 
 struct ManagerOptions {
@@ -136,6 +138,9 @@ class CheckpointManager {
   Status Delete(int64_t step);
   // Lists the root again (the primary's view, broadcast).
   Status Reload();
+  // The scores of committed steps (their metrics' values, read back by the
+  // caller after Open or Reload) for retention by score.
+  void SetScores(std::map<int64_t, double> scores);
   // WaitUntilFinished, then refuses further saves (FailedPrecondition).
   Status Close();
 
@@ -160,6 +165,7 @@ class CheckpointManager {
   mutable std::mutex mu_;
   std::map<int64_t, std::string> steps_;  // guarded by mu_: committed step -> directory name
   std::optional<int64_t> pending_;        // guarded by mu_: the step being saved
+  std::map<int64_t, double> scores_;      // guarded by mu_: step -> its metrics' value
 };
 
 }  // namespace cairn::engine

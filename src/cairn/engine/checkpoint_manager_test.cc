@@ -93,6 +93,25 @@ TEST(Retention, MatchesOrbaxDefaultPolicy) {
   EXPECT_EQ(StepsToRemove({1, 2}, {0, std::nullopt}), (std::vector<int64_t>{1, 2}));
 }
 
+TEST(Retention, ByScoreMatchesOrbaxBestN) {
+  // Orbax 0.12.8's BestN + EveryNSteps (best_fn, best_mode, max_to_keep,
+  // keep_period, keep_checkpoints_without_metrics): the expectations are what
+  // preservation_policy.BestN(...).should_preserve answers for these steps.
+  const std::vector<int64_t> steps = {1, 2, 3, 4, 5, 6};
+  const std::map<int64_t, double> loss = {{1, 0.5}, {2, 0.2}, {3, 0.9}, {5, 0.2}, {6, 0.7}};  // 4: no metrics
+  RetentionPolicy best_low{2, std::nullopt, true, /*higher_is_better=*/false, /*keep_unscored=*/true};
+  EXPECT_EQ(StepsToRemove(steps, best_low, loss), (std::vector<int64_t>{1, 3, 6}));  // keeps 2, 5 and unscored 4
+  RetentionPolicy best_high{2, std::nullopt, true, true, false};
+  EXPECT_EQ(StepsToRemove(steps, best_high, loss), (std::vector<int64_t>{1, 2, 4, 5}));  // keeps 3 and 6
+  RetentionPolicy periodic{1, 3, true, false, false};
+  // Ties keep the later step (5 over 2); 3 and 6 are periodic.
+  EXPECT_EQ(StepsToRemove(steps, periodic, loss), (std::vector<int64_t>{1, 2, 4}));
+  RetentionPolicy all{std::nullopt, std::nullopt, true, true, false};
+  EXPECT_EQ(StepsToRemove(steps, all, loss), std::vector<int64_t>{});  // no max_to_keep: all kept
+  RetentionPolicy enough{6, std::nullopt, true, true, false};
+  EXPECT_EQ(StepsToRemove(steps, enough, loss), std::vector<int64_t>{});  // not more than n: all kept
+}
+
 TEST(Retention, RejectsBadPolicyAndAcceptsGoodOne) {
   EXPECT_TRUE(CheckRetentionPolicy({1, 1}).ok());
   Status s = CheckRetentionPolicy({-1, std::nullopt});

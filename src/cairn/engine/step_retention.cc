@@ -28,14 +28,31 @@ Status CheckRetentionPolicy(const RetentionPolicy& policy) {
   return Status::OK();
 }
 
-std::vector<int64_t> StepsToRemove(const std::vector<int64_t>& steps, const RetentionPolicy& policy) {
+std::vector<int64_t> StepsToRemove(const std::vector<int64_t>& steps, const RetentionPolicy& policy,
+                                   const std::map<int64_t, double>& scores) {
   std::vector<int64_t> out;
   const size_t n = steps.size();
-  const size_t newest = policy.max_to_keep ? static_cast<size_t>(std::max<int64_t>(*policy.max_to_keep, 0)) : n;
+  const size_t keep = policy.max_to_keep ? static_cast<size_t>(std::max<int64_t>(*policy.max_to_keep, 0)) : n;
+  std::vector<bool> kept(n, false);
+  if (!policy.by_score) {
+    for (size_t i = 0; i < n; ++i) kept[i] = i + keep >= n;
+  } else if (!policy.max_to_keep || n <= keep) {
+    kept.assign(n, true);  // Orbax's BestN keeps all while there are no more than n
+  } else {
+    std::vector<size_t> scored;
+    for (size_t i = 0; i < n; ++i) {
+      if (scores.count(steps[i]) != 0) scored.push_back(i);
+      else kept[i] = policy.keep_unscored;
+    }
+    std::stable_sort(scored.begin(), scored.end(), [&](size_t a, size_t b) {
+      const double x = scores.at(steps[a]), y = scores.at(steps[b]);
+      return policy.higher_is_better ? x < y : x > y;
+    });
+    for (size_t j = scored.size() > keep ? scored.size() - keep : 0; j < scored.size(); ++j) kept[scored[j]] = true;
+  }
   for (size_t i = 0; i < n; ++i) {
-    const bool among_newest = i + newest >= n;
     const bool periodic = policy.keep_period && steps[i] % *policy.keep_period == 0;
-    if (!among_newest && !periodic) out.push_back(steps[i]);
+    if (!kept[i] && !periodic) out.push_back(steps[i]);
   }
   return out;
 }

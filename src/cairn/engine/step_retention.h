@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -43,10 +44,17 @@ namespace cairn::engine {
 
 // Which committed steps a manager keeps (Orbax's CheckpointManagerOptions
 // defaults: the newest `max_to_keep`, plus every step divisible by
-// `keep_period`; unset = no such rule).
+// `keep_period`; unset = no such rule). With `by_score` (Orbax's `best_fn`:
+// its BestN policy), `max_to_keep` counts the best scored steps instead of
+// the newest: steps sorted by score (ascending when `higher_is_better`,
+// else descending; equal scores in step order) keep the last `max_to_keep`;
+// steps without a score are kept when `keep_unscored`.
 struct RetentionPolicy {
   std::optional<int64_t> max_to_keep;
   std::optional<int64_t> keep_period;
+  bool by_score = false;
+  bool higher_is_better = true;
+  bool keep_unscored = true;
 };
 
 // InvalidArgument for max_to_keep < 0 or keep_period < 1.
@@ -55,7 +63,10 @@ Status CheckRetentionPolicy(const RetentionPolicy& policy);
 // The steps of `steps` (ascending, committed) that `policy` removes,
 // ascending. A step is kept when it is among the newest max_to_keep (all
 // steps when max_to_keep is unset) or divisible by keep_period.
-std::vector<int64_t> StepsToRemove(const std::vector<int64_t>& steps, const RetentionPolicy& policy);
+// `scores`: step -> the value of its metrics (by_score only; steps missing
+// from it have no metrics).
+std::vector<int64_t> StepsToRemove(const std::vector<int64_t>& steps, const RetentionPolicy& policy,
+                                   const std::map<int64_t, double>& scores = {});
 
 // Orbax's default save decision: never at or below the latest committed step;
 // otherwise when `step` is a multiple of `save_interval_steps` or nothing is
