@@ -33,9 +33,12 @@ from mp_workers.checks import assert_restored_shards_bit_exact, assert_tree_bit_
 
 PROCESS_COUNTS = [2, 4]
 # (api, use_ocdbt, use_zarr3) for Orbax saves.
+# "cairn_handler_manager": Orbax's CheckpointManager driving cairn's handler
+# (cairn.orbax.PyTreeCheckpointHandler) in every process.
 ORBAX_SAVES = [("manager", True, True), ("pytree", True, False), ("pytree", False, True),
-               ("standard_async", False, False)]
-ORBAX_IDS = ["manager-ocdbt-zarr3", "pytree-ocdbt-zarr2", "pytree-dir-zarr3", "standard-dir-zarr2"]
+               ("standard_async", False, False), ("cairn_handler_manager", True, False)]
+ORBAX_IDS = ["manager-ocdbt-zarr3", "pytree-ocdbt-zarr2", "pytree-dir-zarr3", "standard-dir-zarr2",
+             "cairn-handler-manager-ocdbt-zarr2"]
 VARIANTS = [(True, True), (True, False), (False, True), (False, False)]
 VARIANT_IDS = ["ocdbt-zarr3", "ocdbt-zarr2", "dir-zarr3", "dir-zarr2"]
 STEP = 3
@@ -60,21 +63,32 @@ def orbax_saved(nproc, tmp_path_factory):
     for api, use_ocdbt, use_zarr3 in ORBAX_SAVES:
         job = {"kind": "orbax_save", "api": api, "use_ocdbt": use_ocdbt, "use_zarr3": use_zarr3,
                "dir": str(root / f"{api}-{_vname(use_ocdbt, use_zarr3)}")}
-        if api == "manager":
+        if api in ("manager", "cairn_handler_manager"):
             job["step"] = STEP
         jobs.append(job)
+    # The same processes restore what cairn's handler saved with Orbax's own.
+    jobs.append({"kind": "orbax_restore", "dir": str(root / "cairn_handler_manager-ocdbt-zarr2"), "step": STEP,
+                 "item_name": "state", "target": "sharding", "out": str(root / "orbax-restored-cairn-handler")})
     launch.run(root / "logs", n, jobs, timeout=300)
     return n, root
+
+
+def test_orbax_restores_what_cairns_handler_saved_in_every_process(orbax_saved):
+    n, root = orbax_saved
+    assert_restored_shards_bit_exact(root / "orbax-restored-cairn-handler", n,
+                                     f"{n} processes: Orbax's manager with cairn's handler, Orbax's restore",
+                                     "sharding")
 
 
 @pytest.mark.parametrize("api,use_ocdbt,use_zarr3", ORBAX_SAVES, ids=ORBAX_IDS)
 def test_cairn_restores_orbax_multiprocess_save(orbax_saved, api, use_ocdbt, use_zarr3):
     n, root = orbax_saved
     top = root / f"{api}-{_vname(use_ocdbt, use_zarr3)}"
-    item = top / str(STEP) / "state" if api == "manager" else top
-    # What Orbax 0.12.8 wrote for N processes.
+    manager = api in ("manager", "cairn_handler_manager")
+    item = top / str(STEP) / "state" if manager else top
+    # What Orbax 0.12.8 wrote for N processes (with cairn's handler: the same).
     assert (item / "commit_success.txt").exists()
-    if api == "manager":
+    if manager:
         assert (top / str(STEP) / "commit_success.txt").exists()
         assert cairn.orbax.all_steps(top) == [STEP]
     meta = json.loads((item / "_METADATA").read_text())
@@ -84,7 +98,7 @@ def test_cairn_restores_orbax_multiprocess_save(orbax_saved, api, use_ocdbt, use
         assert (item / f"ocdbt.process_{i}" / "manifest.ocdbt").exists() == use_ocdbt
     # cairn reads every array bit-exactly, from the item, step and root paths.
     assert_tree_bit_exact(cairn.restore(item), f"{n} processes, {api} {_vname(use_ocdbt, use_zarr3)}")
-    if api == "manager":
+    if manager:
         assert_tree_bit_exact(cairn.restore(top), "checkpoint root, latest step")
         assert_tree_bit_exact(cairn.restore(top / str(STEP)), "step directory")
 
@@ -100,7 +114,7 @@ def cairn_restored_elsewhere(orbax_saved, tmp_path_factory):
     jobs = []
     for api, use_ocdbt, use_zarr3 in ORBAX_SAVES:
         name = f"{api}-{_vname(use_ocdbt, use_zarr3)}"
-        item = root / name / str(STEP) / "state" if api == "manager" else root / name
+        item = root / name / str(STEP) / "state" if api in ("manager", "cairn_handler_manager") else root / name
         jobs.append({"kind": "cairn_restore", "dir": str(item), "out": str(out / name)})
     launch.run(out / "logs", m, jobs, timeout=300)
     return n, m, out

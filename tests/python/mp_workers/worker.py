@@ -45,10 +45,15 @@ def log(msg):
 def orbax_save(ocp, job, tree):
     api, path = job["api"], job["dir"]
     handler_kw = {"use_ocdbt": job.get("use_ocdbt"), "use_zarr3": job.get("use_zarr3")}
-    if api == "manager":
+    if api in ("manager", "cairn_handler_manager"):
+        # cairn_handler_manager: Orbax's manager driving cairn's handler.
+        if api == "manager":
+            handler = ocp.PyTreeCheckpointHandler(**handler_kw)
+        else:
+            import cairn.orbax
+            handler = cairn.orbax.PyTreeCheckpointHandler(**handler_kw)
         options = ocp.CheckpointManagerOptions(step_prefix=job.get("step_prefix"))
-        with ocp.CheckpointManager(path, options=options,
-                                   item_handlers={"state": ocp.PyTreeCheckpointHandler(**handler_kw)}) as mngr:
+        with ocp.CheckpointManager(path, options=options, item_handlers={"state": handler}) as mngr:
             mngr.save(job["step"], args=ocp.args.Composite(state=ocp.args.PyTreeSave(tree)))
             mngr.wait_until_finished()
     elif api == "pytree_defaults":
