@@ -100,6 +100,7 @@ class CheckpointManager:
             use_ocdbt=use_ocdbt, use_zarr3=use_zarr3, replica_parallel=replica_parallel,
             compression=compression, memory_budget=memory_budget or 0, target_data_file_size=target,
             chunk_byte_size=chunk_byte_size or 0, timeout_s=timeout_s, crash_at=_crash_at, **native)
+        self._closed = False
         self._scores = {}  # step -> best_fn(metrics), with best_fn
         self._load_scores()
 
@@ -146,9 +147,12 @@ class CheckpointManager:
         of numbers): with `best_fn`, written as the step's "metrics" item
         (as Orbax writes them) and ranked by best_fn for retention; without,
         ignored as Orbax ignores them."""
+        step = int(step)
+        if self._closed:
+            raise RuntimeError(f"cairn.CheckpointManager: saving step {step} under {self.directory}: "
+                               "the manager is closed")
         if self._policy.read_only:
             return False
-        step = int(step)
         parts = self._items.parts_of_save(tree, args)
         if not force and not self.should_save(step):
             return False
@@ -228,6 +232,7 @@ class CheckpointManager:
 
     def close(self) -> None:
         """Waits for the background work; later saves fail."""
+        self._closed = True
         self._native.close()
 
     def __enter__(self) -> "CheckpointManager":
