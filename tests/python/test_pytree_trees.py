@@ -170,3 +170,39 @@ def test_plain_trees_save_alike_with_and_without_jax_rules(tmp_path):
     assert [p for p, _ in plain] == [p for p, _ in with_jax]
     again = rebuild([v for _, v in plain])
     assert isinstance(again["b"], Pair) and again["a"] == (1, [])
+
+
+class KeyedNode:
+    """A custom pytree node registered with key paths (named children)."""
+
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+
+class PlainNode:
+    """A custom pytree node registered without key paths (jax numbers its
+    children: FlattenedIndexKey)."""
+
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+
+jax.tree_util.register_pytree_with_keys(
+    KeyedNode,
+    lambda n: (((jax.tree_util.GetAttrKey("a"), n.a), (jax.tree_util.GetAttrKey("b"), n.b)), None),
+    lambda _, children: KeyedNode(*children))
+jax.tree_util.register_pytree_node(PlainNode, lambda n: ((n.x, n.y), None), lambda _, c: PlainNode(*c))
+
+
+def test_custom_nodes_with_and_without_key_paths(tmp_path):
+    tree = {"keyed": KeyedNode(np.arange(3, dtype=np.int32), {"z": np.ones(2, np.float32)}),
+            "plain": PlainNode(np.float64(1.5) * np.ones(4), np.arange(2, dtype=np.uint8))}
+    ocp.PyTreeCheckpointer().save(tmp_path / "orbax", tree)
+    cairn.save(tmp_path / "cairn", tree, use_zarr3=False)
+    assert tree_metadata(tmp_path / "cairn") == tree_metadata(tmp_path / "orbax")
+    assert "('keyed', 'b', 'z')" in tree_metadata(tmp_path / "cairn")
+    assert tree_metadata(tmp_path / "cairn")["('plain', '1')"][0][1] == {"key": "1", "key_type": 1}
+    for path in (tmp_path / "cairn", tmp_path / "orbax"):
+        back = cairn.restore(path, target=tree)
+        assert isinstance(back["keyed"], KeyedNode) and isinstance(back["plain"], PlainNode)
+        assert_same_tree(back, tree)
