@@ -161,3 +161,15 @@ def test_a_differing_target_and_auto_compression_are_refused(tmp_path):
     with ocp.Checkpointer(cairn.orbax.PyTreeCheckpointHandler(colocated=True, compression="auto")) as auto:
         with pytest.raises(ValueError, match="auto"):
             auto.save(tmp_path / "auto", args=ocp.args.PyTreeSave(tree))
+
+
+def test_standard_handler_in_colocated_mode(tmp_path):
+    state = train_state_tree(steps=1)
+    saves, restores = _colocated.host_saves, _colocated.host_restores
+    ckptr = ocp.Checkpointer(cairn.orbax.StandardCheckpointHandler(colocated=True))
+    ckptr.save(tmp_path / "s", args=ocp.args.StandardSave(state))
+    assert _colocated.host_saves == saves + 1
+    back = ckptr.restore(tmp_path / "s", args=ocp.args.StandardRestore(abstract_of(state)))
+    assert _colocated.host_restores == restores + 1
+    assert_same_tree(back, state)
+    assert_same_tree(ocp.StandardCheckpointer().restore(tmp_path / "s", abstract_of(state)), state)
