@@ -23,7 +23,7 @@ MB/s are of the file's bytes over the process's wall time (start-up
 included, the same for every row). Prints the load average, since the
 machine is shared.
 
-    flock /work/bench.lock python3 bench/streamed_upload_bench.py [--mib 1024] [--repeat 3]
+    flock /tmp/bench.lock python3 bench/streamed_upload_bench.py [--mib 1024] [--repeat 3]
                                                               [--memory-budget 64MiB]
 """
 from __future__ import annotations

@@ -9,7 +9,7 @@ O_DIRECT write/read bandwidth in the same run. Prints one table of GB/s (of
 array bytes) with the ratio cairn/TensorStore and cairn/device; medians of
 --repeat runs, cairn and TensorStore taking turns to go first.
 
-    python3 bench/zarr_bench.py [--dir /work/bench-tmp] [--gib 1] [--repeat 3]
+    python3 bench/zarr_bench.py [--dir /path/on/the/device] [--gib 1] [--repeat 3]
 """
 from __future__ import annotations
 
