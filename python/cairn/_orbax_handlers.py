@@ -113,6 +113,11 @@ class PyTreeHandlerImpl(ocp.BasePyTreeCheckpointHandler):
             return _colocated.start_save(directory, _own_numpy(item), options)
         coordinator = _handler_coordinator(dist)
         leaves = _orbax._flatten(_own_numpy(item), coordinator.process_index, coordinator.process_count)
+        # The numpy leaves are this handler's own copies, held until the save
+        # is done: the engine may read them in the background, like a
+        # jax.Array's shards, instead of copying them again.
+        leaves = [leaf[:6] + ([(o, raw, rid, True) for o, raw, rid, _ in leaf[6]],) + leaf[7:]
+                  if leaf[1] == "np.ndarray" else leaf for leaf in leaves]
 
         def run():
             pending = _core._engine_save(directory, "", leaves, coordinator, caller_commits=True, **options)
