@@ -138,7 +138,7 @@ class CheckpointManager:
         return _manager_items.reached_preemption(int(step))
 
     def save(self, step: int, tree: Any = None, *, args: Any = None, force: bool = False,
-             metrics: Any = None) -> bool:
+             metrics: Any = None, custom_metadata: Any = None) -> bool:
         """Saves `tree` (or the items of `args`: ``StandardSave(tree)``,
         ``PyTreeSave``, or a ``Composite`` of one PyTree item and JSON items)
         as step `step`; returns False without saving when ``should_save``
@@ -146,7 +146,8 @@ class CheckpointManager:
         enable_async, returns once the arrays are copied. `metrics` (a tree
         of numbers): with `best_fn`, written as the step's "metrics" item
         (as Orbax writes them) and ranked by best_fn for retention; without,
-        ignored as Orbax ignores them."""
+        ignored as Orbax ignores them. `custom_metadata` (JSON) goes into the
+        step's ``_CHECKPOINT_METADATA``, as Orbax's."""
         step = int(step)
         if self._closed:
             raise RuntimeError(f"cairn.CheckpointManager: saving step {step} under {self.directory}: "
@@ -166,7 +167,7 @@ class CheckpointManager:
                 parts.add_metrics(metrics)
         return self._native.save(step, leaves, True, extra_files=parts.files,
                                  extra_item_handlers=parts.handlers, item_name=parts.pytree_name,
-                                 score=score)
+                                 score=score, custom_metadata=_orbax.json_text(custom_metadata))
 
     def wait_until_finished(self) -> None:
         """Blocks until the background save and retention are done; raises

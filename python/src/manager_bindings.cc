@@ -65,9 +65,10 @@ void RegisterManager(nb::module_& m) {
           [](PyManager& p, int64_t step, nb::handle leaves, bool force,
              std::vector<std::pair<std::string, std::string>> extra_files,
              std::map<std::string, std::string> extra_item_handlers, const std::string& item_name,
-             std::optional<double> score) {
+             std::optional<double> score, const std::string& custom_json) {
             ConvertedLeaves converted = ConvertSaveLeaves(leaves, /*honor_immutable=*/true);
-            engine::StepExtras extras{std::move(extra_files), std::move(extra_item_handlers), item_name, score};
+            engine::StepExtras extras{std::move(extra_files), std::move(extra_item_handlers), item_name, score,
+                                      ValueOrThrow(ParseJson(custom_json, "custom_metadata"))};
             auto saved = p.Unlocked(
                 [&] { return p.m->Save(step, std::move(converted.leaves), force, std::move(extras)); });
             // Save waited for the previous save: its arrays may go.
@@ -76,7 +77,8 @@ void RegisterManager(nb::module_& m) {
           },
           nb::arg("step"), nb::arg("leaves"), nb::arg("force") = false,
           nb::arg("extra_files") = std::vector<std::pair<std::string, std::string>>(),
-          nb::arg("extra_item_handlers") = std::map<std::string, std::string>(), nb::arg("item_name") = "", nb::arg("score") = nb::none())
+          nb::arg("extra_item_handlers") = std::map<std::string, std::string>(), nb::arg("item_name") = "", nb::arg("score") = nb::none(),
+          nb::arg("custom_metadata") = "null")
       .def("wait_until_finished",
            [](PyManager& p) {
              Status s = p.Unlocked([&] { return p.m->WaitUntilFinished(); });

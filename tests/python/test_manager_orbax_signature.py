@@ -90,6 +90,18 @@ def test_default_item_with_standard_args_and_force(tmp_path):
         assert_same_tree(theirs.restore(5, args=ocp.args.StandardRestore(abstract_of(state))), state)
 
 
+def test_custom_metadata_of_a_step_is_orbaxs(tmp_path):
+    state = train_state_tree()
+    with cairn.CheckpointManager(tmp_path) as mngr:
+        mngr.save(1, args=ocp.args.StandardSave(state), custom_metadata={"run": "r7", "tokens": 123})
+        mngr.save(2, args=ocp.args.StandardSave(state))
+    md = json.loads((tmp_path / "1" / "_CHECKPOINT_METADATA").read_text())
+    assert md["custom_metadata"] == {"run": "r7", "tokens": 123}
+    assert json.loads((tmp_path / "2" / "_CHECKPOINT_METADATA").read_text())["custom_metadata"] == {}
+    with ocp.CheckpointManager(tmp_path) as theirs:
+        assert theirs.metadata(1).custom_metadata == {"run": "r7", "tokens": 123}
+
+
 def test_should_save_fn_and_read_only(tmp_path):
     state = train_state_tree()
     options = ocp.CheckpointManagerOptions(should_save_fn=lambda step, last: step % 4 == 1)

@@ -155,6 +155,7 @@ Result<bool> CheckpointManager::Save(int64_t step, std::vector<SaveLeaf> leaves,
   }
   request.extra_files = std::move(extras.files);
   request.extra_item_handlers = std::move(extras.item_handlers);
+  request.step_custom_metadata = std::move(extras.custom_metadata);
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<PendingSave> pending,
                          StartSave(request, coordinator_, nullptr, hooks_.save));
   At(kPointSaveStarted);

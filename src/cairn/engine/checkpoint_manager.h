@@ -63,6 +63,8 @@ struct StepExtras {
   std::string item_name;
   // The value of the step's metrics (RetentionPolicy::by_score).
   std::optional<double> score;
+  // The step's `_CHECKPOINT_METADATA` custom_metadata (null: {}).
+  Json custom_metadata;
 };
 
 struct ManagerOptions {

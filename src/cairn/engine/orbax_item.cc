@@ -157,7 +157,7 @@ Status FinalizeAndCommit(const SaveRequest& request, const ItemPaths& paths, int
   }
   md.init_timestamp_nsecs = init_timestamp_nsecs;
   md.commit_timestamp_nsecs = orbax::NowNanos();
-  md.custom_metadata = Json::object();
+  md.custom_metadata = request.step_custom_metadata.is_null() ? Json::object() : request.step_custom_metadata;
   CAIRN_RETURN_IF_ERROR(orbax::WriteSmallFile(paths.top.location, orbax::kCheckpointMetadataFile,
                                               orbax::EmitCheckpointMetadata(md)));
   for (const auto& [relative, content] : request.extra_files) {

@@ -144,6 +144,9 @@ struct SaveRequest {
   // extra_files `<name>/metadata`): item name -> the typestr of the Orbax
   // handler that reads them, recorded in `_CHECKPOINT_METADATA`.
   std::map<std::string, std::string> extra_item_handlers;
+  // `_CHECKPOINT_METADATA`'s custom_metadata (Orbax's
+  // CheckpointManager.save(custom_metadata=)); null: an empty object.
+  Json step_custom_metadata;
 };
 
 }  // namespace cairn::engine
