@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -154,6 +155,16 @@ class CodecChain {
   // True if Encode of a native array is the identity (no array->array or
   // bytes->bytes codecs, and an identity array->bytes codec).
   bool IsIdentity(const ChunkSpec& spec) const;
+  // The number of checksum bytes after the elements when the stored value
+  // is the native array followed only by crc32c checksums (the identity
+  // chain: 0; `bytes` then one `crc32c`: 4), so a reader may use the
+  // elements in place once VerifyChecksummedIdentity passed; nullopt for
+  // any other chain (two crc32c codecs included).
+  std::optional<uint64_t> ChecksummedIdentityTrailer(const ChunkSpec& spec) const;
+  // Checks the checksum of `stored` (spec.num_bytes() elements followed by
+  // ChecksummedIdentityTrailer(spec) bytes) without copying: DataLoss
+  // "crc32c mismatch ..." or a wrong size. REQUIRES: a trailer.
+  Status VerifyChecksummedIdentity(const ChunkSpec& spec, ByteView stored) const;
 
   const std::vector<std::shared_ptr<const ArrayCodec>>& array_codecs() const {
     return array_codecs_;

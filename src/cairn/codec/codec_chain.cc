@@ -108,6 +108,26 @@ bool CodecChain::IsIdentity(const ChunkSpec& spec) const {
          array_to_bytes_->IsIdentity(spec);
 }
 
+std::optional<uint64_t> CodecChain::ChecksummedIdentityTrailer(const ChunkSpec& spec) const {
+  if (!array_codecs_.empty() || !array_to_bytes_ || !array_to_bytes_->IsIdentity(spec)) return std::nullopt;
+  if (bytes_codecs_.empty()) return 0;
+  if (bytes_codecs_.size() == 1 && dynamic_cast<const Crc32cCodec*>(bytes_codecs_[0].get()) != nullptr) {
+    return 4;
+  }
+  return std::nullopt;
+}
+
+Status CodecChain::VerifyChecksummedIdentity(const ChunkSpec& spec, ByteView stored) const {
+  const std::optional<uint64_t> trailer = ChecksummedIdentityTrailer(spec);
+  if (!trailer) return FailedPreconditionError("the codec chain does not store the elements as they are");
+  if (stored.size() != spec.num_bytes() + *trailer) {
+    return DataLossError("chunk of " + std::to_string(stored.size()) + " stored bytes, expected " +
+                         std::to_string(spec.num_bytes() + *trailer));
+  }
+  if (*trailer == 0) return Status::OK();
+  return Crc32cCodec::Verify(stored).status();
+}
+
 uint64_t CodecChain::MaxEncodedSize(const ChunkSpec& spec) const {
   if (!array_to_bytes_) return 0;
   uint64_t n = array_to_bytes_->MaxEncodedSize(ArrayToBytesSpec(spec));

@@ -126,6 +126,36 @@ TEST(CodecChain, IdentityChainAndFillCheck) {
             StatusCode::kInvalidArgument);
 }
 
+TEST(CodecChain, ChecksummedIdentityIsTheElementsThenTheirCrc32c) {
+  ChunkSpec spec = MakeSpec(DType::kFloat32, {8});
+  auto chain_of = [&](const char* json) { return CodecChain::FromJson(ParseOrDie(json), spec); };
+  auto plain = chain_of(R"([{"configuration":{"endian":"little"},"name":"bytes"}])");
+  auto crc = chain_of(R"([{"configuration":{"endian":"little"},"name":"bytes"},{"name":"crc32c"}])");
+  auto twice = chain_of(R"([{"configuration":{"endian":"little"},"name":"bytes"},{"name":"crc32c"},)"
+                        R"({"name":"crc32c"}])");
+  auto zstd = chain_of(R"([{"configuration":{"endian":"little"},"name":"bytes"},)"
+                       R"({"configuration":{"checksum":true,"level":3},"name":"zstd"}])");
+  ASSERT_TRUE(plain.ok() && crc.ok() && twice.ok() && zstd.ok());
+  EXPECT_EQ(plain->ChecksummedIdentityTrailer(spec), std::optional<uint64_t>(0));
+  EXPECT_EQ(crc->ChecksummedIdentityTrailer(spec), std::optional<uint64_t>(4));
+  EXPECT_FALSE(twice->ChecksummedIdentityTrailer(spec).has_value());
+  EXPECT_FALSE(zstd->ChecksummedIdentityTrailer(spec).has_value());
+  const Buffer elements = RandomBytes(32, 7);
+  auto stored = crc->Encode(spec, elements.view());
+  ASSERT_TRUE(stored.ok());
+  ASSERT_EQ(stored->size(), 36u);
+  EXPECT_EQ(std::memcmp(stored->data(), elements.data(), 32), 0) << "the elements start the value";
+  EXPECT_TRUE(crc->VerifyChecksummedIdentity(spec, stored->view()).ok());
+  for (size_t at : {size_t{0}, size_t{17}, size_t{31}, size_t{34}}) {
+    Buffer flipped = Buffer::CopyOf(stored->view());
+    flipped.data()[at] ^= 0x01;
+    const Status s = crc->VerifyChecksummedIdentity(spec, flipped.view());
+    EXPECT_EQ(s.code(), StatusCode::kDataLoss) << "byte " << at;
+    EXPECT_NE(s.ToString().find("crc32c mismatch"), std::string::npos) << s.ToString();
+  }
+  EXPECT_EQ(crc->VerifyChecksummedIdentity(spec, stored->view().first(35)).code(), StatusCode::kDataLoss);
+}
+
 TEST(CodecChain, RejectsInvalidChains) {
   ChunkSpec spec = MakeSpec(DType::kFloat32, {4, 4});
   const std::string le = R"({"configuration":{"endian":"little"},"name":"bytes"})";

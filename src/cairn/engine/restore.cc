@@ -11,7 +11,9 @@
 //      host's agreement.
 //   4. Map the chunks whose boxes allow it (BoxToRestore::mapped; the store
 //      decides whether it can: kvstore/mapped_read.h), in parallel; those
-//      chunks are not read.
+//      chunks are not read. A mapped chunk's CRC-32C (the `crc32c` codec)
+//      is checked before it is handed out; one that differs is read
+//      instead, and the read reports the mismatch.
 //   5. Read with KvStore::GetMany, all arrays' chunks in one batch split
 //      into a few slices that run in parallel: whole chunks (and shards
 //      wholly needed) first, with the index of each shard needed only in
@@ -51,43 +53,55 @@ using ValueFn = std::function<Status(size_t index, std::optional<ByteView> value
 // Where chunk `c` may be mapped instead of read: its one part is its whole
 // box, which is a whole destination asking for a mapping, held
 // C-contiguously, and the chunk's elements are stored as they are in
-// memory at the start of its value: an identity codec chain, or (Orbax's
-// zarr3) a sharding codec whose shard is one inner chunk with identity
-// codecs and the index at the end. nullptr otherwise.
+// memory at the start of its value, followed at most by their CRC-32C: an
+// identity codec chain or `bytes` + `crc32c` (CodecChain::
+// ChecksummedIdentityTrailer), or (Orbax's zarr3) a sharding codec whose
+// shard is one inner chunk with such codecs and the index at the end.
+// nullptr otherwise.
 std::shared_ptr<MappedBytes>* MappableDestination(const ArrayRestorePlan& p, const ChunkToRead& c) {
   if (c.parts.size() != 1) return nullptr;
   const Destination& d = p.dests[c.parts[0].dest];
   if (d.mapped == nullptr || d.box != c.box || c.parts[0].inter != c.box) return nullptr;
   if (WholeChunkDestination(p, c.parts, c.box).data() != d.data) return nullptr;
-  if (p.sharding == nullptr) return p.array->metadata().codecs.IsIdentity(p.spec) ? d.mapped : nullptr;
+  if (p.sharding == nullptr) {
+    return p.array->metadata().codecs.ChecksummedIdentityTrailer(p.spec) ? d.mapped : nullptr;
+  }
   const Shape grid = p.sharding->GridShape(p.spec);
   if (!c.whole_shard || p.sharding->index_location() != ShardIndexLocation::kEnd ||
       std::any_of(grid.begin(), grid.end(), [](Index g) { return g != 1; }) ||
-      !p.sharding->inner_codecs().IsIdentity(p.sharding->InnerSpec(p.spec))) {
+      !p.sharding->inner_codecs().ChecksummedIdentityTrailer(p.sharding->InnerSpec(p.spec))) {
     return nullptr;
   }
   return d.mapped;
 }
 
-// Maps the elements of chunk `c` (MappableDestination allowed it), or
-// nullptr when the store cannot or the stored value is not laid out as
-// expected (the read then reports what is wrong).
+// Maps the elements of chunk `c` (MappableDestination allowed it) once
+// their checksum matched, or nullptr when the store cannot map them, the
+// stored value is not laid out as expected or its checksum differs: the
+// read then reports what is wrong, naming the array and the key.
 std::shared_ptr<MappedBytes> MapChunk(MappedReadStore& maps, const ArrayRestorePlan& p, const ChunkToRead& c) {
   const uint64_t n = p.spec.num_bytes();
+  const CodecChain& codecs =
+      p.sharding == nullptr ? p.array->metadata().codecs : p.sharding->inner_codecs();
+  const ChunkSpec spec = p.sharding == nullptr ? p.spec : p.sharding->InnerSpec(p.spec);
+  const uint64_t stored = n + codecs.ChecksummedIdentityTrailer(spec).value_or(0);
   const uint64_t index = p.sharding == nullptr ? 0 : p.sharding->EncodedIndexSize(p.spec);
-  auto m = maps.MapRange(c.key, 0, n + index);
-  if (!m.ok() || *m == nullptr || (*m)->value_size() != n + index) return nullptr;
+  auto m = maps.MapRange(c.key, 0, stored + index);
+  if (!m.ok() || *m == nullptr || (*m)->value_size() != stored + index) return nullptr;
   if (p.sharding != nullptr) {
     const ByteView shard((*m)->data(), (*m)->size());
     auto index_bytes = p.sharding->IndexBytes(p.spec, shard);
     if (!index_bytes.ok()) return nullptr;
     auto entries = p.sharding->DecodeIndex(p.spec, *index_bytes);
     if (!entries.ok() || entries->size() != 1 || !ValidateShardIndex(*entries, shard.size()).ok() ||
-        (*entries)[0].offset != 0 || (*entries)[0].nbytes != n) {
+        (*entries)[0].offset != 0 || (*entries)[0].nbytes != stored) {
       return nullptr;
     }
-    (*m)->Shrink(static_cast<size_t>(n));
   }
+  if (!codecs.VerifyChecksummedIdentity(spec, ByteView((*m)->data(), static_cast<size_t>(stored))).ok()) {
+    return nullptr;
+  }
+  (*m)->Shrink(static_cast<size_t>(n));
   return std::move(*m);
 }
 
@@ -220,6 +234,14 @@ Status ReadChunks(KvStore& store, const std::string& dir, const RestoreRequest& 
   auto where_of = [&](size_t a, const std::string& key) {
     return "restoring `" + request.arrays[a].param + "` of " + dir + ": reading " + store.Describe(key);
   };
+  // A failed chunk names its array and key; bytes that are wrong (a
+  // checksum that differs) also the file and byte range they lie in.
+  auto annotated = [&](Status s, size_t a, const std::string& key) {
+    if (s.ok()) return s;
+    if (s.code() != StatusCode::kDataLoss) return s.Annotate(where_of(a, key));
+    return s.Annotate("restoring `" + request.arrays[a].param + "` of " + dir + ": reading " +
+                      store.DescribeStored(key));
+  };
   std::vector<KeyRead> reads;
   for (const Target& t : targets) {
     const ArrayRestorePlan& p = plans[t.array];
@@ -238,18 +260,18 @@ Status ReadChunks(KvStore& store, const std::string& dir, const RestoreRequest& 
     const ArrayRestorePlan& p = plans[targets[i].array];
     const ChunkToRead& c = p.chunks[targets[i].chunk];
     if (share != nullptr && share->role(targets[i].array, targets[i].chunk) == HostShare::Role::kOwner) {
-      return share->DeliverOwned(p, targets[i].array, targets[i].chunk, value)
-          .Annotate(where_of(targets[i].array, c.key));
+      return annotated(share->DeliverOwned(p, targets[i].array, targets[i].chunk, value), targets[i].array,
+                       c.key);
     }
     if (p.sharding == nullptr || c.whole_shard) {
-      return DeliverChunk(p, c, value).Annotate(where_of(targets[i].array, c.key));
+      return annotated(DeliverChunk(p, c, value), targets[i].array, c.key);
     }
     if (!value) {
       FillParts(p, c.parts, nullptr, c.box);
       return Status::OK();
     }
     auto entries = p.sharding->DecodeIndex(p.spec, *value);
-    if (!entries.ok()) return entries.status().Annotate(where_of(targets[i].array, c.key));
+    if (!entries.ok()) return annotated(entries.status(), targets[i].array, c.key);
     indexes[i] = std::move(*entries);
     return Status::OK();
   });
@@ -283,7 +305,7 @@ Status ReadChunks(KvStore& store, const std::string& dir, const RestoreRequest& 
     const ArrayRestorePlan& p = plans[t.array];
     const ChunkToRead& c = p.chunks[t.chunk];
     if (!value) return DataLossError(where_of(t.array, c.key) + ": the shard vanished while reading it");
-    return DeliverInner(p, c.inner[t.inner], value).Annotate(where_of(t.array, c.key));
+    return annotated(DeliverInner(p, c.inner[t.inner], value), t.array, c.key);
   });
   return AsDataLoss(second, "restoring from " + dir + ": a shard index entry points past the shard's end");
 }

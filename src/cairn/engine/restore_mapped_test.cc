@@ -177,5 +177,48 @@ TEST_F(RestoreMapped, BoxesThatAreNotOneWholeChunkAreFilled) {
   EXPECT_EQ(control[0], kSentinel);
 }
 
+
+// Uncompressed chunks end in their CRC-32C (the `crc32c` codec): a flipped
+// byte in a mappable chunk is never handed out, mapped or read.
+TEST_F(RestoreMapped, AFlippedByteInAMappableChunkIsRefusedNamingTheArray) {
+  ASSERT_TRUE(IsRamDisk("/dev/shm")) << "this machine has /dev/shm";
+  const std::string item = SaveItem("/dev/shm", Compression::kNone, 4096);
+  // Chunk 3's elements, found in the data files by their bytes.
+  const size_t per = static_cast<size_t>(kChunkRows * kCols);
+  const std::string needle(reinterpret_cast<const char*>(w_.data() + 3 * per), 64);
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(item + "/ocdbt.process_0/d")) {
+    std::ifstream in(e.path(), std::ios::binary);
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    const size_t at = bytes.str().find(needle);
+    if (at == std::string::npos) continue;
+    in.close();
+    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(at + 9));
+    const char flipped = static_cast<char>(needle[9] ^ 0x10);
+    f.write(&flipped, 1);
+    ++files;
+  }
+  ASSERT_EQ(files, 1);
+  std::vector<float> dest(static_cast<size_t>(kRows * kCols), kSentinel);
+  std::vector<std::shared_ptr<MappedBytes>> mapped(kChunks);
+  RestoreRequest q;
+  q.directory = item;
+  ArrayToRestore a;
+  a.param = "params.w";
+  for (Index c = 0; c < kChunks; ++c) {
+    a.boxes.push_back({Box({c * kChunkRows, 0}, {kChunkRows, kCols}), dest.data() + c * per, {}, &mapped[c]});
+  }
+  q.arrays = {a};
+  Status s = Restore(q);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
+  EXPECT_NE(s.ToString().find("params.w"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.ToString().find("crc32c mismatch"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.ToString().find("w/c/3"), std::string::npos) << "names the chunk: " << s.ToString();
+  EXPECT_NE(s.ToString().find("ocdbt.process_0/d/"), std::string::npos) << "names the file: " << s.ToString();
+}
+
 }  // namespace
 }  // namespace cairn::engine

@@ -46,6 +46,7 @@ class ForwardingKvStore : public KvStore {
     return base_->FinishPrefixCommit(commit, marker_name, marker);
   }
   std::string url() const override { return base_->url(); }
+  std::string DescribeStored(std::string_view key) override { return base_->DescribeStored(key); }
   size_t io_concurrency() const override { return base_->io_concurrency(); }
   void SetReadsShared(bool shared) override { base_->SetReadsShared(shared); }
 

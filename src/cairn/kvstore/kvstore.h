@@ -241,6 +241,11 @@ class KvStore {
 
   // "key `k` of <url>" — for error messages.
   std::string Describe(std::string_view key) const;
+  // Where `key`'s value is stored, for errors about its bytes (a checksum
+  // that differs): Describe(key), and for a store keeping values inside
+  // files of another store (ocdbt) also that file and the byte range. Looks
+  // the key up; never fails (what it cannot find, it leaves out).
+  virtual std::string DescribeStored(std::string_view key) { return Describe(key); }
 };
 
 // Checks a key (see the file comment). InvalidArgument says what is wrong.

@@ -30,6 +30,11 @@ Status PrefixKvStore::GetMany(const std::vector<KeyRead>& reads, const KeyReadFn
   return base_->GetMany(full, fn);
 }
 
+std::string PrefixKvStore::DescribeStored(std::string_view key) {
+  if (!ValidateKey(key).ok()) return Describe(key);
+  return base_->DescribeStored(Full(key));
+}
+
 Result<std::shared_ptr<MappedBytes>> PrefixKvStore::MapRange(std::string_view key, uint64_t offset,
                                                              uint64_t length) {
   CAIRN_RETURN_IF_ERROR(ValidateKey(key));

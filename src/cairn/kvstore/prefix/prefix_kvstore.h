@@ -48,6 +48,7 @@ class PrefixKvStore : public KvStore, public MappedReadStore {
   size_t io_concurrency() const override { return base_->io_concurrency(); }
   void SetReadsShared(bool shared) override { base_->SetReadsShared(shared); }
   // Forwards to the base store's capability (nullptr without one).
+  std::string DescribeStored(std::string_view key) override;
   Result<std::shared_ptr<MappedBytes>> MapRange(std::string_view key, uint64_t offset,
                                                 uint64_t length) override;
 

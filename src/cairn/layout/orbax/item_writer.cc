@@ -18,11 +18,18 @@
 
 namespace cairn::orbax {
 
-// Every zstd frame cairn writes carries the content checksum (XXH64), which
-// every zstd decoder verifies, so `cairn verify` can vouch for the chunks.
-// Zarr v3 says so in the codec config; TensorStore rejects a `checksum`
-// member in a v2 `.zarray` compressor, so for v2 the array encodes with the
-// checksum and the stored `.zarray` omits it (StoredZarr2Metadata).
+// Every chunk cairn writes carries a checksum that every reader verifies,
+// so that no flipped byte is ever restored and `cairn verify` can vouch for
+// the chunks:
+//   - a zstd frame carries its content checksum (XXH64), which every zstd
+//     decoder verifies. Zarr v3 says so in the codec config; TensorStore
+//     rejects a `checksum` member in a v2 `.zarray` compressor, so for v2
+//     the array encodes with the checksum and the stored `.zarray` omits it
+//     (StoredZarr2Metadata);
+//   - an uncompressed zarr v3 chunk ends in the `crc32c` codec's CRC-32C
+//     (TensorStore and so Orbax verify it; a mapped restore checks it too:
+//     engine/restore.cc). The elements still start the stored value, so a
+//     restore from a RAM disk can map them.
 Json OrbaxArrayMetadata(DType dtype, const Shape& shape, const Shape& chunk, bool zarr3,
                         bool compress) {
   if (zarr3) {
@@ -30,6 +37,8 @@ Json OrbaxArrayMetadata(DType dtype, const Shape& shape, const Shape& chunk, boo
     Json inner = Json::array({bytes});
     if (compress) {
       inner.push_back({{"name", "zstd"}, {"configuration", {{"level", 3}, {"checksum", true}}}});
+    } else {
+      inner.push_back({{"name", "crc32c"}});
     }
     Json index = Json::array({bytes, {{"name", "crc32c"}}});
     return {{"shape", shape},

@@ -93,6 +93,8 @@ class OcdbtKvStore : public KvStore, public MappedReadStore {
   // Resolves `key` to its value's range in a data file and maps it through
   // the base store's capability (mapped_read.h); nullptr for an inline
   // value or a base without the capability. NotFound for a missing key.
+  // Also "(bytes [o, +n) of <data file URL>)" of a value in a data file.
+  std::string DescribeStored(std::string_view key) override;
   Result<std::shared_ptr<MappedBytes>> MapRange(std::string_view key, uint64_t offset,
                                                 uint64_t length) override;
   Status Put(std::string_view key, ByteView value) override;

@@ -1,9 +1,22 @@
 // OcdbtKvStore::MapRange (mapped_read.h): a value's bytes mapped from its
-// data file through the base store's capability. The key is looked up in
+// data file through the base store's capability; DescribeStored names that
+// data file. The key is looked up in
 // the tree as for Get; an inline value (in a B+tree node) is not mapped.
 #include "cairn/kvstore/ocdbt/io/ocdbt_kvstore.h"
 
 namespace cairn::ocdbt {
+
+std::string OcdbtKvStore::DescribeStored(std::string_view key) {
+  std::string s = Describe(key);
+  if (!ValidateKey(key).ok()) return s;
+  auto view = ReadViewNow();
+  if (!view.ok() || !view->root) return s;
+  auto value = FindKey(*view->root, key, Reader(), view->limits);
+  if (!value.ok() || !*value) return s;
+  if ((*value)->is_inline) return s + " (inline in a B+tree node)";
+  return s + " (bytes [" + std::to_string((*value)->ref.offset) + ", +" + std::to_string((*value)->ref.length) +
+         ") of " + base_->Describe((*value)->ref.file_id.FullPath()) + ")";
+}
 
 Result<std::shared_ptr<MappedBytes>> OcdbtKvStore::MapRange(std::string_view key, uint64_t offset,
                                                             uint64_t length) {
