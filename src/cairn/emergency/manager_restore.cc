@@ -24,7 +24,10 @@
 //      wants and whose steps hold them, and reads (or maps) at once every
 //      box whose owner's step is on its disk. No collective comes before
 //      this read, so it runs while a requester of 3 is still fetching.
-//      A process whose 3 failed reads nothing.
+//      A process whose 3 failed reads nothing. A copy whose bytes are
+//      damaged (DataLoss: a chunk's checksum differs, a data file is short)
+//      counts as missing, as for a lost host: its owner joins the needs of
+//      5, fetched from another holder (never from the process itself).
 //   5. AllGather of the owners still missing ("restore/read/needs"; empty
 //      after a failure), transfers from their holders (as in 3, but joined
 //      here, on tags of their own), then the read of those boxes.
@@ -112,7 +115,17 @@ Status EmergencyCheckpointManager::Fetch(PreparedRestore& prepared, const std::v
         return InternalError(name + ": process " + std::to_string(q) + " needs owner " + std::to_string(o) +
                              ", which no process holds");
       }
-      const auto& holders = it->second;
+      // Never from the requester itself: a process needs an owner it holds
+      // only when its copy was damaged (step 4).
+      std::vector<int> holders;
+      for (int h : it->second) {
+        if (h != static_cast<int>(q)) holders.push_back(h);
+      }
+      if (holders.empty()) {
+        return DataLossError(name + ": process " + std::to_string(q) + "'s copy of process " + std::to_string(o) +
+                             "'s step " + std::to_string(prepared.choice.step) +
+                             " is damaged and no other process holds one");
+      }
       transfers.push_back({static_cast<int>(o), holders[(q + transfers.size()) % holders.size()], static_cast<int>(q)});
     }
   }
@@ -364,6 +377,7 @@ Result<RestoreReport> EmergencyCheckpointManager::Restore(PreparedRestore& prepa
   report.step = choice.step;
   // Reads the boxes whose owner's step is on this disk and not yet read.
   std::set<int> done;
+  bool fetched_any = false;  // step 5 ran: a damaged copy now fails the read
   auto read_on_disk = [&]() -> Status {
     std::map<int, engine::RestoreRequest> requests;
     for (const Read& r : reads) {
@@ -384,7 +398,23 @@ Result<RestoreReport> EmergencyCheckpointManager::Restore(PreparedRestore& prepa
         it = it->boxes.empty() ? req.arrays.erase(it) : it + 1;
       }
       const Clock::time_point start = Clock::now();
-      CAIRN_RETURN_IF_ERROR(engine::Restore(req));
+      Status read = engine::Restore(req);
+      if (read.code() == StatusCode::kDataLoss && !fetched_any) {
+        // A damaged copy (a checksum that differs, a short file) counts as
+        // missing: its boxes are fetched from another holder in step 5.
+        prepared.log.push_back("process " + std::to_string(coordinator_.process_index()) + "'s copy of process " +
+                               std::to_string(owner) + "'s step " + std::to_string(choice.step) + " (" +
+                               prepared.on_disk_source[owner] + ") is damaged, counted as missing: " +
+                               std::string(read.message()));
+        prepared.on_disk.erase(owner);
+        done.erase(owner);
+        needs.insert(owner);
+        for (const Read& r : reads) {
+          if (r.owner == owner && r.box.mapped != nullptr) r.box.mapped->reset();
+        }
+        continue;
+      }
+      CAIRN_RETURN_IF_ERROR(read);
       prepared.log.push_back("read process " + std::to_string(owner) + "'s step " + std::to_string(choice.step) +
                              " from " + prepared.on_disk_source[owner] + " (" + req.directory + ")" + Took(start));
     }
@@ -392,6 +422,7 @@ Result<RestoreReport> EmergencyCheckpointManager::Restore(PreparedRestore& prepa
   };
   // Step 4: no collective before this read.
   if (local.ok()) local = read_on_disk();
+  fetched_any = true;
   // Step 5 (collective even after a failure, with no needs then).
   const std::vector<int> missing = local.ok() ? std::vector<int>(needs.begin(), needs.end()) : std::vector<int>();
   Status fetched = Fetch(prepared, missing, "restore/read", kFirstFetchTag + kFetchTagsPerPhase,
