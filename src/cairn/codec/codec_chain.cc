@@ -255,6 +255,10 @@ Status CodecChain::DecodeInto(const ChunkSpec& spec, ByteView encoded, MutableBy
   // decodes straight into `out`. Other chains (array->array codecs, two
   // compressors) decode whole and copy.
   const bool identity = array_codecs_.empty() && array_to_bytes_->IsIdentity(spec);
+  if (identity && bytes_codecs_.size() == 1 &&
+      dynamic_cast<const Crc32cCodec*>(bytes_codecs_[0].get()) != nullptr) {
+    return Crc32cCodec::CopyVerified(encoded, out);  // copy and check in one pass
+  }
   size_t last = identity ? bytes_codecs_.size() : 0;
   ByteView view = encoded;
   for (; last > 0; --last) {

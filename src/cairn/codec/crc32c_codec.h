@@ -28,6 +28,11 @@ class Crc32cCodec final : public BytesCodec {
   // Checks the trailing checksum of `encoded` without copying; returns the
   // payload (a view into `encoded`).
   static Result<ByteView> Verify(ByteView encoded);
+  // Copies the payload of `encoded` into `out` (REQUIRES nothing: a size
+  // that differs is DataLoss) and checks its checksum in the same pass,
+  // block by block while each block is in cache: one pass over memory
+  // instead of two. `out` holds the payload even when the checksum differs.
+  static Status CopyVerified(ByteView encoded, MutableByteView out);
 };
 
 }  // namespace cairn

@@ -77,3 +77,28 @@ TEST(Crc32cCodec, ConfigurationMustBeEmpty) {
 
 }  // namespace
 }  // namespace cairn
+
+namespace cairn {
+namespace {
+
+TEST(Crc32cCodec, CopyVerifiedCopiesAndChecksInOnePass) {
+  Buffer payload(700 << 10);  // several blocks
+  for (size_t i = 0; i < payload.size(); ++i) payload.data()[i] = static_cast<uint8_t>(i * 131 + 7);
+  auto encoded = Crc32cCodec().Encode(payload.view());
+  ASSERT_TRUE(encoded.ok());
+  Buffer out(payload.size());
+  ASSERT_TRUE(Crc32cCodec::CopyVerified(encoded->view(), out.mutable_view()).ok());
+  EXPECT_EQ(std::memcmp(out.data(), payload.data(), payload.size()), 0);
+  for (size_t at : {size_t{0}, size_t{300000}, payload.size() - 1, payload.size() + 2}) {
+    Buffer bad = Buffer::CopyOf(encoded->view());
+    bad.data()[at] ^= 0x80;
+    const Status s = Crc32cCodec::CopyVerified(bad.view(), out.mutable_view());
+    EXPECT_EQ(s.code(), StatusCode::kDataLoss) << at;
+    EXPECT_NE(s.ToString().find("crc32c mismatch"), std::string::npos) << s.ToString();
+  }
+  Buffer small(10);
+  EXPECT_EQ(Crc32cCodec::CopyVerified(encoded->view(), small.mutable_view()).code(), StatusCode::kDataLoss);
+}
+
+}  // namespace
+}  // namespace cairn
