@@ -94,7 +94,7 @@ struct HttpCall {
   // A 2xx body larger than this fails the call (ResourceExhausted), as soon
   // as its Content-Length or its bytes say so: nothing past it is received
   // (response_limits.h). Bodies of other statuses (error documents) are
-  // bounded by kMaxErrorBodyBytes as well.
+  // bounded by kMaxErrorBodyBytes instead.
   uint64_t max_response_bytes = uint64_t{1} << 40;
   // When not zero: the bound of a 206 body instead (a ranged read asks for
   // this many bytes; a 200 holding the whole value keeps max_response_bytes).

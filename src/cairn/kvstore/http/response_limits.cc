@@ -14,7 +14,8 @@ BodyLimit BodyLimitFor(const HttpCall& call, long status) {
     return {std::min(call.max_partial_response_bytes, call.max_response_bytes), "the requested range's length"};
   }
   if (status >= 200 && status < 300) return {call.max_response_bytes, "the read's limit"};
-  return {std::min(call.max_response_bytes, kMaxErrorBodyBytes), "the limit of an error document"};
+  // The format's own limit, whatever the read asked for (a 404 to a 1-byte read).
+  return {kMaxErrorBodyBytes, "the limit of an error document"};
 }
 
 std::optional<uint64_t> ParseContentLength(std::string_view value) {

@@ -6,7 +6,8 @@
 //     has the call's `max_partial_response_bytes` (a ranged read: its
 //     length); other 2xx the call's `max_response_bytes` (a whole-object
 //     read: the limit its caller passed; listings and JSON documents: their
-//     format's); any other status kMaxErrorBodyBytes (an error document).
+//     format's); any other status kMaxErrorBodyBytes (an error document,
+//     whatever the read asked for).
 //  2. A Content-Length is parsed strictly (ParseContentLength: digits only,
 //     no overflow; repeated only with the same value). One that does not
 //     parse, or is above the bound, fails the attempt as its header arrives,

@@ -27,7 +27,7 @@ TEST(BodyLimitFor, ChoosesTheBoundByStatus) {
   call.max_partial_response_bytes = 10;
   EXPECT_EQ(BodyLimitFor(call, 200).bytes, 1000u);
   EXPECT_EQ(BodyLimitFor(call, 206).bytes, 10u);
-  EXPECT_EQ(BodyLimitFor(call, 404).bytes, 1000u);
+  EXPECT_EQ(BodyLimitFor(call, 404).bytes, kMaxErrorBodyBytes);  // not the read's bound
   call.max_response_bytes = uint64_t{1} << 40;
   EXPECT_EQ(BodyLimitFor(call, 500).bytes, kMaxErrorBodyBytes);
   uint8_t dst[7];
