@@ -23,6 +23,9 @@ class ForwardingKvStore : public KvStore {
     return base_->Get(key, range);
   }
   Result<bool> GetInto(std::string_view key, MutableByteView dst) override { return base_->GetInto(key, dst); }
+  Result<std::optional<Buffer>> GetAtMost(std::string_view key, uint64_t max_bytes) override {
+    return base_->GetAtMost(key, max_bytes);
+  }
   Status GetMany(const std::vector<KeyRead>& reads, const KeyReadFn& fn) override {
     return base_->GetMany(reads, fn);
   }

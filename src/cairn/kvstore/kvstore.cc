@@ -48,6 +48,15 @@ Result<bool> KvStore::GetInto(std::string_view key, MutableByteView dst) {
   return true;
 }
 
+Result<std::optional<Buffer>> KvStore::GetAtMost(std::string_view key, uint64_t max_bytes) {
+  CAIRN_ASSIGN_OR_RETURN(std::optional<Buffer> value, Get(key));
+  if (value && value->size() > max_bytes) {
+    return ResourceExhaustedError("reading " + Describe(key) + ": the value has " + std::to_string(value->size()) +
+                                  " bytes, over the limit of " + std::to_string(max_bytes));
+  }
+  return value;
+}
+
 Status KvStore::GetMany(const std::vector<KeyRead>& reads, const KeyReadFn& fn) {
   for (size_t i = 0; i < reads.size(); ++i) {
     CAIRN_ASSIGN_OR_RETURN(std::optional<Buffer> value, Get(reads[i].key, reads[i].range));

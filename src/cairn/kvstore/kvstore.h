@@ -136,6 +136,13 @@ class KvStore {
   // is Get plus a copy.
   virtual Result<bool> GetInto(std::string_view key, MutableByteView dst);
 
+  // Reads the whole value of `key` when it has at most `max_bytes` bytes
+  // (nullopt: the key is missing). A larger value is ResourceExhausted
+  // naming the key. Object stores stop receiving at the bound, so that a
+  // server cannot make the reader hold more (a metadata file: the
+  // small-file limit); the default is Get and a size check.
+  virtual Result<std::optional<Buffer>> GetAtMost(std::string_view key, uint64_t max_bytes);
+
   // Reads many keys (or ranges of their values) and hands each to `fn` as
   // it arrives, so that only a few values are held at once. Drivers that
   // can batch (OCDBT: one tree descent for all keys and one read for values

@@ -93,6 +93,7 @@ Result<GcsOptions> GcsOptions::FromEnvironment(std::string bucket, std::string p
   CAIRN_ASSIGN_OR_RETURN(o.upload_chunk_size, EnvNumber("CAIRN_GCS_CHUNK_SIZE", o.upload_chunk_size));
   CAIRN_ASSIGN_OR_RETURN(uint64_t page, EnvNumber("CAIRN_GCS_LIST_PAGE_SIZE", 1000));
   o.list_page_size = static_cast<int>(std::clamp<uint64_t>(page, 1, 1000));
+  CAIRN_ASSIGN_OR_RETURN(o.max_list_pages, EnvNumber("CAIRN_LIST_MAX_PAGES", o.max_list_pages));
   return o;
 }
 
@@ -133,6 +134,8 @@ HttpCall GcsKvStore::MakeCall(std::string method, std::string url, ByteView body
   }
   call.operation = std::move(operation);
   call.retry = options_.retry;
+  // Answers to anything but a GET are short JSON documents.
+  if (call.request.method != "GET") call.max_response_bytes = http::kMaxAnswerBytes;
   return call;
 }
 
@@ -200,6 +203,15 @@ Result<bool> GcsKvStore::GetInto(std::string_view key, MutableByteView dst) {
 }
 
 Result<std::optional<Buffer>> GcsKvStore::Get(std::string_view key, const ByteRange& range) {
+  return GetBounded(key, range, HttpCall().max_response_bytes);
+}
+
+Result<std::optional<Buffer>> GcsKvStore::GetAtMost(std::string_view key, uint64_t max_bytes) {
+  return GetBounded(key, ByteRange{}, max_bytes);
+}
+
+Result<std::optional<Buffer>> GcsKvStore::GetBounded(std::string_view key, const ByteRange& range,
+                                                     uint64_t max_bytes) {
   CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate(url_));
   std::string op = "reading " + Describe(key);
   auto from_size = [&]() -> Result<std::optional<Buffer>> {
@@ -209,11 +221,16 @@ Result<std::optional<Buffer>> GcsKvStore::Get(std::string_view key, const ByteRa
     return std::optional<Buffer>(Buffer());
   };
   std::vector<std::string> headers;
+  // What the read asks for bounds the body: a 206 has the range's length, a
+  // 200 (the whole value) at most the range's end.
+  uint64_t partial_bound = 0;
   if (!range.IsAll()) {
     uint64_t len = range.length.value_or(0);
     if (range.suffix) {
       if (len == 0) return from_size();
       headers.push_back("range: bytes=-" + std::to_string(len));
+      partial_bound = len;
+      max_bytes = std::min(max_bytes, len);
     } else if (range.length) {
       if (len == 0) return from_size();
       if (len > UINT64_MAX - range.offset) {
@@ -221,11 +238,15 @@ Result<std::optional<Buffer>> GcsKvStore::Get(std::string_view key, const ByteRa
       }
       headers.push_back("range: bytes=" + std::to_string(range.offset) + "-" +
                         std::to_string(range.offset + len - 1));
+      partial_bound = len;
+      max_bytes = std::min(max_bytes, range.offset + len);
     } else {
       headers.push_back("range: bytes=" + std::to_string(range.offset) + "-");
     }
   }
   HttpCall call = MakeCall("GET", ObjectUrl(key) + "?alt=media", {}, headers, op);
+  call.max_response_bytes = max_bytes;
+  call.max_partial_response_bytes = partial_bound;
   CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(call));
   if (r.status == 404) {
     CAIRN_RETURN_IF_ERROR(CheckBucketAfter404(op));
@@ -337,89 +358,6 @@ Status GcsKvStore::Delete(std::string_view key) {
   CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(call));
   if (r.status == 200 || r.status == 204 || r.status == 404) return Status::OK();
   return http::HttpStatusError(call, r);
-}
-
-// The pages of one objects.list listing below `prefix`: every object
-// (`on_key` with the key relative to the store's prefix) and, with
-// `delimited`, every prefix up to the next '/' (`on_prefix`, relative,
-// ending in '/').
-Status GcsKvStore::ListPages(std::string_view prefix, bool delimited, const std::string& op,
-                             const std::function<void(std::string key, uint64_t size)>& on_key,
-                             const std::function<void(std::string prefix)>& on_prefix) {
-  const std::string full = options_.prefix + std::string(prefix);
-  const char* fields = delimited ? "items(name,size),prefixes,nextPageToken" : "items(name,size),nextPageToken";
-  std::string token;
-  for (int page = 1;; ++page) {
-    std::string url = options_.endpoint + "/storage/v1/b/" + options_.bucket +
-                      "/o?fields=" + UriEncode(fields, false) + "&prefix=" + UriEncode(full, false);
-    if (delimited) url += "&delimiter=%2F";
-    if (options_.list_page_size != 1000) {
-      url += "&maxResults=" + std::to_string(std::clamp(options_.list_page_size, 1, 1000));
-    }
-    if (!token.empty()) url += "&pageToken=" + UriEncode(token, false);
-    HttpCall call = MakeCall("GET", std::move(url), {}, {}, op);
-    call.max_response_bytes = uint64_t{64} << 20;
-    CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(call));
-    if (r.status == 404) {
-      return NotFoundError(op + ": the bucket `" + options_.bucket + "` does not exist");
-    }
-    if (r.status != 200) return http::HttpStatusError(call, r);
-    auto j = nlohmann::json::parse(r.body.as_string_view(), nullptr, false);
-    if (!j.is_object()) return DataLossError(op + ": page " + std::to_string(page) + " is not JSON");
-    if (j.contains("items")) {
-      if (!j["items"].is_array()) return DataLossError(op + ": `items` is not an array");
-      for (const auto& item : j["items"]) {
-        uint64_t size = 0;
-        if (!item.is_object() || !item.contains("name") || !item["name"].is_string() ||
-            !item.contains("size") || !item["size"].is_string() ||
-            !ParseU64(item["size"].get<std::string>(), &size)) {
-          return DataLossError(op + ": malformed entry on page " + std::to_string(page));
-        }
-        std::string name = item["name"].get<std::string>();
-        if (name.compare(0, full.size(), full) != 0) continue;
-        on_key(name.substr(options_.prefix.size()), size);
-      }
-    }
-    if (delimited && j.contains("prefixes")) {
-      if (!j["prefixes"].is_array()) return DataLossError(op + ": `prefixes` is not an array");
-      for (const auto& p : j["prefixes"]) {
-        if (!p.is_string() || p.get<std::string>().compare(0, full.size(), full) != 0) {
-          return DataLossError(op + ": malformed prefix on page " + std::to_string(page));
-        }
-        on_prefix(p.get<std::string>().substr(options_.prefix.size()));
-      }
-    }
-    if (!j.contains("nextPageToken")) break;
-    if (!j["nextPageToken"].is_string() || j["nextPageToken"].get<std::string>().empty() ||
-        j["nextPageToken"].get<std::string>() == token) {
-      return DataLossError(op + ": a listing page without a new page token");
-    }
-    token = j["nextPageToken"].get<std::string>();
-  }
-  return Status::OK();
-}
-
-Result<std::vector<KeyInfo>> GcsKvStore::List(std::string_view prefix) {
-  std::vector<KeyInfo> out;
-  CAIRN_RETURN_IF_ERROR(ListPages(
-      prefix, /*delimited=*/false, "listing `" + std::string(prefix) + "` of " + url_,
-      [&](std::string key, uint64_t size) { out.push_back({std::move(key), size}); },
-      [](std::string) {}));
-  std::sort(out.begin(), out.end(), [](const KeyInfo& a, const KeyInfo& b) { return a.key < b.key; });
-  return out;
-}
-
-// One listing with delimiter '/': a prefix holding many keys below a few
-// children (a checkpoint root and its steps) takes one page per 1000
-// children instead of one per 1000 keys.
-Result<std::vector<ChildEntry>> GcsKvStore::ListChildren(std::string_view prefix) {
-  CAIRN_RETURN_IF_ERROR(ValidatePrefix(prefix, "ListChildren prefix of " + url_, /*allow_empty=*/true));
-  ChildEntries children(prefix);
-  CAIRN_RETURN_IF_ERROR(ListPages(
-      prefix, /*delimited=*/true, "listing the children of `" + std::string(prefix) + "` of " + url_,
-      [&](std::string key, uint64_t) { children.AddKey(key); },
-      [&](std::string p) { children.AddPrefix(p); }));
-  return std::move(children).Sorted();
 }
 
 Status GcsKvStore::ApplyBatch(std::vector<KvMutation> mutations) {

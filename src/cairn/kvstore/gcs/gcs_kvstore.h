@@ -11,8 +11,12 @@
 //
 // Operations:
 //   Get            GET .../o/<object>?alt=media, a Range header for ranges
+//   List           objects.list pages (gcs_list.cc: whole JSON only, a page
+//                  cap, no repeated token)
 //   GetInto        that GET with the body written straight into the caller's
 //                  memory (a restored chunk lands in the array, no copy)
+//   GetAtMost      that GET, received only up to the caller's limit (every
+//                  GET is bounded: a range by its length)
 //   Put            uploadType=media in one POST, or a resumable upload in
 //                  chunks of `upload_chunk_size` for values of at least
 //                  `resumable_threshold` bytes (gcs_upload.cc)
@@ -49,6 +53,7 @@
 
 #include "cairn/kvstore/gcs/gcs_credentials.h"
 #include "cairn/kvstore/http/http_client.h"
+#include "cairn/kvstore/http/listing_pages.h"
 #include "cairn/kvstore/kvstore.h"
 
 namespace cairn::gcs {
@@ -70,6 +75,8 @@ struct GcsOptions {
   uint64_t resumable_threshold = uint64_t{128} << 20;
   uint64_t upload_chunk_size = uint64_t{16} << 20;  // a multiple of 256 KiB
   int list_page_size = 1000;  // maxResults of objects.list (1 to 1000)
+  // Pages one listing may have (http/listing_pages.h).
+  uint64_t max_list_pages = http::kDefaultMaxListPages;
   // When set, every request names this project to bill (`userProject=`),
   // which a Requester Pays bucket requires (TensorStore's
   // `gcs_user_project`).
@@ -82,7 +89,8 @@ struct GcsOptions {
   // GcsCredentialsFromEnvironment (gcs_credentials.h), retry budget from
   // CAIRN_HTTP_MAX_ATTEMPTS / CAIRN_HTTP_INITIAL_BACKOFF_MS, upload sizes
   // from CAIRN_GCS_RESUMABLE_THRESHOLD / CAIRN_GCS_CHUNK_SIZE, the listing
-  // page size from CAIRN_GCS_LIST_PAGE_SIZE, the project to bill from
+  // page size from CAIRN_GCS_LIST_PAGE_SIZE, the cap on a listing's pages
+  // from CAIRN_LIST_MAX_PAGES, the project to bill from
   // CAIRN_GCS_USER_PROJECT.
   static Result<GcsOptions> FromEnvironment(std::string bucket, std::string prefix);
 };
@@ -97,6 +105,8 @@ class GcsKvStore : public KvStore {
   Result<std::optional<Buffer>> Get(std::string_view key, const ByteRange& range = {}) override;
   // One GET whose body libcurl writes straight into `dst` (no buffer, no copy).
   Result<bool> GetInto(std::string_view key, MutableByteView dst) override;
+  // One GET whose body is not received past `max_bytes`.
+  Result<std::optional<Buffer>> GetAtMost(std::string_view key, uint64_t max_bytes) override;
   Status Put(std::string_view key, ByteView value) override;
   Result<bool> PutIfAbsent(std::string_view key, ByteView value) override;
   Result<bool> CompareAndPut(std::string_view key, std::optional<ByteView> expected,
@@ -125,6 +135,9 @@ class GcsKvStore : public KvStore {
   http::HttpCall MakeCall(std::string method, std::string url, ByteView body,
                           std::vector<std::string> headers, std::string operation) const;
   std::string ObjectUrl(std::string_view key) const;  // .../o/<encoded object>
+  // Get, with a whole value received only up to `max_bytes` (a range: up to
+  // its length).
+  Result<std::optional<Buffer>> GetBounded(std::string_view key, const ByteRange& range, uint64_t max_bytes);
   http::HttpCall MakeUploadCall(std::string_view key, ByteView value,
                                 std::optional<std::string> if_generation) const;
   // Uploads `value`; false on 412 when `if_generation` is set.

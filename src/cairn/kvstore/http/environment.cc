@@ -89,6 +89,15 @@ HttpClientOptions HttpClientOptions::FromEnvironment() {
     int n = std::atoi(v);
     if (n >= 1 && n <= 86400) o.stall_timeout = std::chrono::seconds(n);
   }
+  if (const char* v = std::getenv("CAIRN_HTTP_MIN_RATE_BYTES_S")) {
+    char* end = nullptr;
+    uint64_t n = std::strtoull(v, &end, 10);
+    if (*v >= '0' && *v <= '9' && *end == '\0') o.min_rate.min_bytes_per_second = n;
+  }
+  if (const char* v = std::getenv("CAIRN_HTTP_RATE_GRACE_S")) {
+    int n = std::atoi(v);
+    if (n >= 1 && n <= 86400) o.min_rate.grace = std::chrono::seconds(n);
+  }
   if (Result<TlsTrust> trust = TlsTrustFromEnvironment(); trust.ok()) {
     o.ca_bundle = trust->ca_bundle;
     o.ca_path = trust->ca_path;

@@ -1,6 +1,5 @@
 #include "cairn/kvstore/http/http_client.h"
 
-
 #include <curl/curl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -8,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -15,6 +15,8 @@
 #include <queue>
 #include <random>
 #include <thread>
+
+#include "cairn/kvstore/http/http_transfer.h"
 
 namespace cairn::http {
 
@@ -25,20 +27,6 @@ namespace {
 void GlobalInit() {
   static std::once_flag once;
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
-    s.remove_suffix(1);
-  }
-  return s;
 }
 
 // A curl error that says the request never reached the server.
@@ -101,23 +89,6 @@ void PrefaultDestination(MutableByteView dst) {
 
 }  // namespace
 
-// One call in progress: its current attempt and where its result goes.
-struct Transfer {
-  HttpCall call;
-  HttpRequest attempt_request;  // `call.request` after `prepare`
-  int attempt = 0;              // attempts started so far
-  Clock::time_point not_before;
-  CURL* easy = nullptr;
-  curl_slist* header_list = nullptr;
-  size_t read_pos = 0;
-  bool body_too_large = false;
-  bool destination_too_small = false;
-  char error[CURL_ERROR_SIZE] = {};
-  HttpResponse response;
-  // Completion: the slot for the result, and the batch to signal.
-  std::optional<Result<HttpResponse>>* result = nullptr;
-  struct Batch* batch = nullptr;
-};
 
 struct Batch {
   std::mutex mu;
@@ -182,96 +153,6 @@ struct HttpClient::Impl {
     return t.call.operation + " (" + t.call.request.method + " " + t.call.request.url + ")";
   }
 
-  // Whether this attempt's body goes to the call's destination: a 200/206
-  // answer (the status line has been received when the body or its
-  // Content-Length arrives).
-  static bool IntoDestination(Transfer* t) {
-    if (t->call.destination.empty()) return false;
-    long status = 0;
-    curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
-    return status == 200 || status == 206;
-  }
-
-  static size_t OnBody(char* data, size_t size, size_t n, void* user) {
-    auto* t = static_cast<Transfer*>(user);
-    size_t bytes = size * n;
-    if (IntoDestination(t)) {
-      MutableByteView dst = t->call.destination;
-      uint64_t& at = t->response.destination_bytes;
-      if (bytes > dst.size() - at) {
-        t->destination_too_small = true;
-        return 0;  // aborts the transfer
-      }
-      std::memcpy(dst.data() + at, data, bytes);
-      at += bytes;
-      return bytes;
-    }
-    Buffer& body = t->response.body;
-    size_t old = body.size();
-    if (old + bytes > t->call.max_response_bytes) {
-      t->body_too_large = true;
-      return 0;  // aborts the transfer
-    }
-    if (old + bytes > body.capacity()) {
-      if (!body.TryResize(std::max(old + bytes, body.capacity() * 2)).ok()) {
-        t->body_too_large = true;
-        return 0;
-      }
-    }
-    body.resize(old + bytes);
-    std::memcpy(body.data() + old, data, bytes);
-    return bytes;
-  }
-
-  static size_t OnHeader(char* data, size_t size, size_t n, void* user) {
-    auto* t = static_cast<Transfer*>(user);
-    std::string_view line(data, size * n);
-    if (line.substr(0, 5) == "HTTP/") {
-      t->response.headers.clear();  // a new response (after 100 Continue)
-    } else if (size_t colon = line.find(':'); colon != std::string_view::npos) {
-      t->response.headers.emplace_back(Lower(Trim(line.substr(0, colon))),
-                                       std::string(Trim(line.substr(colon + 1))));
-      if (t->response.headers.back().first == "content-length") ReserveBody(t);
-    }
-    return size * n;
-  }
-
-  // Room for the announced body, so that it is received without regrowing
-  // (a value the server claims is trusted only up to the call's limit and
-  // kMaxReserve; past that the body grows as it arrives).
-  static void ReserveBody(Transfer* t) {
-    constexpr uint64_t kMaxReserve = uint64_t{256} << 20;
-    const std::string& v = t->response.headers.back().second;
-    if (v.empty() || v.size() > 12 || v.find_first_not_of("0123456789") != std::string::npos) return;
-    if (IntoDestination(t)) return;  // the body has its place already
-    uint64_t n = std::stoull(v);
-    Buffer& body = t->response.body;
-    if (n == 0 || n > kMaxReserve || n > t->call.max_response_bytes || n <= body.capacity()) return;
-    size_t old = body.size();
-    if (body.TryResize(n).ok()) body.resize(old);
-  }
-
-  static size_t OnRead(char* buf, size_t size, size_t n, void* user) {
-    auto* t = static_cast<Transfer*>(user);
-    ByteView body = t->attempt_request.body;
-    size_t len = std::min(size * n, body.size() - t->read_pos);
-    if (len > 0) std::memcpy(buf, body.data() + t->read_pos, len);
-    t->read_pos += len;
-    return len;
-  }
-
-  // curl rewinds the body when it must resend it (a reused connection that
-  // turned out closed, an authentication round).
-  static int OnSeek(void* user, curl_off_t offset, int origin) {
-    auto* t = static_cast<Transfer*>(user);
-    if (origin != SEEK_SET || offset < 0 ||
-        static_cast<uint64_t>(offset) > t->attempt_request.body.size()) {
-      return CURL_SEEKFUNC_FAIL;
-    }
-    t->read_pos = static_cast<size_t>(offset);
-    return CURL_SEEKFUNC_OK;
-  }
-
   // Sets up and adds the next attempt of `t`; false when it completed instead.
   bool Start(Transfer* t) {
     ++t->attempt;
@@ -283,11 +164,7 @@ struct HttpClient::Impl {
         return false;
       }
     }
-    t->response = HttpResponse();
-    t->read_pos = 0;
-    t->body_too_large = false;
-    t->destination_too_small = false;
-    t->error[0] = '\0';
+    ResetAttempt(t, &options.min_rate);
     CURL* e = curl_easy_init();
     if (e == nullptr) {
       Complete(t, ResourceExhaustedError(Where(*t) + ": curl_easy_init failed"));
@@ -300,10 +177,7 @@ struct HttpClient::Impl {
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     if (!t->call.idempotent || t->call.fresh_connection) curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->error);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Impl::OnBody);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
-    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &Impl::OnHeader);
-    curl_easy_setopt(e, CURLOPT_HEADERDATA, t);
+    SetTransferCallbacks(t, /*sends_body=*/r.method == "PUT" || r.method == "POST");
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
                      static_cast<long>(options.connect_timeout.count()));
     // Larger socket reads and writes than curl's 16 KiB / 64 KiB defaults:
@@ -321,10 +195,6 @@ struct HttpClient::Impl {
       curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
     } else if (r.method == "PUT" || r.method == "POST") {
       curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
-      curl_easy_setopt(e, CURLOPT_READFUNCTION, &Impl::OnRead);
-      curl_easy_setopt(e, CURLOPT_READDATA, t);
-      curl_easy_setopt(e, CURLOPT_SEEKFUNCTION, &Impl::OnSeek);
-      curl_easy_setopt(e, CURLOPT_SEEKDATA, t);
       curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(r.body.size()));
       if (r.method == "POST") curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "POST");
     } else if (r.method != "GET") {
@@ -357,15 +227,19 @@ struct HttpClient::Impl {
     curl_slist_free_all(t->header_list);
     t->header_list = nullptr;
     active.erase(std::find(active.begin(), active.end(), t));
-    if (t->body_too_large) {
-      Complete(t, ResourceExhaustedError(Where(*t) + ": response body larger than " +
-                                         std::to_string(t->call.max_response_bytes) + " bytes"));
+    if (Status received = ReceiveError(*t, status, Where(*t)); !received.ok()) {
+      Complete(t, std::move(received));
       return;
     }
-    if (t->destination_too_small) {
-      Complete(t, DataLossError(Where(*t) + ": the value has more than the " +
-                                std::to_string(t->call.destination.size()) + " bytes expected"));
-      return;
+    if (t->too_slow) {  // a timeout, retried as one
+      std::snprintf(t->error, sizeof(t->error), "%s", TooSlowMessage(*t).c_str());
+      code = CURLE_OPERATION_TIMEDOUT;
+    }
+    if (code == CURLE_OK) {
+      if (Status framing = CheckFraming(*t, status, Where(*t)); !framing.ok()) {
+        Complete(t, std::move(framing));
+        return;
+      }
     }
     t->response.status = status;
     bool transient = code != CURLE_OK ? TransientCurlError(code) : TransientHttpStatus(status);
@@ -401,6 +275,7 @@ struct HttpClient::Impl {
     }
     Complete(t, std::move(t->response));
   }
+
 
   void Loop() {
     while (true) {

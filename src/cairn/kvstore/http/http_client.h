@@ -22,6 +22,12 @@
 // idempotent, or that says `fresh_connection`: a GCS resumable chunk) always
 // goes out on a connection of its own, where that resend never happens.
 //
+// Bounds. No server decides how much is received or for how long: every
+// body is bounded by what the call asked for, a Content-Length must agree
+// with its body, and an attempt must keep a minimum average rate
+// (response_limits.h). A body over its bound is ResourceExhausted, a body
+// that disagrees with its Content-Length DataLoss (neither is retried).
+//
 // Errors. Transport failures and transient statuses that outlive the retry
 // budget are Unavailable; the message names the operation, the method and
 // URL, the HTTP status (or curl's error) and the number of attempts. Every
@@ -42,6 +48,7 @@
 #include <utility>
 #include <vector>
 
+#include "cairn/kvstore/http/response_limits.h"
 #include "cairn/util/buffer.h"
 #include "cairn/util/result.h"
 
@@ -84,8 +91,14 @@ struct HttpCall {
   std::string operation;
   // Keeps storage the request's body points into alive with the call.
   std::shared_ptr<const void> keep_alive;
-  // A response body larger than this fails the call (ResourceExhausted).
+  // A 2xx body larger than this fails the call (ResourceExhausted), as soon
+  // as its Content-Length or its bytes say so: nothing past it is received
+  // (response_limits.h). Bodies of other statuses (error documents) are
+  // bounded by kMaxErrorBodyBytes instead.
   uint64_t max_response_bytes = uint64_t{1} << 40;
+  // When not zero: the bound of a 206 body instead (a ranged read asks for
+  // this many bytes; a 200 holding the whole value keeps max_response_bytes).
+  uint64_t max_partial_response_bytes = 0;
   // When not empty: the body of a 200 or 206 response is written here, from
   // its start, instead of into `HttpResponse::body` (no buffer, no copy:
   // a whole-chunk read lands in the caller's array), and
@@ -104,14 +117,20 @@ struct HttpClientOptions {
   std::chrono::seconds stall_timeout{30};
   // Upper bound of one attempt; zero: none.
   std::chrono::milliseconds attempt_timeout{0};
+  // An attempt moving less than `min_bytes_per_second` on average once its
+  // first `grace` is over fails as a timeout (response_limits.h): a drip
+  // that the stall rule lets through ends at `grace`.
+  MinimumRateRule min_rate;
   // Certificate authorities for TLS (CURLOPT_CAINFO / CURLOPT_CAPATH);
   // empty: the system's. `ca_variables` names where they came from.
   std::string ca_bundle;
   std::string ca_path;
   std::string ca_variables;
 
-  // max_in_flight from CAIRN_HTTP_MAX_IN_FLIGHT and stall_timeout from
-  // CAIRN_HTTP_STALL_TIMEOUT_S (seconds) when set; the certificate
+  // max_in_flight from CAIRN_HTTP_MAX_IN_FLIGHT, stall_timeout from
+  // CAIRN_HTTP_STALL_TIMEOUT_S (seconds), min_rate from
+  // CAIRN_HTTP_MIN_RATE_BYTES_S (0: off) and CAIRN_HTTP_RATE_GRACE_S
+  // (seconds) when set; the certificate
   // authorities from TlsTrustFromEnvironment (environment.h) when valid.
   static HttpClientOptions FromEnvironment();
 };

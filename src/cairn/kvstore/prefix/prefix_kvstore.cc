@@ -48,6 +48,11 @@ Result<bool> PrefixKvStore::GetInto(std::string_view key, MutableByteView dst) {
   return base_->GetInto(Full(key), dst);
 }
 
+Result<std::optional<Buffer>> PrefixKvStore::GetAtMost(std::string_view key, uint64_t max_bytes) {
+  CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate("reading from " + url_));
+  return base_->GetAtMost(Full(key), max_bytes);
+}
+
 Status PrefixKvStore::Put(std::string_view key, ByteView value) {
   CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate("writing to " + url_));
   return base_->Put(Full(key), value);

@@ -26,6 +26,7 @@ class PrefixKvStore : public KvStore, public MappedReadStore {
 
   Result<std::optional<Buffer>> Get(std::string_view key, const ByteRange& range = {}) override;
   Result<bool> GetInto(std::string_view key, MutableByteView dst) override;
+  Result<std::optional<Buffer>> GetAtMost(std::string_view key, uint64_t max_bytes) override;
   // Forwards to the base store's GetMany (so its batching applies).
   Status GetMany(const std::vector<KeyRead>& reads, const KeyReadFn& fn) override;
   Status Put(std::string_view key, ByteView value) override;

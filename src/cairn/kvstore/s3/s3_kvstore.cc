@@ -79,6 +79,7 @@ Result<S3Options> S3Options::FromEnvironment(std::string bucket, std::string pre
   CAIRN_ASSIGN_OR_RETURN(o.part_size, EnvNumber("CAIRN_S3_PART_SIZE", o.part_size));
   CAIRN_ASSIGN_OR_RETURN(uint64_t page, EnvNumber("CAIRN_S3_LIST_PAGE_SIZE", 1000));
   o.list_page_size = static_cast<int>(std::clamp<uint64_t>(page, 1, 1000));
+  CAIRN_ASSIGN_OR_RETURN(o.max_list_pages, EnvNumber("CAIRN_LIST_MAX_PAGES", o.max_list_pages));
   CAIRN_ASSIGN_OR_RETURN(o.requester_pays, http::EnvBool("CAIRN_S3_REQUESTER_PAYS", false));
   return o;
 }
@@ -140,6 +141,8 @@ HttpCall S3KvStore::MakeCall(std::string method, std::string_view object,
   call.request.body = body;
   call.operation = std::move(operation);
   call.retry = options_.retry;
+  // Answers to anything but a GET are short XML documents.
+  if (method != "GET") call.max_response_bytes = http::kMaxAnswerBytes;
   std::string payload_hash = body.empty() ? std::string(kEmptySha256) : Sha256Hex(body);
   // Fetched (when due) here, on the caller's thread; `prepare` runs on the
   // client's thread and only reads the provider's cache, so that a retry
@@ -198,12 +201,12 @@ Result<std::optional<uint64_t>> S3KvStore::Head(std::string_view key) const {
   if (r.status == 404) return std::optional<uint64_t>();
   if (r.status != 200) return Explain(http::HttpStatusError(call, r));
   std::optional<std::string> len = r.Header("content-length");
-  char* end = nullptr;
-  uint64_t n = len ? std::strtoull(len->c_str(), &end, 10) : 0;
-  if (!len || len->empty() || *end != '\0') {
-    return DataLossError(op + ": HEAD response without a valid Content-Length");
+  std::optional<uint64_t> n = len ? http::ParseContentLength(*len) : std::nullopt;
+  if (!n) {
+    return DataLossError(op + " (HEAD " + call.request.url + "): HEAD response without a valid Content-Length (`" +
+                         len.value_or("<none>").substr(0, 40) + "`)");
   }
-  return std::optional<uint64_t>(n);
+  return n;
 }
 
 Result<std::optional<Buffer>> S3KvStore::GetFromSize(std::string_view key, const ByteRange& range) {
@@ -218,11 +221,16 @@ Result<std::optional<HttpCall>> S3KvStore::MakeGetCall(std::string_view key,
                                                        const ByteRange& range) const {
   CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate(url_));
   std::vector<std::pair<std::string, std::string>> headers;
+  // What the read asks for bounds the body: a 206 has the range's length, a
+  // 200 (the whole value, from a server that ignored the Range) at most the
+  // range's end.
+  uint64_t partial_bound = 0, whole_bound = 0;
   if (!range.IsAll()) {
     uint64_t len = range.length.value_or(0);
     if (range.suffix) {
       if (len == 0) return std::optional<HttpCall>();
       headers.emplace_back("range", "bytes=-" + std::to_string(len));
+      partial_bound = whole_bound = len;
     } else if (range.length) {
       if (len == 0) return std::optional<HttpCall>();
       if (len > UINT64_MAX - range.offset) {
@@ -231,12 +239,16 @@ Result<std::optional<HttpCall>> S3KvStore::MakeGetCall(std::string_view key,
       }
       headers.emplace_back("range", "bytes=" + std::to_string(range.offset) + "-" +
                                         std::to_string(range.offset + len - 1));
+      partial_bound = len;
+      whole_bound = range.offset + len;
     } else {
       headers.emplace_back("range", "bytes=" + std::to_string(range.offset) + "-");
     }
   }
-  return std::optional<HttpCall>(MakeCall("GET", options_.prefix + std::string(key), {}, headers,
-                                          {}, "reading " + Describe(key)));
+  HttpCall call = MakeCall("GET", options_.prefix + std::string(key), {}, headers, {}, "reading " + Describe(key));
+  if (partial_bound != 0) call.max_partial_response_bytes = partial_bound;
+  if (whole_bound != 0) call.max_response_bytes = std::min(call.max_response_bytes, whole_bound);
+  return std::optional<HttpCall>(std::move(call));
 }
 
 Result<std::optional<Buffer>> S3KvStore::Get(std::string_view key, const ByteRange& range) {
@@ -244,6 +256,13 @@ Result<std::optional<Buffer>> S3KvStore::Get(std::string_view key, const ByteRan
   if (!call) return GetFromSize(key, range);
   Result<HttpResponse> r = Run(*call);
   return GetResult(key, range, *call, std::move(r));
+}
+
+Result<std::optional<Buffer>> S3KvStore::GetAtMost(std::string_view key, uint64_t max_bytes) {
+  CAIRN_ASSIGN_OR_RETURN(std::optional<HttpCall> call, MakeGetCall(key, ByteRange{}));
+  call->max_response_bytes = max_bytes;
+  Result<HttpResponse> r = Run(*call);
+  return GetResult(key, ByteRange{}, *call, std::move(r));
 }
 
 Result<bool> S3KvStore::GetInto(std::string_view key, MutableByteView dst) {
@@ -359,93 +378,6 @@ Status S3KvStore::Delete(std::string_view key) {
   CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(call));
   if (r.status == 200 || r.status == 204 || r.status == 404) return Status::OK();
   return Explain(http::HttpStatusError(call, r));
-}
-
-// The pages of one ListObjectsV2 listing below `prefix`: every key (`on_key`
-// with the key relative to the store's prefix) and, with `delimited`, every
-// common prefix up to the next '/' (`on_prefix`, relative, ending in '/').
-Status S3KvStore::ListPages(std::string_view prefix, bool delimited, const std::string& op,
-                            const std::function<Status(std::string key, uint64_t size)>& on_key,
-                            const std::function<void(std::string prefix)>& on_prefix) {
-  std::string token;
-  const std::string full_prefix = options_.prefix + std::string(prefix);
-  for (int page = 0;; ++page) {
-    std::vector<std::pair<std::string, std::string>> query = {{"list-type", "2"},
-                                                              {"prefix", full_prefix}};
-    if (delimited) query.emplace_back("delimiter", "/");
-    if (!token.empty()) query.emplace_back("continuation-token", token);
-    if (options_.list_page_size != 1000) {
-      query.emplace_back("max-keys", std::to_string(std::clamp(options_.list_page_size, 1, 1000)));
-    }
-    HttpCall call = MakeCall("GET", "", std::move(query), {}, {}, op);
-    call.max_response_bytes = uint64_t{64} << 20;
-    CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(call));
-    if (r.status == 404 && r.body.as_string_view().find("NoSuchBucket") != std::string_view::npos) {
-      return NotFoundError(op + ": the bucket `" + options_.bucket + "` does not exist");
-    }
-    if (r.status != 200) return Explain(http::HttpStatusError(call, r));
-    std::string_view xml = r.body.as_string_view();
-    for (std::string_view contents : XmlElements(xml, "Contents")) {
-      std::optional<std::string> key = XmlText(contents, "Key");
-      std::optional<std::string> size = XmlText(contents, "Size");
-      char* end = nullptr;
-      uint64_t n = size ? std::strtoull(size->c_str(), &end, 10) : 0;
-      if (!key || !size || size->empty() || *end != '\0') {
-        return DataLossError(op + ": malformed ListObjectsV2 entry on page " +
-                             std::to_string(page + 1));
-      }
-      if (key->compare(0, full_prefix.size(), full_prefix) != 0) continue;
-      CAIRN_RETURN_IF_ERROR(on_key(key->substr(options_.prefix.size()), n));
-    }
-    if (delimited) {
-      for (std::string_view common : XmlElements(xml, "CommonPrefixes")) {
-        std::optional<std::string> p = XmlText(common, "Prefix");
-        if (!p || p->size() <= full_prefix.size() || p->back() != '/' ||
-            p->compare(0, full_prefix.size(), full_prefix) != 0) {
-          return DataLossError(op + ": malformed ListObjectsV2 common prefix on page " +
-                               std::to_string(page + 1));
-        }
-        on_prefix(p->substr(options_.prefix.size()));
-      }
-    }
-    std::optional<std::string> truncated = XmlText(xml, "IsTruncated");
-    if (!truncated || *truncated != "true") break;
-    std::optional<std::string> next = XmlText(xml, "NextContinuationToken");
-    if (!next || next->empty() || *next == token) {
-      return DataLossError(op + ": a truncated listing page without a new continuation token");
-    }
-    token = *next;
-  }
-  return Status::OK();
-}
-
-Result<std::vector<KeyInfo>> S3KvStore::List(std::string_view prefix) {
-  std::vector<KeyInfo> out;
-  CAIRN_RETURN_IF_ERROR(ListPages(
-      prefix, /*delimited=*/false, "listing `" + std::string(prefix) + "` of " + url_,
-      [&](std::string key, uint64_t size) {
-        out.push_back({std::move(key), size});
-        return Status::OK();
-      },
-      [](std::string) {}));
-  std::sort(out.begin(), out.end(), [](const KeyInfo& a, const KeyInfo& b) { return a.key < b.key; });
-  return out;
-}
-
-// One listing with delimiter '/': a prefix holding many keys below a few
-// children (a checkpoint root and its steps) takes one page per 1000
-// children instead of one per 1000 keys.
-Result<std::vector<ChildEntry>> S3KvStore::ListChildren(std::string_view prefix) {
-  CAIRN_RETURN_IF_ERROR(ValidatePrefix(prefix, "ListChildren prefix of " + url_, /*allow_empty=*/true));
-  ChildEntries children(prefix);
-  CAIRN_RETURN_IF_ERROR(ListPages(
-      prefix, /*delimited=*/true, "listing the children of `" + std::string(prefix) + "` of " + url_,
-      [&](std::string key, uint64_t) {
-        children.AddKey(key);
-        return Status::OK();
-      },
-      [&](std::string p) { children.AddPrefix(p); }));
-  return std::move(children).Sorted();
 }
 
 Status S3KvStore::ApplyBatch(std::vector<KvMutation> mutations) {

@@ -13,6 +13,8 @@
 //   GetInto        one GET whose body libcurl writes straight into the
 //                  caller's memory (a restored chunk lands in the array
 //                  without a buffer or a copy)
+//   GetAtMost      a GET that stops receiving past the caller's limit
+//                  (every GET is bounded: a range by its length)
 //   GetMany        the GETs of up to 64 reads in flight at once
 //   Put            one PUT, or a multipart upload for values of at least
 //                  `multipart_threshold` bytes (parts uploaded concurrently;
@@ -29,7 +31,8 @@
 //                  Conditional PUTs are not retried after a transport error
 //                  (the first may have landed).
 //   List           ListObjectsV2 pages of up to 1000 keys, continued with the
-//                  continuation token
+//                  continuation token (s3_list.cc: whole pages only, a
+//                  page cap, no repeated token)
 //   ListChildren   the same with `delimiter=/`: keys directly below the
 //                  prefix and one CommonPrefixes entry per deeper child
 //   DeletePrefix   List, then every DELETE concurrently
@@ -50,6 +53,7 @@
 #include <string_view>
 
 #include "cairn/kvstore/http/http_client.h"
+#include "cairn/kvstore/http/listing_pages.h"
 #include "cairn/kvstore/kvstore.h"
 #include "cairn/kvstore/s3/aws_credential_provider.h"
 #include "cairn/kvstore/s3/sigv4.h"
@@ -77,6 +81,8 @@ struct S3Options {
   uint64_t multipart_threshold = uint64_t{128} << 20;
   uint64_t part_size = uint64_t{16} << 20;  // >= 5 MiB (S3's minimum)
   int list_page_size = 1000;  // max-keys of ListObjectsV2 (1 to 1000)
+  // Pages one listing may have (http/listing_pages.h).
+  uint64_t max_list_pages = http::kDefaultMaxListPages;
   // Every request says `x-amz-request-payer: requester` (signed), which a
   // Requester Pays bucket requires of anyone but its owner (TensorStore's
   // `requester_pays`).
@@ -90,7 +96,8 @@ struct S3Options {
   // credentials as aws_credentials.h says, retry budget from
   // CAIRN_HTTP_MAX_ATTEMPTS and CAIRN_HTTP_INITIAL_BACKOFF_MS, upload sizes
   // from CAIRN_S3_MULTIPART_THRESHOLD and CAIRN_S3_PART_SIZE (bytes), the
-  // listing page size from CAIRN_S3_LIST_PAGE_SIZE, requester_pays from
+  // listing page size from CAIRN_S3_LIST_PAGE_SIZE, the cap on a listing's
+  // pages from CAIRN_LIST_MAX_PAGES, requester_pays from
   // CAIRN_S3_REQUESTER_PAYS (true/false, 1/0).
   static Result<S3Options> FromEnvironment(std::string bucket, std::string prefix);
 };
@@ -104,6 +111,8 @@ class S3KvStore : public KvStore {
 
   Result<std::optional<Buffer>> Get(std::string_view key, const ByteRange& range = {}) override;
   Result<bool> GetInto(std::string_view key, MutableByteView dst) override;
+  // One GET whose body is not received past `max_bytes`.
+  Result<std::optional<Buffer>> GetAtMost(std::string_view key, uint64_t max_bytes) override;
   // Every read in flight at once (in windows of 64).
   Status GetMany(const std::vector<KeyRead>& reads, const KeyReadFn& fn) override;
   Status Put(std::string_view key, ByteView value) override;

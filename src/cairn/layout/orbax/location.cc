@@ -192,10 +192,15 @@ Result<std::string> ReadBoundedKey(const Location& loc, const std::string& key, 
   for (const KeyInfo& k : listed) {
     if (k.key == key && k.size > max_bytes) return too_big(k.size);
   }
-  CAIRN_ASSIGN_OR_RETURN(std::optional<Buffer> value, loc.store->Get(key));
-  if (!value) return NotFoundError(loc.store->Describe(key) + " does not exist");
-  if (value->size() > max_bytes) return too_big(value->size());
-  return value->ToString();
+  // Bounded as it is received: a server's endless body is not held.
+  Result<std::optional<Buffer>> value = loc.store->GetAtMost(key, max_bytes);
+  if (!value.ok() && value.status().code() == StatusCode::kResourceExhausted) {
+    return ResourceExhaustedError(std::string(value.status().message()) + " (the limit for a metadata file)");
+  }
+  CAIRN_RETURN_IF_ERROR(value.status());
+  if (!*value) return NotFoundError(loc.store->Describe(key) + " does not exist");
+  if ((*value)->size() > max_bytes) return too_big((*value)->size());
+  return (*value)->ToString();
 }
 
 Status NotARegularFile(const Location& loc, const std::string& key) {

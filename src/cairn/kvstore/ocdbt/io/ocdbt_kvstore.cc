@@ -136,7 +136,7 @@ Result<std::optional<Manifest>> OcdbtKvStore::ReadManifest() {
 
 Result<OcdbtKvStore::ReadManifestResult> OcdbtKvStore::ReadManifestAndBytes() {
   ReadManifestResult out;
-  CAIRN_ASSIGN_OR_RETURN(out.bytes, base_->Get(kManifestKey));
+  CAIRN_ASSIGN_OR_RETURN(out.bytes, base_->GetAtMost(kManifestKey, options_.max_node_read_bytes));
   if (!out.bytes) return out;
   CAIRN_ASSIGN_OR_RETURN(Manifest m,
                          DecodeManifest(out.bytes->view(), base_->Describe(kManifestKey)));
@@ -153,7 +153,7 @@ Result<OcdbtKvStore::ReadManifestResult> OcdbtKvStore::ReadManifestAndBytes() {
     return out;
   }
   std::string key = NumberedManifestKey(latest);
-  CAIRN_ASSIGN_OR_RETURN(auto numbered, base_->Get(key));
+  CAIRN_ASSIGN_OR_RETURN(auto numbered, base_->GetAtMost(key, options_.max_node_read_bytes));
   if (!numbered) return UnavailableError(base_->Describe(key) + " vanished while reading");
   CAIRN_ASSIGN_OR_RETURN(Manifest full, DecodeManifest(numbered->view(), base_->Describe(key)));
   Config expected = m.config;
