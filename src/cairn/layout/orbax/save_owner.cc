@@ -79,8 +79,23 @@ class Renewer {
     saves_.erase(it);
     return save;
   }
+  std::vector<std::shared_ptr<LiveSave>> RemoveUnder(const std::string& path) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::shared_ptr<LiveSave>> out;
+    const std::string below = path + "/";
+    for (auto it = saves_.lower_bound(below); it != saves_.end() && it->first.rfind(below, 0) == 0;) {
+      out.push_back(std::move(it->second));
+      it = saves_.erase(it);
+    }
+    return out;
+  }
+  void Starting(const std::string& id, int delta) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if ((starting_[id] += delta) <= 0) starting_.erase(id);
+  }
   bool HasSaveId(std::string_view id) {
     std::lock_guard<std::mutex> lock(mu_);
+    if (starting_.count(std::string(id))) return true;
     for (const auto& [path, save] : saves_) {
       if (save->save_id == id) return true;
     }
@@ -107,6 +122,7 @@ class Renewer {
   std::mutex mu_;
   std::condition_variable wake_;
   std::map<std::string, std::shared_ptr<LiveSave>> saves_;
+  std::map<std::string, int> starting_;  // ids whose owner record is being created
   bool started_ = false;
 };
 
@@ -201,6 +217,18 @@ StoppedLease StopRenewing(const std::string& pending_path) {
   out.record_bytes = save->bytes;
   return out;
 }
+
+void StopRenewingUnder(const std::string& pending_path) {
+  for (const auto& save : Renewer::Get().RemoveUnder(pending_path)) {
+    std::lock_guard<std::mutex> hold(save->mu);
+    save->stopped = true;
+  }
+}
+
+StartingSave::StartingSave(std::string save_id) : save_id_(std::move(save_id)) {
+  Renewer::Get().Starting(save_id_, +1);
+}
+StartingSave::~StartingSave() { Renewer::Get().Starting(save_id_, -1); }
 
 bool IsLiveHere(std::string_view save_id) { return Renewer::Get().HasSaveId(save_id); }
 

@@ -77,7 +77,24 @@ struct StoppedLease {
 // Stops renewing the save at `pending_path` (waits for a renewal in flight).
 StoppedLease StopRenewing(const std::string& pending_path);
 
-// True while this process renews a save with this id.
+// Stops renewing the saves nested below `pending_path` (items of a step).
+void StopRenewingUnder(const std::string& pending_path);
+
+// While it lives, IsLiveHere(save_id) is true: held from before a save
+// creates its owner record until StartRenewing, so that a concurrent
+// BeginCommit of this process never takes the fresh record for a leftover.
+class StartingSave {
+ public:
+  explicit StartingSave(std::string save_id);
+  ~StartingSave();
+  StartingSave(const StartingSave&) = delete;
+  StartingSave& operator=(const StartingSave&) = delete;
+
+ private:
+  std::string save_id_;
+};
+
+// True while this process renews (or is starting) a save with this id.
 bool IsLiveHere(std::string_view save_id);
 
 }  // namespace cairn::orbax

@@ -87,6 +87,7 @@ std::string PublishedByAnother(const PendingCommit& p) {
 Result<PendingCommit> BeginInPlace(const Location& final_location, std::string_view save_id) {
   KvStore& store = *final_location.store;
   const std::string claim = final_location.Key(kOwnerRecordFile);
+  StartingSave starting{std::string(save_id)};
   const std::string mine = EmitOwnerRecord(NewOwnerRecord(save_id));
   bool claimed = false;
   for (int attempt = 0; attempt < 4 && !claimed; ++attempt) {
@@ -164,6 +165,7 @@ Result<PendingCommit> BeginCommit(const Location& final_location, std::string_vi
   CAIRN_RETURN_IF_ERROR(RemoveLeftovers(final_location, save_id));
   // Step 2b: the temporary directory appears holding its owner record.
   PendingCommit p = PendingCommitFor(final_location, save_id);
+  StartingSave starting{std::string(save_id)};
   const std::string mine = EmitOwnerRecord(NewOwnerRecord(save_id));
   CAIRN_ASSIGN_OR_RETURN(bool created,
                          final_location.store->CreatePrefixHolding(p.location.prefix, kOwnerRecordFile, AsBytes(mine)));
@@ -244,6 +246,7 @@ Status FinishCommit(const PendingCommit& pending) {
 }
 
 void AbandonCommit(const PendingCommit& pending) {
+  StopRenewingUnder(pending.location.Path());  // its items' leases
   const StoppedLease lease = StopRenewing(pending.location.Path());
   KvStore& store = *pending.final_location.store;
   if (!pending.final_location.commits_in_place) {
