@@ -417,14 +417,15 @@ TEST(Save, AFailedWriteOnOneProcessFailsEveryProcessAndCommitsNothing) {
     EXPECT_NE(results[p].message().find("injected: disk full"), std::string_view::npos);
   }
   EXPECT_FALSE(fs::exists(dir));
-  // Never renamed: the save's temporary directory is still there.
+  // Never renamed, and abandoned (step 5 of layout/orbax/step.h): the
+  // save's temporary directory is gone too.
   bool tmp_left = false;
   const fs::path final_path(dir);
   for (const auto& e : fs::directory_iterator(final_path.parent_path())) {
     tmp_left |= e.path().filename().string().rfind(
                     final_path.filename().string() + ".orbax-checkpoint-tmp-", 0) == 0;
   }
-  EXPECT_TRUE(tmp_left);
+  EXPECT_FALSE(tmp_left);
 }
 
 TEST(Save, ExistingDirectoryFailsOnEveryProcessBeforeWriting) {

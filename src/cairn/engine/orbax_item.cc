@@ -81,11 +81,19 @@ Status BeginItem(const SaveRequest& request, const ItemPaths& paths) {
   // empty: there is nothing more to check. Elsewhere it lies below the
   // step's new pending directory and gets its own.
   if (paths.item && !top.final_location.commits_in_place) {
-    CAIRN_ASSIGN_OR_RETURN(orbax::PendingCommit item,
-                           orbax::BeginCommit(paths.item->final_location, paths.save_id));
-    (void)item;
+    auto item = orbax::BeginCommit(paths.item->final_location, paths.save_id);
+    if (!item.ok()) {
+      orbax::AbandonCommit(top);
+      return item.status();
+    }
   }
   return Status::OK();
+}
+
+void AbandonItem(const SaveRequest& request, const ItemPaths& paths) {
+  if (request.caller_commits) return;
+  if (paths.item) orbax::AbandonCommit(*paths.item);  // stops its lease (its files go with the step's)
+  orbax::AbandonCommit(paths.top);
 }
 
 Result<std::shared_ptr<KvStore>> OpenProcessStore(const SaveRequest& request, const ItemPaths& paths,

@@ -44,6 +44,10 @@ std::string FinalTopOf(const SaveRequest& request);
 // a request the caller commits.
 Status BeginItem(const SaveRequest& request, const ItemPaths& paths);
 
+// After a save failed between BeginItem and FinalizeAndCommit (primary):
+// its lease stops and its temporary directory goes (step 5 of step.h).
+void AbandonItem(const SaveRequest& request, const ItemPaths& paths);
+
 // The store this process writes its chunks (and, on the primary, the
 // arrays' metadata) into: its own OCDBT database or the item directory.
 Result<std::shared_ptr<KvStore>> OpenProcessStore(const SaveRequest& request, const ItemPaths& paths,

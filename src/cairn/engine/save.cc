@@ -83,6 +83,7 @@ class PendingSaveImpl final : public PendingSave {
   // Everything the background work needs, owned here.
   SaveRequest request;
   ItemPaths paths;
+  bool began = false;  // this (primary) process began the commit
   SavePlan plan;
   std::vector<ArrayFormat> formats;  // per plan.arrays
   Coordinator* coordinator = nullptr;
@@ -200,7 +201,10 @@ void PendingSaveImpl::Finish() {
     // Step 6.
     s = Collective("committed", commit);
   }
-  if (!s.ok()) s = s.Annotate("saving " + final_dir_);
+  if (!s.ok()) {
+    if (began) AbandonItem(request, paths);
+    s = s.Annotate("saving " + final_dir_);
+  }
   result_ = s;
   done_.store(true);
 }
@@ -249,9 +253,18 @@ Result<std::unique_ptr<PendingSave>> StartSave(const SaveRequest& request, Coord
   } else {
     save->paths = std::move(*paths);
     save->plan = std::move(*plan);
-    if (coordinator.is_primary()) local = BeginItem(save->request, save->paths);
+    if (coordinator.is_primary()) {
+      local = BeginItem(save->request, save->paths);
+      save->began = local.ok();
+    }
   }
-  CAIRN_RETURN_IF_ERROR(agree("begin", local));
+  {
+    Status agreed = agree("begin", local);
+    if (!agreed.ok()) {
+      if (save->began) AbandonItem(save->request, save->paths);
+      return agreed;
+    }
+  }
 
   // Step 2.
   std::string compress(save->plan.arrays.size(), '1');
@@ -289,6 +302,7 @@ Result<std::unique_ptr<PendingSave>> StartSave(const SaveRequest& request, Coord
   if (!local.ok()) {
     // Fail every process at the same collective the others reach.
     Status s = agree("written", local);
+    if (save->began) AbandonItem(save->request, save->paths);
     return s.ok() ? local : s;
   }
   if (budget == nullptr) {

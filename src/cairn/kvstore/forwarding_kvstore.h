@@ -45,6 +45,9 @@ class ForwardingKvStore : public KvStore {
   Result<PrefixCommit> BeginPrefixCommit(std::string_view final_prefix, std::string_view pending_prefix) override {
     return base_->BeginPrefixCommit(final_prefix, pending_prefix);
   }
+  Result<bool> CreatePrefixHolding(std::string_view prefix, std::string_view name, ByteView value) override {
+    return base_->CreatePrefixHolding(prefix, name, value);
+  }
   Status FinishPrefixCommit(const PrefixCommit& commit, std::string_view marker_name, ByteView marker) override {
     return base_->FinishPrefixCommit(commit, marker_name, marker);
   }

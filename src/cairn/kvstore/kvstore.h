@@ -221,11 +221,21 @@ class KvStore {
   //   memory:  moves the keys under one lock (atomic).
   //   prefix:  forwards to its base with the prefix added.
   //   default: (stores without rename, e.g. object stores) in place:
-  //            pending == final, and the marker is written last; a reader
+  //            pending == final, and the marker is written last, only if
+  //            absent (PutIfAbsent: S3 `If-None-Match: *`, GCS
+  //            `ifGenerationMatch=0`), so of two commits of one prefix only
+  //            one marker lands and the other gets AlreadyExists; a reader
   //            must treat a prefix without the marker as unfinished.
   // Prefixes end with '/' and are valid keys without it.
   virtual Result<PrefixCommit> BeginPrefixCommit(std::string_view final_prefix,
                                                  std::string_view pending_prefix);
+  // Creates key `prefix + name` holding `value` so that no listing ever
+  // shows `prefix` without it (a save's owner record: layout/orbax/
+  // save_owner.h). Returns false, writing nothing, when the key exists (and,
+  // on stores with directories, when the directory `prefix` exists). file:
+  // the directory appears by one rename, already holding the durable key;
+  // default (no directories): PutIfAbsent(prefix + name, value).
+  virtual Result<bool> CreatePrefixHolding(std::string_view prefix, std::string_view name, ByteView value);
   virtual Status FinishPrefixCommit(const PrefixCommit& commit, std::string_view marker_name,
                                     ByteView marker);
 

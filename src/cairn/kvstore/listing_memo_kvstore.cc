@@ -52,6 +52,10 @@ Result<PrefixCommit> ListingMemoKvStore::BeginPrefixCommit(std::string_view fina
                                                            std::string_view pending_prefix) {
   return Forgetting(base_->BeginPrefixCommit(final_prefix, pending_prefix));
 }
+Result<bool> ListingMemoKvStore::CreatePrefixHolding(std::string_view prefix, std::string_view name,
+                                                     ByteView value) {
+  return Forgetting(base_->CreatePrefixHolding(prefix, name, value));
+}
 Status ListingMemoKvStore::FinishPrefixCommit(const PrefixCommit& commit, std::string_view marker_name,
                                               ByteView marker) {
   return Forgetting(base_->FinishPrefixCommit(commit, marker_name, marker));

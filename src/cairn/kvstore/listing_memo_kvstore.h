@@ -35,6 +35,7 @@ class ListingMemoKvStore final : public ForwardingKvStore {
   Status DeletePrefix(std::string_view prefix) override;
   Result<std::unique_ptr<KvWriter>> OpenWriter(std::string_view key) override;
   Result<PrefixCommit> BeginPrefixCommit(std::string_view final_prefix, std::string_view pending_prefix) override;
+  Result<bool> CreatePrefixHolding(std::string_view prefix, std::string_view name, ByteView value) override;
   Status FinishPrefixCommit(const PrefixCommit& commit, std::string_view marker_name, ByteView marker) override;
 
   uint64_t listings() const;  // ListChildren calls that reached the base store

@@ -7,8 +7,9 @@
 //      where they will stay.
 //   2. The caller writes its keys under `final` (each Put durable).
 //   3. FinishPrefixCommit: writes the marker `final + marker_name` with one
-//      Put, after every other key. A reader that finds the marker finds
-//      every key; a prefix without the marker is unfinished.
+//      PutIfAbsent, after every other key: AlreadyExists when another
+//      commit's marker is there. A reader that finds the marker finds every
+//      key; a prefix without the marker is unfinished.
 // There is no atomic switch: a reader that does not require the marker may
 // see an unfinished prefix, and a straggling writer can still add keys to
 // it. Drivers that can rename (file, memory) override all of this.
@@ -56,8 +57,19 @@ Status KvStore::FinishPrefixCommit(const PrefixCommit& commit, std::string_view 
                                 commit.pending_prefix);
   }
   if (marker_name.empty()) return Status::OK();
-  return Put(commit.final_prefix + std::string(marker_name), marker)
-      .Annotate("writing the commit marker of " + Describe(commit.final_prefix));
+  const std::string key = commit.final_prefix + std::string(marker_name);
+  Result<bool> stored = PutIfAbsent(key, marker);
+  if (!stored.ok()) return stored.status().Annotate("writing the commit marker of " + Describe(commit.final_prefix));
+  if (!*stored) {
+    return AlreadyExistsError("committing " + Describe(commit.final_prefix) +
+                              ": another commit wrote its marker first (" + Describe(key) + ")");
+  }
+  return Status::OK();
+}
+
+Result<bool> KvStore::CreatePrefixHolding(std::string_view prefix, std::string_view name, ByteView value) {
+  CAIRN_RETURN_IF_ERROR(ValidatePrefix(prefix, "prefix", /*allow_empty=*/false));
+  return PutIfAbsent(std::string(prefix) + std::string(name), value);
 }
 
 }  // namespace cairn

@@ -22,14 +22,27 @@
 //         fails the rename (AlreadyExists);
 //      e. fsyncs the parent of final (and the parent of pending when it is
 //         another directory), making the rename durable. OK only after e.
+//      The rename never replaces a step: renameat2(RENAME_NOREPLACE), and
+//      only an empty directory at final is removed (rmdir, which refuses a
+//      non-empty one) and the rename tried again.
 // A crash before d leaves the pending directory, which callers remove when
 // they begin the next commit of the same final prefix.
+//
+// CreatePrefixHolding(prefix, name, value): a directory that is never seen
+// without its first file (a save's owner record):
+//   1. mkdir a hidden staging directory `<leaf><kTempMarker><random>` beside
+//      <root>/prefix (ListChildren hides kTempMarker names);
+//   2. write `name` into it (O_EXCL), fsync the file and the staging dir;
+//   3. renameat2(RENAME_NOREPLACE) the staging directory to <root>/prefix:
+//      EEXIST means the prefix exists: remove the staging directory, false;
+//   4. fsync the parent. A crash before 3 leaves a hidden staging directory.
 //
 // Walks below the root use openat with O_NOFOLLOW | O_DIRECTORY, so a symlink
 // inside the root is never followed; ListChildren reports it (and FIFOs,
 // sockets, devices) as ChildEntry::Kind::kOther.
 #include <dirent.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -207,7 +220,77 @@ std::pair<std::string_view, std::string> SplitLast(std::string_view rel) {
   return {rel.substr(0, slash), std::string(rel.substr(slash + 1))};
 }
 
+// Step 3d: rename without replacing. An empty directory at `to` (one that
+// BeginPrefixCommit's check allowed) is removed first; rmdir refuses a
+// non-empty one, so a step another commit published meanwhile stays.
+int RenameNoReplace(int from_dir, const std::string& from, int to_dir, const std::string& to) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (::renameat2(from_dir, from.c_str(), to_dir, to.c_str(), RENAME_NOREPLACE) == 0) return 0;
+    if (errno == EINVAL || errno == ENOSYS) {
+      // A filesystem without RENAME_NOREPLACE: rename(2) of a directory
+      // still fails on a non-empty target (ENOTEMPTY).
+      return ::renameat(from_dir, from.c_str(), to_dir, to.c_str());
+    }
+    if (errno != EEXIST || attempt > 0) return -1;
+    if (::unlinkat(to_dir, to.c_str(), AT_REMOVEDIR) != 0) {
+      errno = EEXIST;
+      return -1;
+    }
+  }
+  return -1;
+}
+
 }  // namespace
+
+Result<bool> FileKvStore::CreatePrefixHolding(std::string_view prefix, std::string_view name, ByteView value) {
+  CAIRN_RETURN_IF_ERROR(ValidatePrefix(prefix, "prefix in " + url_, false));
+  CAIRN_RETURN_IF_ERROR(ValidateFileKey(StripSlash(prefix)).Annotate(url_));
+  CAIRN_RETURN_IF_ERROR(ValidateFileKey(std::string(prefix) + std::string(name)).Annotate(url_));
+  if (name.find('/') != std::string_view::npos) return InvalidArgumentError("name `" + std::string(name) + "` has a '/'");
+  const std::string where = "creating " + Describe(prefix);
+  auto [parent, leaf] = SplitLast(StripSlash(prefix));
+  CAIRN_ASSIGN_OR_RETURN(Fd root, OpenRoot(root_, /*create=*/true));
+  CAIRN_ASSIGN_OR_RETURN(Fd dir, OpenDirBelow(std::move(root), parent, /*create=*/true, where));
+  // Step 1.
+  const std::string staging = leaf + file_internal::NewTempName();
+  if (::mkdirat(dir.get(), staging.c_str(), 0755) != 0) return ErrnoError(errno, where + ": mkdir " + staging);
+  auto discard = [&](int err, const std::string& what) -> Status {
+    ::unlinkat(dir.get(), (staging + "/" + std::string(name)).c_str(), 0);
+    ::unlinkat(dir.get(), staging.c_str(), AT_REMOVEDIR);
+    return ErrnoError(err, where + ": " + what);
+  };
+  // Step 2.
+  {
+    int sfd = ::openat(dir.get(), staging.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sfd < 0) return discard(errno, "opening " + staging);
+    Fd staging_fd(sfd);
+    const std::string file(name);
+    int ffd = ::openat(sfd, file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (ffd < 0) return discard(errno, "creating " + file);
+    Fd file_fd(ffd);
+    const uint8_t* p = value.data();
+    size_t left = value.size();
+    while (left > 0) {
+      ssize_t n = ::write(ffd, p, left);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return discard(n < 0 ? errno : EIO, "writing " + file);
+      p += n;
+      left -= static_cast<size_t>(n);
+    }
+    if (::fsync(ffd) != 0) return discard(errno, "syncing " + file);
+    if (::fsync(sfd) != 0) return discard(errno, "syncing " + staging);
+  }
+  // Step 3.
+  if (::renameat2(dir.get(), staging.c_str(), dir.get(), leaf.c_str(), RENAME_NOREPLACE) != 0) {
+    const int err = errno;
+    Status gone = discard(err, "renaming " + staging);
+    if (err == EEXIST) return false;
+    return gone;
+  }
+  // Step 4.
+  CAIRN_RETURN_IF_ERROR(SyncFd(dir.get(), "the parent directory of " + Describe(prefix)));
+  return true;
+}
 
 Result<std::vector<ChildEntry>> FileKvStore::ListChildren(std::string_view prefix) {
   CAIRN_RETURN_IF_ERROR(ValidatePrefix(prefix, "ListChildren prefix of " + url_, /*allow_empty=*/true));
@@ -299,7 +382,7 @@ Status FileKvStore::FinishPrefixCommit(const PrefixCommit& commit, std::string_v
   CAIRN_ASSIGN_OR_RETURN(Fd from_dir, OpenDirBelow(std::move(root2), pending_parent, false, where));
   CAIRN_ASSIGN_OR_RETURN(Fd root3, OpenRoot(root_, false));
   CAIRN_ASSIGN_OR_RETURN(Fd to_dir, OpenDirBelow(std::move(root3), final_parent, /*create=*/true, where));
-  if (::renameat(from_dir.get(), pending_name.c_str(), to_dir.get(), final_name.c_str()) != 0) {
+  if (RenameNoReplace(from_dir.get(), pending_name, to_dir.get(), final_name) != 0) {
     int err = errno;
     if (err == ENOTEMPTY || err == EEXIST || err == ENOTDIR || err == EISDIR) {
       return AlreadyExistsError(where + ": it appeared while committing (rename from " +

@@ -102,6 +102,7 @@ class FileKvStore : public KvStore, public PositionalWriteStore, public MappedRe
   // are never followed. Prefix commits rename a temporary directory, with
   // the protocol at the top of file_commit.cc.
   Result<std::vector<ChildEntry>> ListChildren(std::string_view prefix) override;
+  Result<bool> CreatePrefixHolding(std::string_view prefix, std::string_view name, ByteView value) override;
   Result<PrefixCommit> BeginPrefixCommit(std::string_view final_prefix,
                                          std::string_view pending_prefix) override;
   Status FinishPrefixCommit(const PrefixCommit& commit, std::string_view marker_name,

@@ -102,6 +102,11 @@ Result<std::vector<ChildEntry>> PrefixKvStore::ListChildren(std::string_view pre
   return base_->ListChildren(Full(prefix));
 }
 
+Result<bool> PrefixKvStore::CreatePrefixHolding(std::string_view prefix, std::string_view name, ByteView value) {
+  CAIRN_RETURN_IF_ERROR(ValidatePrefix(prefix, "prefix in " + url_, false));
+  return base_->CreatePrefixHolding(Full(prefix), name, value);
+}
+
 Result<PrefixCommit> PrefixKvStore::BeginPrefixCommit(std::string_view final_prefix,
                                                       std::string_view pending_prefix) {
   CAIRN_RETURN_IF_ERROR(ValidatePrefix(final_prefix, "final prefix in " + url_, false));

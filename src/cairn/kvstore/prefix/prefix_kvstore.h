@@ -41,6 +41,7 @@ class PrefixKvStore : public KvStore, public MappedReadStore {
   // ListChildren and prefix commits forward to the base with the prefix
   // added (and strip it from the returned PrefixCommit).
   Result<std::vector<ChildEntry>> ListChildren(std::string_view prefix) override;
+  Result<bool> CreatePrefixHolding(std::string_view prefix, std::string_view name, ByteView value) override;
   Result<PrefixCommit> BeginPrefixCommit(std::string_view final_prefix,
                                          std::string_view pending_prefix) override;
   Status FinishPrefixCommit(const PrefixCommit& commit, std::string_view marker_name,

@@ -87,6 +87,11 @@ Result<std::vector<ChildEntry>> FaultKvStore::ListChildren(std::string_view pref
   return base_->ListChildren(prefix);
 }
 
+Result<bool> FaultKvStore::CreatePrefixHolding(std::string_view prefix, std::string_view name, ByteView value) {
+  CAIRN_RETURN_IF_ERROR(NextWrite("creating " + Describe(prefix)));
+  return base_->CreatePrefixHolding(prefix, name, value);
+}
+
 Result<PrefixCommit> FaultKvStore::BeginPrefixCommit(std::string_view final_prefix,
                                                      std::string_view pending_prefix) {
   CAIRN_RETURN_IF_ERROR(NextWrite("beginning the commit of " + Describe(final_prefix)));
@@ -98,7 +103,12 @@ Status FaultKvStore::FinishPrefixCommit(const PrefixCommit& commit, std::string_
   if (!marker_name.empty()) {
     const std::string key = commit.pending_prefix + std::string(marker_name);
     CAIRN_RETURN_IF_ERROR(NextWrite("writing the commit marker " + Describe(key)));
-    CAIRN_RETURN_IF_ERROR(base_->Put(key, marker));
+    if (commit.in_place) {  // as the default in-place commit: only if absent
+      CAIRN_ASSIGN_OR_RETURN(bool stored, base_->PutIfAbsent(key, marker));
+      if (!stored) return AlreadyExistsError("committing " + Describe(commit.final_prefix) + ": marker exists");
+    } else {
+      CAIRN_RETURN_IF_ERROR(base_->Put(key, marker));
+    }
   }
   CAIRN_RETURN_IF_ERROR(NextWrite("publishing " + Describe(commit.final_prefix)));
   return base_->FinishPrefixCommit(commit, "", {});

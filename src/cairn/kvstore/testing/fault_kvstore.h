@@ -55,6 +55,7 @@ class FaultKvStore : public KvStore {
   Result<std::vector<KeyInfo>> List(std::string_view prefix = "") override;
   Status ApplyBatch(std::vector<KvMutation> mutations) override;
   Result<std::vector<ChildEntry>> ListChildren(std::string_view prefix) override;
+  Result<bool> CreatePrefixHolding(std::string_view prefix, std::string_view name, ByteView value) override;
   Result<PrefixCommit> BeginPrefixCommit(std::string_view final_prefix,
                                          std::string_view pending_prefix) override;
   Status FinishPrefixCommit(const PrefixCommit& commit, std::string_view marker_name,

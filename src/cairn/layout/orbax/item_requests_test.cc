@@ -18,6 +18,7 @@
 #include "cairn/layout/orbax/item_writer.h"
 #include "cairn/layout/orbax/location.h"
 #include "cairn/layout/orbax/metadata_files.h"
+#include "cairn/layout/orbax/save_owner.h"
 #include "cairn/layout/orbax/step.h"
 
 namespace cairn::orbax {
@@ -210,7 +211,9 @@ TEST(ItemRequests, BeginningAnInPlaceCommitListsOnlyTheStep) {
   EXPECT_EQ(counts.count("children run/"), 0u);
   auto left = counting->List("run/3/");
   ASSERT_TRUE(left.ok());
-  EXPECT_TRUE(left->empty()) << "the unfinished save was not removed";
+  // Only the claim of the new save (its owner record) is left.
+  ASSERT_EQ(left->size(), 1u) << "the unfinished save was not removed";
+  EXPECT_EQ(left->front().key, "run/3/" + std::string(kOwnerRecordFile));
 
   auto committed = BeginCommit(root.Child("2"), NewSaveId());
   EXPECT_EQ(committed.status().code(), StatusCode::kAlreadyExists) << committed.status().ToString();

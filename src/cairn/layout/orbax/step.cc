@@ -46,17 +46,6 @@ bool AllDigits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-Status CheckSaveId(std::string_view id) {
-  bool ok = !id.empty() && id.size() <= 64 && std::all_of(id.begin(), id.end(), [](char c) {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-  });
-  if (!ok) {
-    return InvalidArgumentError("save id `" + std::string(id.substr(0, 80)) +
-                                "` must be 1 to 64 letters, digits or '_'");
-  }
-  return Status::OK();
-}
-
 }  // namespace
 std::string StepName(int64_t step, const StepNameFormat& format) {
   std::string num = std::to_string(step);
@@ -187,98 +176,6 @@ std::string NewSaveId() {
 
 std::string TmpName(std::string_view final_name, std::string_view save_id) {
   return std::string(final_name) + std::string(kTmpSuffix) + "-" + std::string(save_id);
-}
-
-PendingCommit PendingCommitFor(const Location& final_location, std::string_view save_id) {
-  PendingCommit p;
-  p.final_location = final_location;
-  p.save_id = std::string(save_id);
-  if (final_location.commits_in_place) {
-    p.location = final_location;
-    p.commit = PrefixCommit{final_location.prefix, final_location.prefix, /*in_place=*/true};
-    return p;
-  }
-  p.location = final_location.Parent().Child(TmpName(final_location.Name(), save_id));
-  p.commit = PrefixCommit{final_location.prefix, p.location.prefix, /*in_place=*/false};
-  return p;
-}
-
-Result<PendingCommit> BeginCommit(const Location& final_location, std::string_view save_id) {
-  CAIRN_RETURN_IF_ERROR(CheckSaveId(save_id));
-  if (final_location.prefix.empty()) {
-    return InvalidArgumentError("cannot commit " + final_location.Path() +
-                                ": it is the root of its store (open its parent)");
-  }
-  // Step 2: refuse an existing checkpoint before touching anything.
-  CAIRN_ASSIGN_OR_RETURN(std::vector<ChildEntry> existing, ListEntries(final_location));
-  if (!existing.empty()) {
-    const bool unfinished =
-        final_location.commits_in_place &&
-        std::none_of(existing.begin(), existing.end(), [](const ChildEntry& e) {
-          return e.kind == ChildEntry::Kind::kKey && e.name == kCommitSuccessFile;
-        });
-    if (!unfinished) {
-      return AlreadyExistsError("checkpoint directory " + final_location.Path() + " already exists");
-    }
-    // Step 2b (in place): what an interrupted save left, never committed.
-    CAIRN_RETURN_IF_ERROR(final_location.store->DeletePrefix(final_location.prefix)
-                              .Annotate("removing the unfinished save at " + final_location.Path()));
-  }
-  // Step 2c (in place): `<final>` is now empty, which is all the store's
-  // own BeginPrefixCommit would check (one more listing), and no save on
-  // such a store leaves temporary siblings to remove (one listing of the
-  // parent, which grows with the steps kept).
-  if (final_location.commits_in_place) return PendingCommitFor(final_location, save_id);
-  const Location parent = final_location.Parent();
-  const std::string name = final_location.Name();
-  const std::string tmp_stem = name + std::string(kTmpSuffix);
-  CAIRN_ASSIGN_OR_RETURN(std::vector<ChildEntry> siblings, ListEntries(parent));
-  for (const ChildEntry& e : siblings) {
-    // `<name>.orbax-checkpoint-tmp` (Orbax's own) or `...-<any id>`.
-    if (e.name != tmp_stem && e.name.rfind(tmp_stem + "-", 0) != 0) continue;
-    Status removed;
-    if (e.kind == ChildEntry::Kind::kPrefix) {
-      removed = final_location.store->DeletePrefix(parent.Key(e.name) + "/");
-    } else if (e.kind == ChildEntry::Kind::kKey) {
-      removed = final_location.store->Delete(parent.Key(e.name));
-    } else {
-      continue;  // a symlink or special file: never followed, left alone
-    }
-    if (!removed.ok()) return removed.Annotate("removing leftover " + parent.Child(e.name).Path());
-  }
-  PendingCommit p;
-  p.final_location = final_location;
-  p.save_id = std::string(save_id);
-  CAIRN_ASSIGN_OR_RETURN(p.commit, final_location.store->BeginPrefixCommit(
-                                       final_location.prefix, parent.Key(TmpName(name, save_id)) + "/"));
-  p.location = final_location;
-  p.location.prefix = p.commit.pending_prefix;
-  return p;
-}
-
-Result<PendingCommit> FindPendingCommit(const Location& final_location) {
-  // In place, every save writes below the final directory itself.
-  if (final_location.commits_in_place) return PendingCommitFor(final_location, "");
-  const Location parent = final_location.Parent();
-  const std::string stem = final_location.Name() + std::string(kTmpSuffix) + "-";
-  CAIRN_ASSIGN_OR_RETURN(std::vector<ChildEntry> siblings, ListEntries(parent));
-  std::vector<std::string> ids;
-  for (const ChildEntry& e : siblings) {
-    if (e.kind == ChildEntry::Kind::kPrefix && e.name.rfind(stem, 0) == 0) ids.push_back(e.name.substr(stem.size()));
-  }
-  if (ids.empty()) return NotFoundError("no save of " + final_location.Path() + " is pending");
-  if (ids.size() > 1) {
-    return FailedPreconditionError(std::to_string(ids.size()) + " saves of " + final_location.Path() +
-                                   " are pending; pass the save id to tell them apart");
-  }
-  return PendingCommitFor(final_location, ids[0]);
-}
-
-Status FinishCommit(const PendingCommit& pending) {
-  const std::string marker = "Checkpoint commit was successful to " + pending.final_location.Path();
-  return pending.final_location.store
-      ->FinishPrefixCommit(pending.commit, kCommitSuccessFile, AsBytes(marker))
-      .Annotate("committing " + pending.final_location.Path());
 }
 
 int64_t NowNanos() {

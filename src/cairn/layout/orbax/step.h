@@ -7,38 +7,79 @@
 // COMMIT_FILE mode; stores that commit in place), it holds
 // `commit_success.txt`.
 //
-// Commit protocol (the numbered steps are implemented in step.cc; the
-// store's own part is KvStore::BeginPrefixCommit / FinishPrefixCommit):
+// Commit protocol (the numbered steps are implemented in step_commit.cc;
+// owner records and leases in save_owner.h; the store's own part is
+// KvStore::CreatePrefixHolding / BeginPrefixCommit / FinishPrefixCommit).
+// Guarantee: of concurrent saves of one step (threads, processes, hosts:
+// a preempted job's async save still finishing while its restarted job
+// saves the same step), at most one publishes, it publishes a whole step,
+// and every other one fails saying so and leaves nothing behind.
 //   1. Every save has a save id (NewSaveId: random, unique across hosts and
 //      restarts). Its temporary directory is
 //      `<final>.orbax-checkpoint-tmp-<id>`; Orbax treats every name holding
 //      `.orbax-checkpoint-tmp` as temporary.
-//   2. BeginCommit (primary only): AlreadyExists when `<final>` exists;
-//      removes every leftover `<final>.orbax-checkpoint-tmp*` sibling of
-//      other saves (KvStore::DeletePrefix); then the store prepares the
-//      pending directory of this save's id.
+//   1a. Every temporary directory holds the owner record of its save
+//      (`.cairn-save-owner.json`: save id, host, boot id, pid, process
+//      start time, lease expiry) from the moment it exists; the owning
+//      process renews the lease while the save runs (save_owner.h).
+//   2. BeginCommit (primary only): AlreadyExists when `<final>` exists.
+//   2a. Removes the `<final>.orbax-checkpoint-tmp*` siblings whose owner is
+//       gone (its lease expired; or it ran on this host and its pid is free
+//       or reused; or it is this process and the save no longer runs) or
+//       that hold no owner record (Orbax's own, older cairn's). A live
+//       save's directory is never removed.
+//   2b. Creates its temporary directory already holding its owner record
+//       (KvStore::CreatePrefixHolding: file = hidden staging directory,
+//       fsync, rename without replacing), then the store's
+//       BeginPrefixCommit; starts renewing the lease.
 //   3. Every process writes only below the pending directory of its own save
 //      id (PendingCommitFor gives it to non-primary processes). A writer of
 //      an older save that straggles on writes into its own, older directory,
 //      which no commit ever publishes: it can never mix into a new save.
-//   4. FinishCommit (primary only, after all writers are done): the store
-//      writes `commit_success.txt` ("Checkpoint commit was successful to
-//      <final>") into the pending directory, makes everything durable and
-//      publishes it as `<final>` (file: fsync all, rename, fsync the parent).
-//      A reader that sees `<final>` sees everything. NotFound when a newer
-//      save's BeginCommit removed the pending directory meanwhile.
+//   4. FinishCommit (primary only, after all writers are done):
+//   4a. stops renewing; the owner record must still be this save's
+//       (FailedPrecondition otherwise: another save took over an expired
+//       lease, and this one publishes nothing);
+//   4b. the store writes `commit_success.txt` ("Checkpoint commit was
+//       successful to <final>") into the pending directory, makes
+//       everything durable and publishes it as `<final>` (file: fsync all,
+//       rename with RENAME_NOREPLACE, fsync the parent). A reader that sees
+//       `<final>` sees everything. NotFound when the pending directory was
+//       removed meanwhile;
+//   4c. AlreadyExists when another save published `<final>` first: this
+//       save removes its temporary directory and says "checkpoint <final>
+//       was published by another save while this one was writing it";
+//   4d. removes the owner record from the published step (a crash just
+//       before leaves a stray `.cairn-save-owner.json` that readers ignore).
+//   5. A save that fails after step 2 calls AbandonCommit: it stops its
+//      lease and removes its temporary directory.
 // Stores that cannot rename (Location::commits_in_place: s3://, gs://)
-// follow the same steps with the pending directory being `<final>` itself
-// (KvStore's default in-place prefix commit):
-//   2b. BeginCommit: a `<final>` without commit_success.txt is what an
-//       interrupted save left; it is removed (DeletePrefix) instead of
-//       refused. A `<final>` with the marker is AlreadyExists.
-//   2c. Nothing else: no save on such a store writes a temporary sibling,
-//       so none is looked for, and the pending directory is `<final>`.
-//   3b. Every process writes below `<final>`.
-//   4b. FinishCommit writes `<final>/commit_success.txt` last (one Put).
-//       Until it exists the directory is unfinished: ListSteps and
-//       DiscoverSteps skip it, as Orbax does on GCS.
+// write in place, so two saves there would write the same keys; instead
+// the owner record is a claim on `<final>` that only one save holds:
+//   2b'. BeginCommit writes `<final>/.cairn-save-owner.json` only if absent
+//        (S3 `If-None-Match: *`, GCS `ifGenerationMatch=0`). If it exists:
+//        AlreadyExists when `<final>` holds commit_success.txt; AlreadyExists
+//        "being written by another live save (<owner>)" while its owner
+//        lives, having written nothing;
+//   2c'. else (owner gone) takes the claim over with CompareAndPut against
+//        the record read, so of several only one succeeds;
+//   2d'. holding the claim: AlreadyExists (claim released) when the marker
+//        is there; otherwise deletes every other key below `<final>` (what
+//        a gone save left) and starts renewing the lease with CompareAndPut.
+//   3b.  Every process writes below `<final>`.
+//   4b'. FinishCommit checks the claim is still this save's, writes
+//        `<final>/commit_success.txt` last and only if absent (the default
+//        in-place FinishPrefixCommit), then deletes the claim. Until the
+//        marker exists the directory is unfinished: ListSteps and
+//        DiscoverSteps skip it, as Orbax does on GCS.
+//   On object stores the claim holds while its owner renews its lease
+//   (every lease/6, default lease 60 s). A save stalled for longer than its
+//   lease can lose its claim to another save and still write keys under
+//   `<final>` before its next renewal or its FinishCommit notices: the
+//   conditional marker keeps it from publishing, but keys it writes late
+//   (fixed names: manifest.ocdbt, _METADATA; OCDBT data files have random
+//   names) could land in the other save's step. Hosts' clocks must agree
+//   to well within a lease.
 // Nested items (`<step>.tmp-<id>/<item>.tmp-<id>`) are committed innermost
 // first.
 //
@@ -122,8 +163,13 @@ PendingCommit PendingCommitFor(const Location& final_location, std::string_view 
 // stores that commit in place: the final directory itself (save id "").
 Result<PendingCommit> FindPendingCommit(const Location& final_location);
 
-// Step 4 of the protocol (primary).
+// Step 4 of the protocol (primary). AlreadyExists saying so when another
+// save published the step first (this save's files are then removed).
 Status FinishCommit(const PendingCommit& pending);
+
+// Step 5: after a save failed between BeginCommit and FinishCommit (in this
+// process): stops its lease and removes what it wrote. Best effort.
+void AbandonCommit(const PendingCommit& pending);
 
 // Nanoseconds since the Unix epoch.
 int64_t NowNanos();
