@@ -40,6 +40,10 @@ class CountingKvStore final : public ForwardingKvStore {
     Count("get " + std::string(key));
     return base_->Get(key, range);
   }
+  Result<std::optional<Buffer>> GetAtMost(std::string_view key, uint64_t max_bytes) override {
+    Count("get " + std::string(key));
+    return base_->GetAtMost(key, max_bytes);
+  }
   Status GetMany(const std::vector<KeyRead>& reads, const KeyReadFn& fn) override {
     for (const KeyRead& r : reads) Count("get " + r.key);
     return base_->GetMany(reads, fn);
