@@ -387,6 +387,10 @@ Result<std::shared_ptr<PeerTransport>> NewZmqTransport(Coordinator& coordinator,
   // Steps 1-2.
   void* context = zmq_ctx_new();
   if (context == nullptr) return ZmqError("zmq_ctx_new");
+  // CURVE encrypts on the I/O threads: two, so that what this process sends
+  // and what it receives (a replication is both at once) are not
+  // encrypted and decrypted by one thread in turn.
+  zmq_ctx_set(context, ZMQ_IO_THREADS, 2);
   void* zap = nullptr;
   void* router = nullptr;
   std::string endpoint;
