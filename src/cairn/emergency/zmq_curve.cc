@@ -58,7 +58,6 @@ bool AnswerZapRequest(void* handler, const std::map<std::string, int>& members, 
   // Request (RFC 27): version, request id, domain, address, identity,
   // mechanism, credentials (CURVE: the client's 32-byte public key).
   const std::vector<std::string> request = ReceiveFrames(handler);
-  if (request.size() < 2) return false;  // nothing to answer to; REP drops it
   int index = -1;
   if (request.size() == 7 && request[0] == "1.0" && request[5] == "CURVE") {
     auto it = members.find(request[6]);
@@ -66,7 +65,8 @@ bool AnswerZapRequest(void* handler, const std::map<std::string, int>& members, 
   }
   peer = request.size() > 3 ? request[3] : "";
   const std::string user = index >= 0 ? std::to_string(index) : "";
-  const std::string reply[6] = {"1.0", request[1], index >= 0 ? "200" : "400",
+  // Always answered (a REP socket must reply before its next request).
+  const std::string reply[6] = {"1.0", request.size() > 1 ? request[1] : "", index >= 0 ? "200" : "400",
                                 index >= 0 ? "OK" : "not a process of this job", user, ""};
   for (int i = 0; i < 6; ++i) zmq_send(handler, reply[i].data(), reply[i].size(), i < 5 ? ZMQ_SNDMORE : 0);
   return index >= 0;

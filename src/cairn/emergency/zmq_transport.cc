@@ -295,15 +295,15 @@ class ZmqTransport final : public PeerTransport {
       if (std::from_chars(u.data(), u.data() + u.size(), user).ec != std::errc()) user = -1;
     }
     const bool framed = !more && (frames.size() == 3 || frames.size() == 4) && zmq_msg_size(&frames[1]) == 8;
-    if (!framed || user < 0 || user >= process_count()) {
+    const auto* header = framed ? static_cast<const uint8_t*>(zmq_msg_data(&frames[1])) : nullptr;
+    const uint32_t claimed = framed ? LoadLE32(header) : 0, tag = framed ? LoadLE32(header + 4) : 0;
+    if (!framed || user < 0 || user >= process_count() || tag >= static_cast<uint32_t>(kMaxTag)) {
       close_all();
       Note(&ZmqTransportCounters::malformed_messages,
            "dropped a message not in the transport's framing from process " + std::to_string(user));
       return;
     }
-    const auto* header = static_cast<const uint8_t*>(zmq_msg_data(&frames[1]));
-    const uint32_t claimed = LoadLE32(header), tag = LoadLE32(header + 4);
-    if (claimed != static_cast<uint32_t>(user) || tag >= static_cast<uint32_t>(kMaxTag)) {
+    if (claimed != static_cast<uint32_t>(user)) {
       close_all();
       Note(&ZmqTransportCounters::forged_senders, "dropped a message from process " + std::to_string(user) +
                                                       " claiming to be process " + std::to_string(claimed) +
