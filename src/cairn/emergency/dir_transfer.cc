@@ -75,20 +75,44 @@ constexpr uint32_t kEndFrameIndex = 0xffffffff;
 
 std::string_view AsText(const Buffer& b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
 
-// Steps 2, 4, 5: the receiver's answer that it stops, for its sender (best
-// effort: the receiver fails with `status` either way).
-Status Abort(PeerTransport& transport, int sender, int tag, const TransferOptions& options, Status status) {
+bool IsEndFrame(ByteView first) { return first.size() == kFrameBytes && LoadLE32(first.data()) == kEndFrameIndex; }
+
+// Steps 2, 4, 5: a receiver that stops answers {"abort": error} (best
+// effort), then discards what its sender still sends, up to the end frame
+// the sender answers an abort with (at most `most` messages, each within
+// `timeout`): so nothing of this transfer is left for the next one under
+// the tag. Returns `status`.
+Status Abort(PeerTransport& transport, int sender, int tag, Status status, uint64_t most,
+             PeerTransport::Duration timeout, size_t max_bytes) {
   const std::string text = DumpJson({{"abort", std::string(status.message())}});
-  transport.Send(sender, tag + PeerTransport::kMaxTransferTag, AsBytes(text), options.timeout).IgnoreError();
+  if (!transport.Send(sender, tag + PeerTransport::kMaxTransferTag, AsBytes(text), timeout).ok()) return status;
+  bool ended = false;
+  auto discard = [&](ByteView first, ByteView) {
+    ended = IsEndFrame(first);
+    return Status::OK();
+  };
+  for (uint64_t n = 0; n < most && !ended; ++n) {
+    if (!transport.ReceiveParts(sender, tag, max_bytes, timeout, discard).ok()) break;
+  }
   return status;
 }
 
+// Steps 3, 6: the end frame a sender answers an abort with.
+void SendEndFrame(PeerTransport& transport, int dest, int tag, const TransferOptions& options) {
+  uint8_t end[kFrameBytes] = {};
+  StoreLE32(end, kEndFrameIndex);
+  transport.Send(dest, tag, ByteView(end, kFrameBytes), options.timeout).IgnoreError();
+}
+
 // Steps 3, 6: an answer of the receiver, checked: `key` ("have" or "done")
-// is returned; an abort becomes the sender's error, naming the receiver.
-Result<Json> ReadAnswer(const Buffer& bytes, int receiver, const std::string& key, const std::string& what) {
+// is returned; an abort becomes the sender's error, naming the receiver,
+// after the end frame (step 3).
+Result<Json> ReadAnswer(PeerTransport& transport, int receiver, int tag, const Buffer& bytes, const std::string& key,
+                        const std::string& what, const TransferOptions& options) {
   auto answer = ParseJson(AsText(bytes), "transfer answer");
   if (!answer.ok()) return answer.status().Annotate(what + ": process " + std::to_string(receiver));
   if (const Json* abort = FindField(*answer, "abort"); abort != nullptr) {
+    SendEndFrame(transport, receiver, tag, options);
     return UnavailableError(what + ": process " + std::to_string(receiver) + " stopped the transfer: " +
                             (abort->is_string() ? abort->get<std::string>() : std::string("?")));
   }
@@ -279,7 +303,7 @@ Result<uint64_t> SendDirectory(PeerTransport& transport, int dest, int tag, cons
   if (!status.ok()) return status.Annotate(what);
   // Step 3: what the receiver holds already.
   CAIRN_ASSIGN_OR_RETURN(Buffer answer_bytes, transport.Receive(dest, answer_tag, kMaxHeaderBytes, options.timeout));
-  CAIRN_ASSIGN_OR_RETURN(Json have_json, ReadAnswer(answer_bytes, dest, "have", what));
+  CAIRN_ASSIGN_OR_RETURN(Json have_json, ReadAnswer(transport, dest, tag, answer_bytes, "have", what, options));
   CAIRN_ASSIGN_OR_RETURN(std::vector<int64_t> have, JsonToIntVector(have_json, "have"));
   if (have.size() != files.size()) return DataLossError(what + ": the receiver's answer lists another file count");
   uint64_t total = 0;
@@ -300,10 +324,7 @@ Result<uint64_t> SendDirectory(PeerTransport& transport, int dest, int tag, cons
       // frame in place of the rest, and its error.
       if (auto early = transport.Receive(dest, answer_tag, kMaxHeaderBytes, PeerTransport::Duration::zero());
           early.ok()) {
-        uint8_t end[kFrameBytes] = {};
-        StoreLE32(end, kEndFrameIndex);
-        transport.Send(dest, tag, ByteView(end, kFrameBytes), options.timeout).IgnoreError();
-        auto stopped = ReadAnswer(*early, dest, "done", what);
+        auto stopped = ReadAnswer(transport, dest, tag, *early, "done", what, options);
         return stopped.ok() ? DataLossError(what + ": process " + std::to_string(dest) + " answered too early")
                             : stopped.status();
       }
@@ -331,7 +352,7 @@ Result<uint64_t> SendDirectory(PeerTransport& transport, int dest, int tag, cons
   }
   // Step 6.
   CAIRN_ASSIGN_OR_RETURN(Buffer last, transport.Receive(dest, answer_tag, kMaxHeaderBytes, options.timeout));
-  CAIRN_RETURN_IF_ERROR(ReadAnswer(last, dest, "done", what).status());
+  CAIRN_RETURN_IF_ERROR(ReadAnswer(transport, dest, tag, last, "done", what, options).status());
   return sent;
 }
 
@@ -441,13 +462,21 @@ Result<uint64_t> ReceiveDirectory(PeerTransport& transport, int source, int tag,
   Expectation pieces_expected_here = transport.Expect(source, tag);
   // Step 1.
   CAIRN_ASSIGN_OR_RETURN(Buffer header_bytes, transport.Receive(source, tag, kMaxHeaderBytes, options.timeout));
+  const size_t max_piece = options.piece_bytes + kFrameBytes;
   bool sender_failed = false;
   auto header = ParseHeader(header_bytes, name, what, sender_failed);
-  if (!header.ok()) return sender_failed ? header.status() : Abort(transport, source, tag, options, header.status());
+  if (!header.ok()) {
+    // What was taken may not be the sender's header, which may still come
+    // (then its end frame follows); a sender may also not be there at all:
+    // wait for it a little only.
+    if (sender_failed) return header.status();
+    const PeerTransport::Duration wait = std::min<PeerTransport::Duration>(options.timeout, std::chrono::seconds(10));
+    return Abort(transport, source, tag, header.status(), 3, wait, std::max(max_piece, kMaxHeaderBytes));
+  }
   const std::vector<FileEntry>& files = header->files;
   // Step 2: resume the pending copy of this very source, or start afresh.
   auto prepared = PrepareDestination(*header, name, dst, what, options);
-  if (!prepared.ok()) return Abort(transport, source, tag, options, prepared.status());
+  if (!prepared.ok()) return Abort(transport, source, tag, prepared.status(), 1, options.timeout, max_piece);
   Destination& d = *prepared;
   const orbax::Location& tmp = d.pending.location;
   Json have_json = Json::array();
@@ -468,33 +497,22 @@ Result<uint64_t> ReceiveDirectory(PeerTransport& transport, int source, int tag,
   }
   uint64_t pieces_taken = 0;  // pieces the transport handed over, used or not
   bool transport_failed = false;
-  // A receiver that stops early (a piece failed its check, a write failed)
-  // tells its sender, then takes the rest of the transfer (up to the
-  // sender's end frame) off the transport, discarding it: the sender stops
-  // at once, and no piece is left queued for the next transfer under this
-  // tag.
-  auto stop = [&](Status status) -> Status {
-    if (transport_failed) return status;
-    Abort(transport, source, tag, options, status).IgnoreError();
-    bool ended = false;
-    auto discard = [&](ByteView first, ByteView) {
-      ended = first.size() == kFrameBytes && LoadLE32(first.data()) == kEndFrameIndex;
-      return Status::OK();
-    };
-    for (; pieces_taken < pieces_expected && !ended; ++pieces_taken) {
-      if (!transport.ReceiveParts(source, tag, options.piece_bytes + kFrameBytes, options.timeout, discard).ok()) break;
-    }
-    return status;
-  };
   uint64_t received = 0;
   Status pieces = ReceivePieces(transport, source, tag, what, tmp, files, d.have, d.committed, d.parts, d.in_place,
                                 total, options, received, pieces_taken, transport_failed);
-  if (!pieces.ok()) return stop(pieces);
+  // A receiver that stops early (a piece failed its check, a write failed)
+  // tells its sender, which stops at once, and discards the rest: at most
+  // the pieces not taken yet and the end frame.
+  if (!pieces.ok() && transport_failed) return pieces;
+  if (!pieces.ok()) {
+    return Abort(transport, source, tag, pieces, pieces_expected - std::min(pieces_taken, pieces_expected) + 1,
+                 options.timeout, max_piece);
+  }
   // Step 5.
   Status published = tmp.store->DeletePrefix(tmp.Key(kPartsDir) + "/");
   if (published.ok()) published = tmp.store->Delete(tmp.Key(kRecordFile));
   if (published.ok()) published = orbax::FinishCommit(d.pending);
-  if (!published.ok()) return Abort(transport, source, tag, options, published.Annotate(what));
+  if (!published.ok()) return Abort(transport, source, tag, published.Annotate(what), 1, options.timeout, max_piece);
   const std::string done = DumpJson({{"done", true}});
   transport.Send(source, tag + PeerTransport::kMaxTransferTag, AsBytes(done), options.timeout).IgnoreError();
   return received;

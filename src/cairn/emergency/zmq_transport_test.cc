@@ -9,6 +9,7 @@
 #if CAIRN_HAVE_ZMQ
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -227,6 +228,53 @@ TEST_F(ZmqTransportAttacks, BindsOnlyTheAdvertisedAddress) {
   EXPECT_NE(connect(fd, reinterpret_cast<sockaddr*>(&other), sizeof other), 0);
   EXPECT_EQ(errno, ECONNREFUSED);
   close(fd);
+}
+
+// Without a host, this host's name resolved (a non-loopback address
+// first): bound there, never on every interface.
+TEST_F(ZmqTransportAttacks, WithoutAHostBindsThisHostsResolvedAddress) {
+  engine::testing::ThreadGroup group(1);
+  auto t = NewZmqTransport(group.Member(0), "", seconds(10));
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  const std::string endpoint = (*ZmqCounters(**t)).endpoint;
+  EXPECT_EQ(endpoint.find("0.0.0.0"), std::string::npos) << endpoint;
+  EXPECT_EQ(endpoint.find('*'), std::string::npos) << endpoint;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  ASSERT_EQ(getaddrinfo(host, nullptr, &hints, &found), 0);
+  bool resolved = false;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    char text[INET6_ADDRSTRLEN] = {};
+    const void* in = a->ai_family == AF_INET ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr)
+                                             : &reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr;
+    inet_ntop(a->ai_family, in, text, sizeof text);
+    resolved |= endpoint.find(std::string(text) + "]:") != std::string::npos ||
+                endpoint.rfind("tcp://" + std::string(text) + ":", 0) == 0;
+  }
+  freeaddrinfo(found);
+  EXPECT_TRUE(resolved) << endpoint << " is not an address of " << host;
+}
+
+// A loopback address cannot serve a job on several hosts: an error naming
+// the fix, on every process alike.
+TEST_F(ZmqTransportAttacks, ALoopbackAddressInAJobOnSeveralHostsIsAnError) {
+  engine::testing::ThreadGroup group(2);
+  Result<std::shared_ptr<PeerTransport>> opened = InternalError("not run");
+  std::thread real([&] { opened = NewZmqTransport(group.Member(0), "127.0.0.1", seconds(10)); });
+  ASSERT_TRUE(AgreeOnStatus(group.Member(1), "cairn/emergency/zmq/bound", Status::OK(), seconds(10)).ok());
+  char pub[41] = {}, sec[41] = {};
+  zmq_curve_keypair(pub, sec);
+  ASSERT_TRUE(group.Member(1)
+                  .AllGather("cairn/emergency/zmq/members", "tcp://10.1.2.3:5555\n" + std::string(pub) + "\nother-host\n0",
+                             seconds(10))
+                  .ok());
+  real.join();
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.status().code(), StatusCode::kFailedPrecondition) << opened.status().ToString();
+  EXPECT_NE(opened.status().message().find("zmq_host"), std::string::npos) << opened.status().ToString();
 }
 
 TEST_F(ZmqTransportAttacks, AnOutsiderWithoutKeysCannotStoreAForgedStep) {
