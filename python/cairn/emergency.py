@@ -91,8 +91,9 @@ class CheckpointManager:
     `peer_copies`: copies of each local step on peers (default 1 with more
     than one replica and a transport, else 0). `transport`: "mpi" (default
     under ``mpirun``), "zmq" (default in other multi-process jobs, such as
-    jax.distributed; endpoints are exchanged through the coordinator and
-    advertised as `zmq_host`, default this host's name) or "none".
+    jax.distributed; each process listens only on `zmq_host`, default this
+    host's name resolved, and accepts only the job's processes: CURVE keys
+    exchanged through the coordinator, docs/PEER_TRANSPORT.md) or "none".
     Intervals and retention
     per tier (`persistent_max_to_keep` None: keep all). Storage options as
     ``cairn.save``; `local_compression` is the local tier's ("none" by

@@ -71,6 +71,58 @@ std::string CompleteKey(const orbax::Location& tmp, size_t file) {
   return PartsPrefix(tmp, file) + std::string(kCompleteMarker);
 }
 
+constexpr uint32_t kEndFrameIndex = 0xffffffff;
+
+std::string_view AsText(const Buffer& b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
+
+bool IsEndFrame(ByteView first) { return first.size() == kFrameBytes && LoadLE32(first.data()) == kEndFrameIndex; }
+
+// Steps 2, 4, 5: a receiver that stops answers {"abort": error} (best
+// effort), then discards what its sender still sends, up to the end frame
+// the sender answers an abort with (at most `most` messages, each within
+// `timeout`): so nothing of this transfer is left for the next one under
+// the tag. Returns `status`.
+Status Abort(PeerTransport& transport, int sender, int tag, Status status, uint64_t most,
+             PeerTransport::Duration timeout, size_t max_bytes) {
+  const std::string text = DumpJson({{"abort", std::string(status.message())}});
+  if (!transport.Send(sender, tag + PeerTransport::kMaxTransferTag, AsBytes(text), timeout).ok()) return status;
+  bool ended = false;
+  auto discard = [&](ByteView first, ByteView) {
+    ended = IsEndFrame(first);
+    return Status::OK();
+  };
+  for (uint64_t n = 0; n < most && !ended; ++n) {
+    if (!transport.ReceiveParts(sender, tag, max_bytes, timeout, discard).ok()) break;
+  }
+  return status;
+}
+
+// Steps 3, 6: the end frame a sender answers an abort with.
+void SendEndFrame(PeerTransport& transport, int dest, int tag, const TransferOptions& options) {
+  uint8_t end[kFrameBytes] = {};
+  StoreLE32(end, kEndFrameIndex);
+  transport.Send(dest, tag, ByteView(end, kFrameBytes), options.timeout).IgnoreError();
+}
+
+// Steps 3, 6: an answer of the receiver, checked: `key` ("have" or "done")
+// is returned; an abort becomes the sender's error, naming the receiver,
+// after the end frame (step 3).
+Result<Json> ReadAnswer(PeerTransport& transport, int receiver, int tag, const Buffer& bytes, const std::string& key,
+                        const std::string& what, const TransferOptions& options) {
+  auto answer = ParseJson(AsText(bytes), "transfer answer");
+  if (!answer.ok()) return answer.status().Annotate(what + ": process " + std::to_string(receiver));
+  if (const Json* abort = FindField(*answer, "abort"); abort != nullptr) {
+    SendEndFrame(transport, receiver, tag, options);
+    return UnavailableError(what + ": process " + std::to_string(receiver) + " stopped the transfer: " +
+                            (abort->is_string() ? abort->get<std::string>() : std::string("?")));
+  }
+  const Json* value = FindField(*answer, key);
+  if (value == nullptr) {
+    return DataLossError(what + ": process " + std::to_string(receiver) + " answered without `" + key + "`");
+  }
+  return *value;
+}
+
 // Step 2 for one file cut short: the bytes its parts hold from offset 0,
 // each part `piece_bytes` long (the last may be shorter) and matching its
 // crc32c. Parts past that are removed. Fills `keys` with the kept parts.
@@ -226,6 +278,8 @@ Result<uint64_t> SendDirectory(PeerTransport& transport, int dest, int tag, cons
   if (tag < 0 || tag >= PeerTransport::kMaxTransferTag) {
     return InvalidArgumentError(what + ": tag " + std::to_string(tag) + " is outside the transfer tags");
   }
+  const int answer_tag = tag + PeerTransport::kMaxTransferTag;
+  Expectation answers = transport.Expect(dest, answer_tag);
   // Step 1.
   std::vector<FileEntry> files;
   Status status = source_status;
@@ -248,13 +302,9 @@ Result<uint64_t> SendDirectory(PeerTransport& transport, int dest, int tag, cons
   CAIRN_RETURN_IF_ERROR(transport.Send(dest, tag, AsBytes(text), options.timeout).Annotate(what));
   if (!status.ok()) return status.Annotate(what);
   // Step 3: what the receiver holds already.
-  CAIRN_ASSIGN_OR_RETURN(Buffer answer_bytes, transport.Receive(dest, tag + PeerTransport::kMaxTransferTag,
-                                                                kMaxHeaderBytes, options.timeout));
-  auto answer = ParseJson(std::string_view(reinterpret_cast<const char*>(answer_bytes.data()), answer_bytes.size()),
-                          "transfer answer");
-  if (!answer.ok()) return answer.status().Annotate(what);
-  CAIRN_ASSIGN_OR_RETURN(const Json* have_json, GetField(*answer, "have"));
-  CAIRN_ASSIGN_OR_RETURN(std::vector<int64_t> have, JsonToIntVector(*have_json, "have"));
+  CAIRN_ASSIGN_OR_RETURN(Buffer answer_bytes, transport.Receive(dest, answer_tag, kMaxHeaderBytes, options.timeout));
+  CAIRN_ASSIGN_OR_RETURN(Json have_json, ReadAnswer(transport, dest, tag, answer_bytes, "have", what, options));
+  CAIRN_ASSIGN_OR_RETURN(std::vector<int64_t> have, JsonToIntVector(have_json, "have"));
   if (have.size() != files.size()) return DataLossError(what + ": the receiver's answer lists another file count");
   uint64_t total = 0;
   for (size_t i = 0; i < files.size(); ++i) {
@@ -270,6 +320,14 @@ Result<uint64_t> SendDirectory(PeerTransport& transport, int dest, int tag, cons
   for (size_t i = 0; i < files.size(); ++i) {
     const FileEntry& f = files[i];
     for (uint64_t offset = static_cast<uint64_t>(have[i]); offset < f.size;) {
+      // An answer now can only be the receiver's abort (step 4): the end
+      // frame in place of the rest, and its error.
+      if (auto early = transport.Receive(dest, answer_tag, kMaxHeaderBytes, PeerTransport::Duration::zero());
+          early.ok()) {
+        auto stopped = ReadAnswer(transport, dest, tag, *early, "done", what, options);
+        return stopped.ok() ? DataLossError(what + ": process " + std::to_string(dest) + " answered too early")
+                            : stopped.status();
+      }
       const uint64_t n = std::min<uint64_t>(options.piece_bytes, f.size - offset);
       options.budget->Acquire(2 * n + kFrameBytes);  // the read and the framed piece
       engine::BudgetHold hold(options.budget, 2 * n + kFrameBytes);
@@ -292,19 +350,25 @@ Result<uint64_t> SendDirectory(PeerTransport& transport, int dest, int tag, cons
       halfway.Update(sent);
     }
   }
+  // Step 6.
+  CAIRN_ASSIGN_OR_RETURN(Buffer last, transport.Receive(dest, answer_tag, kMaxHeaderBytes, options.timeout));
+  CAIRN_RETURN_IF_ERROR(ReadAnswer(transport, dest, tag, last, "done", what, options).status());
   return sent;
 }
 
-Result<uint64_t> ReceiveDirectory(PeerTransport& transport, int source, int tag, const std::string& name,
-                                  const orbax::Location& dst, const TransferOptions& options) {
-  const std::string what = "receiving " + name + " from process " + std::to_string(source) + " into " + dst.Path();
-  if (tag < 0 || tag >= PeerTransport::kMaxTransferTag) {
-    return InvalidArgumentError(what + ": tag " + std::to_string(tag) + " is outside the transfer tags");
-  }
-  // Step 1.
-  CAIRN_ASSIGN_OR_RETURN(Buffer header_bytes, transport.Receive(source, tag, kMaxHeaderBytes, options.timeout));
-  auto header = ParseJson(std::string_view(reinterpret_cast<const char*>(header_bytes.data()), header_bytes.size()),
-                          "transfer header");
+namespace {
+
+// Step 1 as the receiver reads it.
+struct Header {
+  uint64_t source_crc = 0;
+  Json list;
+  std::vector<FileEntry> files;
+};
+
+// Checks a header; a sender that has nothing to send sets `sender_failed`.
+Result<Header> ParseHeader(const Buffer& bytes, const std::string& name, const std::string& what,
+                           bool& sender_failed) {
+  auto header = ParseJson(AsText(bytes), "transfer header");
   if (!header.ok()) return header.status().Annotate(what);
   auto transfer = GetStringField(*header, "transfer");
   if (!transfer.ok() || *transfer != name) {
@@ -314,66 +378,112 @@ Result<uint64_t> ReceiveDirectory(PeerTransport& transport, int source, int tag,
   const Json* ok = FindField(*header, "ok");
   if (ok == nullptr || !ok->is_boolean()) return DataLossError(what + ": malformed header");
   if (!ok->get<bool>()) {
+    sender_failed = true;
     auto error = GetStringField(*header, "error");
     return UnavailableError(what + ": the sender has nothing to send: " + (error.ok() ? *error : "?"));
   }
+  Header h;
   CAIRN_ASSIGN_OR_RETURN(const Json* source_id, GetField(*header, "source"));
-  CAIRN_ASSIGN_OR_RETURN(uint64_t source_crc, JsonToUInt(*source_id, "source"));
+  CAIRN_ASSIGN_OR_RETURN(h.source_crc, JsonToUInt(*source_id, "source"));
   CAIRN_ASSIGN_OR_RETURN(const Json* list, GetField(*header, "files"));
   if (!list->is_array() || list->size() > kMaxFiles) return DataLossError(what + ": malformed file list");
-  std::vector<FileEntry> files;
   for (const Json& f : *list) {
     if (!f.is_object()) return DataLossError(what + ": malformed file entry");
     CAIRN_ASSIGN_OR_RETURN(std::string path, GetStringField(f, "path"));
     CAIRN_ASSIGN_OR_RETURN(const Json* size, GetField(f, "size"));
     CAIRN_ASSIGN_OR_RETURN(uint64_t n, JsonToUInt(*size, "size"));
     if (!SafeRelativePath(path)) return DataLossError(what + ": unsafe path `" + path + "` in the file list");
-    files.push_back({std::move(path), n});
+    h.files.push_back({std::move(path), n});
   }
-  // Step 2: resume the pending copy of this very source, or start afresh.
-  const std::string record = DumpJson({{"transfer", name}, {"source", source_crc}, {"files", *list}});
-  orbax::PendingCommit pending = orbax::PendingCommitFor(dst, kResumableId);
-  PositionalWriteStore* const in_place =
-      options.write_in_place ? AsPositionalWriteStore(pending.location.store.get()) : nullptr;
-  std::vector<uint64_t> have(files.size(), 0);
-  std::vector<bool> committed(files.size(), false);
-  std::vector<std::vector<std::string>> parts(files.size());
-  auto stored = pending.location.store->Get(pending.location.Key(kRecordFile));
-  const bool resume = stored.ok() && stored->has_value() &&
-                      std::string_view(reinterpret_cast<const char*>((*stored)->data()), (*stored)->size()) == record;
-  if (resume) {
-    const orbax::Location& tmp = pending.location;
-    CAIRN_ASSIGN_OR_RETURN(std::vector<KeyInfo> held, tmp.store->List(tmp.prefix));
-    std::map<std::string, uint64_t> sizes;
-    for (const KeyInfo& k : held) sizes.emplace(k.key, k.size);
-    for (size_t i = 0; i < files.size(); ++i) {
-      const std::string key = tmp.Key(files[i].path);
-      const bool pieces = files[i].size > options.piece_bytes;
-      auto it = sizes.find(key);
-      // A file written in place is at its full size before it is durable:
-      // only its completion marker says it is done.
-      const bool done = it != sizes.end() && it->second == files[i].size &&
-                        (!pieces || !in_place || sizes.count(CompleteKey(tmp, i)));
-      if (done) {
-        have[i] = files[i].size;
-        committed[i] = true;
-      } else if (pieces) {
-        auto kept = KeptParts(tmp, i, files[i], options.piece_bytes, in_place ? &key : nullptr, parts[i]);
-        if (!kept.ok()) return kept.status().Annotate(what);
-        have[i] = *kept;
-      }
-    }
-  } else {
+  h.list = *list;
+  return h;
+}
+
+// Step 2: what the receiver keeps of an earlier attempt.
+struct Destination {
+  orbax::PendingCommit pending;
+  PositionalWriteStore* in_place = nullptr;
+  std::vector<uint64_t> have;
+  std::vector<bool> committed;
+  std::vector<std::vector<std::string>> parts;
+};
+
+Result<Destination> PrepareDestination(const Header& h, const std::string& name, const orbax::Location& dst,
+                                       const std::string& what, const TransferOptions& options) {
+  const std::vector<FileEntry>& files = h.files;
+  const std::string record = DumpJson({{"transfer", name}, {"source", h.source_crc}, {"files", h.list}});
+  Destination d;
+  d.pending = orbax::PendingCommitFor(dst, kResumableId);
+  d.in_place = options.write_in_place ? AsPositionalWriteStore(d.pending.location.store.get()) : nullptr;
+  d.have.assign(files.size(), 0);
+  d.committed.assign(files.size(), false);
+  d.parts.resize(files.size());
+  auto stored = d.pending.location.store->Get(d.pending.location.Key(kRecordFile));
+  const bool resume = stored.ok() && stored->has_value() && AsText(**stored) == record;
+  if (!resume) {
     if (orbax::Exists(dst)) CAIRN_RETURN_IF_ERROR(dst.store->DeletePrefix(dst.prefix).Annotate(what));
-    CAIRN_ASSIGN_OR_RETURN(pending, orbax::BeginCommit(dst, kResumableId));
-    CAIRN_RETURN_IF_ERROR(pending.location.store->Put(pending.location.Key(kRecordFile), AsBytes(record)).Annotate(what));
+    CAIRN_ASSIGN_OR_RETURN(d.pending, orbax::BeginCommit(dst, kResumableId));
+    CAIRN_RETURN_IF_ERROR(
+        d.pending.location.store->Put(d.pending.location.Key(kRecordFile), AsBytes(record)).Annotate(what));
+    return d;
   }
-  const orbax::Location& tmp = pending.location;
+  const orbax::Location& tmp = d.pending.location;
+  CAIRN_ASSIGN_OR_RETURN(std::vector<KeyInfo> held, tmp.store->List(tmp.prefix));
+  std::map<std::string, uint64_t> sizes;
+  for (const KeyInfo& k : held) sizes.emplace(k.key, k.size);
+  for (size_t i = 0; i < files.size(); ++i) {
+    const std::string key = tmp.Key(files[i].path);
+    const bool pieces = files[i].size > options.piece_bytes;
+    auto it = sizes.find(key);
+    // A file written in place is at its full size before it is durable:
+    // only its completion marker says it is done.
+    const bool done = it != sizes.end() && it->second == files[i].size &&
+                      (!pieces || !d.in_place || sizes.count(CompleteKey(tmp, i)));
+    if (done) {
+      d.have[i] = files[i].size;
+      d.committed[i] = true;
+    } else if (pieces) {
+      auto kept = KeptParts(tmp, i, files[i], options.piece_bytes, d.in_place ? &key : nullptr, d.parts[i]);
+      if (!kept.ok()) return kept.status().Annotate(what);
+      d.have[i] = *kept;
+    }
+  }
+  return d;
+}
+
+}  // namespace
+
+Result<uint64_t> ReceiveDirectory(PeerTransport& transport, int source, int tag, const std::string& name,
+                                  const orbax::Location& dst, const TransferOptions& options) {
+  const std::string what = "receiving " + name + " from process " + std::to_string(source) + " into " + dst.Path();
+  if (tag < 0 || tag >= PeerTransport::kMaxTransferTag) {
+    return InvalidArgumentError(what + ": tag " + std::to_string(tag) + " is outside the transfer tags");
+  }
+  Expectation pieces_expected_here = transport.Expect(source, tag);
+  // Step 1.
+  CAIRN_ASSIGN_OR_RETURN(Buffer header_bytes, transport.Receive(source, tag, kMaxHeaderBytes, options.timeout));
+  const size_t max_piece = options.piece_bytes + kFrameBytes;
+  bool sender_failed = false;
+  auto header = ParseHeader(header_bytes, name, what, sender_failed);
+  if (!header.ok()) {
+    // What was taken may not be the sender's header, which may still come
+    // (then its end frame follows); a sender may also not be there at all:
+    // wait for it a little only.
+    if (sender_failed) return header.status();
+    const PeerTransport::Duration wait = std::min<PeerTransport::Duration>(options.timeout, std::chrono::seconds(10));
+    return Abort(transport, source, tag, header.status(), 3, wait, std::max(max_piece, kMaxHeaderBytes));
+  }
+  const std::vector<FileEntry>& files = header->files;
+  // Step 2: resume the pending copy of this very source, or start afresh.
+  auto prepared = PrepareDestination(*header, name, dst, what, options);
+  if (!prepared.ok()) return Abort(transport, source, tag, prepared.status(), 1, options.timeout, max_piece);
+  Destination& d = *prepared;
+  const orbax::Location& tmp = d.pending.location;
   Json have_json = Json::array();
   uint64_t total = 0;
   for (size_t i = 0; i < files.size(); ++i) {
-    have_json.push_back(have[i]);
-    total += files[i].size - have[i];
+    have_json.push_back(d.have[i]);
+    total += files[i].size - d.have[i];
   }
   const std::string answer = DumpJson({{"have", have_json}});
   CAIRN_RETURN_IF_ERROR(
@@ -381,33 +491,31 @@ Result<uint64_t> ReceiveDirectory(PeerTransport& transport, int source, int tag,
   // Step 4. Pieces the sender will send (those of the files not held).
   uint64_t pieces_expected = 0;
   for (size_t i = 0; i < files.size(); ++i) {
-    if (!committed[i]) pieces_expected += (files[i].size - have[i] + options.piece_bytes - 1) / options.piece_bytes;
+    if (!d.committed[i]) {
+      pieces_expected += (files[i].size - d.have[i] + options.piece_bytes - 1) / options.piece_bytes;
+    }
   }
   uint64_t pieces_taken = 0;  // pieces the transport handed over, used or not
   bool transport_failed = false;
-  // A receiver that stops early (a piece failed its check, a write failed)
-  // still takes the rest of the transfer off the transport, discarding it:
-  // else its sender blocks until its send timeout (ZeroMQ holds only a few
-  // messages) and the pieces left queued would be taken for the next
-  // transfer under this tag.
-  auto drain = [&](Status status) -> Status {
-    if (transport_failed) return status;
-    auto discard = [](ByteView, ByteView) { return Status::OK(); };
-    for (; pieces_taken < pieces_expected; ++pieces_taken) {
-      if (!transport.ReceiveParts(source, tag, options.piece_bytes + kFrameBytes, options.timeout, discard).ok()) break;
-    }
-    return status;
-  };
   uint64_t received = 0;
-  Status pieces = ReceivePieces(transport, source, tag, what, tmp, files, have, committed, parts, in_place, total,
-                                options, received, pieces_taken, transport_failed);
-  if (!pieces.ok()) return drain(pieces);
+  Status pieces = ReceivePieces(transport, source, tag, what, tmp, files, d.have, d.committed, d.parts, d.in_place,
+                                total, options, received, pieces_taken, transport_failed);
+  // A receiver that stops early (a piece failed its check, a write failed)
+  // tells its sender, which stops at once, and discards the rest: at most
+  // the pieces not taken yet and the end frame.
+  if (!pieces.ok() && transport_failed) return pieces;
+  if (!pieces.ok()) {
+    return Abort(transport, source, tag, pieces, pieces_expected - std::min(pieces_taken, pieces_expected) + 1,
+                 options.timeout, max_piece);
+  }
   // Step 5.
-  CAIRN_RETURN_IF_ERROR(tmp.store->DeletePrefix(tmp.Key(kPartsDir) + "/").Annotate(what));
-  CAIRN_RETURN_IF_ERROR(tmp.store->Delete(tmp.Key(kRecordFile)).Annotate(what));
-  CAIRN_RETURN_IF_ERROR(orbax::FinishCommit(pending).Annotate(what));
+  Status published = tmp.store->DeletePrefix(tmp.Key(kPartsDir) + "/");
+  if (published.ok()) published = tmp.store->Delete(tmp.Key(kRecordFile));
+  if (published.ok()) published = orbax::FinishCommit(d.pending);
+  if (!published.ok()) return Abort(transport, source, tag, published.Annotate(what), 1, options.timeout, max_piece);
+  const std::string done = DumpJson({{"done", true}});
+  transport.Send(source, tag + PeerTransport::kMaxTransferTag, AsBytes(done), options.timeout).IgnoreError();
   return received;
 }
-
 
 }  // namespace cairn::emergency

@@ -3,7 +3,10 @@
 //
 // Protocol (sender and receiver agree on the peer, the tag and the
 // transfer's name beforehand; every message is checked against them; the
-// receiver answers on `tag + PeerTransport::kMaxTransferTag`):
+// receiver answers on `tag + PeerTransport::kMaxTransferTag`; each side
+// holds a PeerTransport::Expect on the tag it receives on for the whole
+// transfer, so that a transport that drops what nobody expects keeps its
+// messages, and drops what is left of it at the end):
 //   1. The sender lists the files below the directory and sends a header:
 //      JSON {"transfer": <name>, "ok": bool, "error": text, "source": id,
 //      "files": [{"path": relative path, "size": bytes}, ...]}; `source`
@@ -25,12 +28,23 @@
 //      Otherwise the pending sibling (and an older
 //      copy at `dst`) is removed and started afresh with the record. The
 //      receiver answers {"have": [bytes held of each file, from offset 0]}.
+//      A receiver that refuses the header (malformed, another transfer) or
+//      fails here answers {"abort": error} instead, so that the sender
+//      fails at once too. Whenever a receiver aborts, it then discards what
+//      its sender still sends up to the sender's end frame (step 3), so
+//      that nothing of this transfer is left for the next one under the tag
+//      (after a refused header it waits at most 10 s for it: the message it
+//      refused may have come from no transfer at all).
 //   3. The sender checks the answer (no more than each file's size, whole
 //      pieces) and sends, file by file in order, the pieces from there on:
 //      at most `piece_bytes`, each a 20-byte frame (file index u32, crc32c
 //      u32 of the data, offset u64, all little-endian; the length is the
 //      rest) and the data, read into a buffer counted against the budget
-//      and released once sent.
+//      and released once sent. Before each piece it looks (without
+//      waiting) for an abort from the receiver (step 4). On an abort, here
+//      or in steps 2 and 6, it stops, sends an end frame (file index
+//      0xffffffff, no data) in place of the rest, and fails naming the
+//      receiver and its error.
 //   4. The receiver checks each frame (file index and offset in sequence,
 //      crc32c of the data; DataLoss naming the file otherwise). A file of
 //      one piece is written and committed at once. A longer file, where the
@@ -43,14 +57,16 @@
 //      written from its parts, committed (durable), and the parts removed.
 //      An interruption anywhere keeps what was committed for the next
 //      attempt. A receiver that fails here for any reason but the
-//      transport's (a piece fails its check, a write fails) first takes
-//      the pieces still to come off the transport and discards them, so
-//      that its sender finishes and no piece is left queued for the next
-//      transfer under the tag.
-//   5. After the last file the receiver removes the parts and the record
-//      and publishes the directory (step.h: commit_success.txt, everything
-//      synced, renamed, parent synced). Listings ignore pending directories:
-//      a copy is either complete and checked, or absent.
+//      transport's (a piece fails its check, a write fails) answers
+//      {"abort": error} and discards the pieces still to come, up to the
+//      sender's end frame.
+//   5. After the last file the receiver removes the parts and the record,
+//      publishes the directory (step.h: commit_success.txt, everything
+//      synced, renamed, parent synced) and answers {"done": true} (or
+//      {"abort": error} when publishing failed). Listings ignore pending
+//      directories: a copy is either complete and checked, or absent.
+//   6. The sender returns once that last answer came: its result is the
+//      receiver's.
 //
 // Thread safety: one transfer per (peer, tag) at a time.
 #pragma once

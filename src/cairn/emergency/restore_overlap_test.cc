@@ -66,6 +66,7 @@ class GatedTransport final : public PeerTransport {
   Status Send(int dest, int tag, ByteView bytes, Duration timeout) override {
     return inner_->Send(dest, tag, bytes, timeout);
   }
+  Expectation Expect(int source, int tag) override { return inner_->Expect(source, tag); }
   Result<Buffer> Receive(int source, int tag, size_t max_bytes, Duration timeout) override {
     return inner_->Receive(source, tag, max_bytes, timeout);
   }

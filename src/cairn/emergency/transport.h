@@ -13,6 +13,10 @@
 //   - Send returns once `bytes` may be reused; Receive returns the next
 //     message. Both give up with Unavailable after `timeout`.
 //   - Send and Receive may be called concurrently from different threads.
+//   - A receiver of more than one message from a peer under a tag holds an
+//     Expect for the exchange: a transport may keep only the first message
+//     for a (sender, tag) nobody expects and drop the rest (ZeroMQ does:
+//     peer_mailbox.h), and drops what is left queued when the exchange ends.
 //
 // Thread safety: see above.
 #pragma once
@@ -21,11 +25,28 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <utility>
 
 #include "cairn/util/buffer.h"
 #include "cairn/util/result.h"
 
 namespace cairn::emergency {
+
+// Held by a receiver for the length of an exchange (PeerTransport::Expect);
+// ends it when destroyed.
+class Expectation {
+ public:
+  Expectation() = default;
+  explicit Expectation(std::function<void()> end) : end_(std::move(end)) {}
+  Expectation(Expectation&& other) noexcept : end_(std::exchange(other.end_, nullptr)) {}
+  Expectation& operator=(Expectation&&) = delete;
+  ~Expectation() {
+    if (end_) end_();
+  }
+
+ private:
+  std::function<void()> end_;
+};
 
 class PeerTransport {
  public:
@@ -56,6 +77,12 @@ class PeerTransport {
     std::copy(bytes.data(), bytes.data() + bytes.size(), joined.data() + frame.size());
     return SendOwned(dest, tag, std::move(joined), timeout);
   }
+  // This process will receive messages from `source` under `tag` until the
+  // result is destroyed (which must happen before the transport goes).
+  // Pure, so that a transport wrapping another cannot forget to pass it on;
+  // MPI and in-process transports queue whatever arrives and return an
+  // empty Expectation.
+  virtual Expectation Expect(int source, int tag) = 0;
   // ResourceExhausted (naming the sender) for a message over `max_bytes`.
   virtual Result<Buffer> Receive(int source, int tag, size_t max_bytes, Duration timeout) = 0;
   // Receive that hands the message to `consume` as the transport holds it,
