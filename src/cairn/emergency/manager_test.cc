@@ -7,16 +7,15 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <future>
-#include <sstream>
 #include <thread>
 
 #include "cairn/emergency/testing/emergency_job.h"
 #include "cairn/emergency/zmq_transport.h"
 #include "cairn/engine/restore.h"
 #include "cairn/engine/testing/thread_coordinator.h"
+#include "cairn/util/testing/flip_bytes.h"
 
 namespace cairn::emergency {
 namespace {
@@ -73,28 +72,6 @@ TEST(EmergencyManager, LostHostsRestoreFromPeersThenFromPersistent) {
   fs::remove_all(root);
 }
 
-// Flips one byte of the bytes `needle` in every file below `dir` holding
-// them; returns how many files it changed.
-int FlipBytesOf(const std::string& dir, const std::string& needle) {
-  int changed = 0;
-  if (!fs::exists(dir)) return 0;
-  for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    if (!e.is_regular_file()) continue;
-    std::ifstream in(e.path(), std::ios::binary);
-    std::stringstream bytes;
-    bytes << in.rdbuf();
-    const size_t at = bytes.str().find(needle);
-    if (at == std::string::npos) continue;
-    in.close();
-    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(static_cast<std::streamoff>(at + 5));
-    const char flipped = static_cast<char>(needle[5] ^ 0x04);
-    f.write(&flipped, 1);
-    ++changed;
-  }
-  return changed;
-}
-
 // The local tier is uncompressed (each chunk ends in its CRC-32C): a
 // flipped byte in a process's own step counts that copy as missing, and the
 // rows come from another holder, bit-exact; with every copy of the rows
@@ -107,41 +84,37 @@ TEST(EmergencyManager, ADamagedCopyCountsAsMissingThenThePersistentTierServes) {
   // Rows 0..3 of `params.w` at step 7: processes 0 and 2 save them.
   const testing::JobState at7 = testing::StateAt(7);
   const std::string rows(reinterpret_cast<const char*>(at7.w.data()), 4 * 6 * 4);
-  ASSERT_GE(FlipBytesOf(root + "/local_0/7", rows), 1);
+  ASSERT_GE(cairn::testing::FlipByteOfEveryCopy(root + "/local_0/7", rows), 1);
+  // Every process restores the latest step and checks it is `tier` / `step`,
+  // bit-exact; its log goes to logs[p].
   std::vector<std::string> logs(kProcesses);
-  RunJob([&](Coordinator& c, std::shared_ptr<PeerTransport> t, int p) {
-    auto m = EmergencyCheckpointManager::Open(testing::OptionsFor(root, p), c, t);
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    testing::Restored out;
-    auto report = (*m)->RestoreStep(std::nullopt, testing::RequestOf(out, p));
-    ASSERT_TRUE(report.ok()) << "process " << p << ": " << report.status().ToString();
-    for (const std::string& line : report->log) logs[p] += line + "\n";
-    EXPECT_EQ(report->tier, StepChoice::Tier::kLocal) << logs[p];
-    EXPECT_EQ(report->step, 7) << logs[p];
-    EXPECT_TRUE(testing::BitExact(out, p, 7)) << "process " << p << "\n" << logs[p];
-    EXPECT_TRUE((*m)->Close().ok());
-  });
+  auto restore_all = [&](StepChoice::Tier tier, int64_t step) {
+    RunJob([&](Coordinator& c, std::shared_ptr<PeerTransport> t, int p) {
+      auto m = EmergencyCheckpointManager::Open(testing::OptionsFor(root, p), c, t);
+      ASSERT_TRUE(m.ok()) << m.status().ToString();
+      testing::Restored out;
+      auto report = (*m)->RestoreStep(std::nullopt, testing::RequestOf(out, p));
+      ASSERT_TRUE(report.ok()) << "process " << p << ": " << report.status().ToString();
+      logs[p].clear();
+      for (const std::string& line : report->log) logs[p] += line + "\n";
+      EXPECT_EQ(report->tier, tier) << logs[p];
+      EXPECT_EQ(report->step, step) << logs[p];
+      EXPECT_TRUE(testing::BitExact(out, p, step)) << "process " << p << "\n" << logs[p];
+      EXPECT_TRUE((*m)->Close().ok());
+    });
+  };
+  restore_all(StepChoice::Tier::kLocal, 7);
   EXPECT_NE(logs[0].find("is damaged, counted as missing"), std::string::npos) << logs[0];
   EXPECT_NE(logs[0].find("crc32c mismatch"), std::string::npos) << logs[0];
   EXPECT_NE(logs[0].find("fetched process"), std::string::npos) << logs[0];
   // Every copy of those rows at step 7 damaged (both owners' steps and the
   // peer copies): the newest persistent step, bit-exact everywhere.
   int damaged = 0;
-  for (int p = 0; p < kProcesses; ++p) damaged += FlipBytesOf(root + "/local_" + std::to_string(p), rows);
+  for (int p = 0; p < kProcesses; ++p) {
+    damaged += cairn::testing::FlipByteOfEveryCopy(root + "/local_" + std::to_string(p), rows);
+  }
   EXPECT_GE(damaged, 3) << "process 2's step and the peer copies of 0's and 2's";
-  RunJob([&](Coordinator& c, std::shared_ptr<PeerTransport> t, int p) {
-    auto m = EmergencyCheckpointManager::Open(testing::OptionsFor(root, p), c, t);
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    testing::Restored out;
-    auto report = (*m)->RestoreStep(std::nullopt, testing::RequestOf(out, p));
-    ASSERT_TRUE(report.ok()) << "process " << p << ": " << report.status().ToString();
-    std::string log;
-    for (const std::string& line : report->log) log += line + "\n";
-    EXPECT_EQ(report->tier, StepChoice::Tier::kPersistent) << log;
-    EXPECT_EQ(report->step, 5) << log;
-    EXPECT_TRUE(testing::BitExact(out, p, 5)) << "process " << p << "\n" << log;
-    EXPECT_TRUE((*m)->Close().ok());
-  });
+  restore_all(StepChoice::Tier::kPersistent, 5);
   fs::remove_all(root);
 }
 

@@ -15,6 +15,7 @@
 #include "cairn/engine/restore.h"
 #include "cairn/engine/save.h"
 #include "cairn/engine/testing/save_helpers.h"
+#include "cairn/util/testing/flip_bytes.h"
 #include "cairn/util/testing/proc_maps.h"
 
 namespace cairn::engine {
@@ -65,12 +66,11 @@ class RestoreMapped : public ::testing::Test {
     return r.directory;
   }
 
-  // Restores one box per chunk, each asking for a mapping. Checks every
-  // box's elements (from the mapping or the destination) and returns how
-  // many were mapped; mapped boxes' destinations must be untouched.
-  int RestoreChunks(const std::string& item, std::vector<std::shared_ptr<MappedBytes>>& mapped) {
+  // Restores one box per chunk into `dest` (kRows x kCols), each asking for
+  // a mapping into mapped[chunk].
+  Status RestoreEveryChunk(const std::string& item, std::vector<float>& dest,
+                           std::vector<std::shared_ptr<MappedBytes>>& mapped) {
     const size_t per = static_cast<size_t>(kChunkRows * kCols);
-    std::vector<float> dest(static_cast<size_t>(kRows * kCols), kSentinel);
     mapped.assign(kChunks, nullptr);
     RestoreRequest q;
     q.directory = item;
@@ -80,7 +80,16 @@ class RestoreMapped : public ::testing::Test {
       a.boxes.push_back({Box({c * kChunkRows, 0}, {kChunkRows, kCols}), dest.data() + c * per, {}, &mapped[c]});
     }
     q.arrays = {a};
-    Status s = Restore(q);
+    return Restore(q);
+  }
+
+  // Restores one box per chunk, each asking for a mapping. Checks every
+  // box's elements (from the mapping or the destination) and returns how
+  // many were mapped; mapped boxes' destinations must be untouched.
+  int RestoreChunks(const std::string& item, std::vector<std::shared_ptr<MappedBytes>>& mapped) {
+    const size_t per = static_cast<size_t>(kChunkRows * kCols);
+    std::vector<float> dest(static_cast<size_t>(kRows * kCols), kSentinel);
+    Status s = RestoreEveryChunk(item, dest, mapped);
     EXPECT_TRUE(s.ok()) << s.ToString();
     int n = 0;
     for (Index c = 0; c < kChunks; ++c) {
@@ -177,7 +186,6 @@ TEST_F(RestoreMapped, BoxesThatAreNotOneWholeChunkAreFilled) {
   EXPECT_EQ(control[0], kSentinel);
 }
 
-
 // Uncompressed chunks end in their CRC-32C (the `crc32c` codec): a flipped
 // byte in a mappable chunk is never handed out, mapped or read.
 TEST_F(RestoreMapped, AFlippedByteInAMappableChunkIsRefusedNamingTheArray) {
@@ -185,33 +193,11 @@ TEST_F(RestoreMapped, AFlippedByteInAMappableChunkIsRefusedNamingTheArray) {
   const std::string item = SaveItem("/dev/shm", Compression::kNone, 4096);
   // Chunk 3's elements, found in the data files by their bytes.
   const size_t per = static_cast<size_t>(kChunkRows * kCols);
-  const std::string needle(reinterpret_cast<const char*>(w_.data() + 3 * per), 64);
-  int files = 0;
-  for (const auto& e : fs::directory_iterator(item + "/ocdbt.process_0/d")) {
-    std::ifstream in(e.path(), std::ios::binary);
-    std::stringstream bytes;
-    bytes << in.rdbuf();
-    const size_t at = bytes.str().find(needle);
-    if (at == std::string::npos) continue;
-    in.close();
-    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(static_cast<std::streamoff>(at + 9));
-    const char flipped = static_cast<char>(needle[9] ^ 0x10);
-    f.write(&flipped, 1);
-    ++files;
-  }
-  ASSERT_EQ(files, 1);
+  const std::string chunk3(reinterpret_cast<const char*>(w_.data() + 3 * per), 64);
+  ASSERT_GE(cairn::testing::FlipByteOfEveryCopy(item, chunk3), 1);
   std::vector<float> dest(static_cast<size_t>(kRows * kCols), kSentinel);
-  std::vector<std::shared_ptr<MappedBytes>> mapped(kChunks);
-  RestoreRequest q;
-  q.directory = item;
-  ArrayToRestore a;
-  a.param = "params.w";
-  for (Index c = 0; c < kChunks; ++c) {
-    a.boxes.push_back({Box({c * kChunkRows, 0}, {kChunkRows, kCols}), dest.data() + c * per, {}, &mapped[c]});
-  }
-  q.arrays = {a};
-  Status s = Restore(q);
+  std::vector<std::shared_ptr<MappedBytes>> mapped;
+  Status s = RestoreEveryChunk(item, dest, mapped);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
   EXPECT_NE(s.ToString().find("params.w"), std::string::npos) << s.ToString();
