@@ -9,23 +9,16 @@
 
 #include "cairn/kvstore/file/file_kvstore.h"
 #include "cairn/kvstore/testing/fault_kvstore.h"
+#include "cairn/util/testing/temp_dir.h"
 
 namespace cairn {
 namespace {
 namespace fs = std::filesystem;
 using K = ChildEntry::Kind;
 
-struct TempDir {
-  TempDir() {
-    std::string pattern = "/tmp/cairn_file_commit_XXXXXX";
-    EXPECT_NE(::mkdtemp(pattern.data()), nullptr);
-    path = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string path;
+// A fresh temporary directory, removed at the end.
+struct TempDir : cairn::testing::TempDir {
+  TempDir() : cairn::testing::TempDir("cairn_file_commit") {}
 };
 
 TEST(FileCommitTest, RenamesThePendingDirectoryWithEverythingInIt) {

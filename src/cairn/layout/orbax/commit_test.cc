@@ -22,22 +22,15 @@
 #include "cairn/layout/orbax/metadata_files.h"
 #include "cairn/layout/orbax/save_owner.h"
 #include "cairn/layout/orbax/step.h"
+#include "cairn/util/testing/temp_dir.h"
 
 namespace cairn::orbax {
 namespace {
 namespace fs = std::filesystem;
 
-struct TempDir {
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "cairn_commit_test_XXXXXX").string();
-    EXPECT_NE(::mkdtemp(pattern.data()), nullptr);
-    path = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string path;
+// A fresh temporary directory, removed at the end.
+struct TempDir : cairn::testing::TempDir {
+  TempDir() : cairn::testing::TempDir("cairn_commit_test") {}
 };
 
 // One float array `w` of 4 x 3 values starting at `first`, plus a string.
