@@ -4,6 +4,9 @@ checksum its readers verify (issue 25).
 - Compressed chunks: zstd frames with their content checksum.
 - Uncompressed zarr3 chunks: the `crc32c` codec, which TensorStore (and so
   Orbax) verifies too.
+- Uncompressed zarr2 chunks (zarr v2 has no checksum codec TensorStore
+  reads): zstd frames of raw blocks, not compressed, with the content
+  checksum; the `.zarray` says zstd.
 
 One byte is flipped inside a stored chunk of an array (found by its bytes),
 on a local disk and in S3 / GCS emulators; then `cairn.restore`,
@@ -50,37 +53,50 @@ def flip_in_files(root: pathlib.Path, needle: bytes) -> list:
     return changed
 
 
-def ts_read_item(item_url_or_kv, name, ocdbt: bool):
+def ts_read_item(item_url_or_kv, name, ocdbt: bool, zarr3: bool = True):
     base = item_url_or_kv if isinstance(item_url_or_kv, dict) else {"driver": "file",
                                                                       "path": str(item_url_or_kv) + "/"}
     kv = {"driver": "ocdbt", "base": base} if ocdbt else base
-    spec = {"driver": "zarr3", "kvstore": kv, "path": name}
+    spec = {"driver": "zarr3" if zarr3 else "zarr", "kvstore": kv, "path": name}
     return ts.open(spec, open=True).result().read().result()
 
 
+@pytest.mark.parametrize("use_zarr3", [True, False], ids=["zarr3", "zarr2"])
 @pytest.mark.parametrize("use_ocdbt", [True, False], ids=["ocdbt", "files"])
-def test_uncompressed_chunks_carry_crc32c_that_orbax_and_tensorstore_read(tmp_path, use_ocdbt):
+def test_uncompressed_chunks_carry_a_checksum_that_orbax_and_tensorstore_read(tmp_path, use_ocdbt, use_zarr3):
     import orbax.checkpoint as ocp
 
     item = tmp_path / "item"
     t = tree()
-    cairn.save(str(item), t, compression="none", use_ocdbt=use_ocdbt)
+    cairn.save(str(item), t, compression="none", use_ocdbt=use_ocdbt, use_zarr3=use_zarr3)
     restored = ocp.PyTreeCheckpointer().restore(str(item))
     for k in t:
         assert_bit_exact(np.asarray(restored[k]), t[k])
-        assert_bit_exact(ts_read_item(item, k, use_ocdbt), t[k])
-    if not use_ocdbt:
+        assert_bit_exact(ts_read_item(item, k, use_ocdbt, use_zarr3), t[k])
+    if use_ocdbt:
+        return
+    if use_zarr3:
         md = json.loads((item / "w" / "zarr.json").read_text())
         inner = md["codecs"][0]["configuration"]["codecs"]
         assert [c["name"] for c in inner] == ["bytes", "crc32c"], inner
+    else:
+        # What TensorStore accepts (no cairn-only members), and chunk files
+        # that are the elements in raw blocks: 18 bytes of frame, 3 per block.
+        md = json.loads((item / "w" / ".zarray").read_text())
+        assert md["compressor"] == {"id": "zstd", "level": 1}, md
+        chunk = (item / "w" / "0.0").read_bytes()
+        assert len(chunk) == t["w"].nbytes + 18 + 3 * -(-t["w"].nbytes // (128 << 10))
+        assert t["w"].tobytes()[:1000] in chunk
 
 
-@pytest.mark.parametrize("compression", ["none", "default"])
+@pytest.mark.parametrize("compression,use_zarr3", [("none", True), ("default", True), ("none", False)],
+                         ids=["none-zarr3", "default-zarr3", "none-zarr2"])
 @pytest.mark.parametrize("use_ocdbt", [True, False], ids=["ocdbt", "files"])
-def test_a_flipped_byte_is_refused_by_restore_convert_verify_and_tensorstore(tmp_path, compression, use_ocdbt):
+def test_a_flipped_byte_is_refused_by_restore_convert_verify_and_tensorstore(tmp_path, compression, use_zarr3,
+                                                                             use_ocdbt):
     item = tmp_path / "ckpt" / "3" / "state"
     t = tree()
-    cairn.save(str(item), t, compression=compression, use_ocdbt=use_ocdbt)
+    cairn.save(str(item), t, compression=compression, use_ocdbt=use_ocdbt, use_zarr3=use_zarr3)
     if compression == "none":
         assert flip_in_files(item, t["w"][10].tobytes()), "the chunk's bytes are stored as they are"
     else:
@@ -105,7 +121,7 @@ def test_a_flipped_byte_is_refused_by_restore_convert_verify_and_tensorstore(tmp
         cairn.convert(str(item), str(tmp_path / "out.safetensors"), to="safetensors")
 
     with pytest.raises(ValueError, match=r"DATA_LOSS|checksum|[Dd]igest"):
-        ts_read_item(item, "w", use_ocdbt)
+        ts_read_item(item, "w", use_ocdbt, use_zarr3)
 
 
 def test_a_flipped_byte_in_an_object_store_is_refused(store):  # noqa: F811 (fixture)

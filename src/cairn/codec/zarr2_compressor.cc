@@ -69,16 +69,20 @@ Result<Zarr2Compressor> ParseZarr2Compressor(const Json& compressor, DType dtype
   CAIRN_ASSIGN_OR_RETURN(std::string id, GetStringField(compressor, "id"));
   if (id == "blosc") return ParseBlosc(compressor, dtype);
   if (id == "zstd") {
-    CAIRN_RETURN_IF_ERROR(CheckOnlyMembers(compressor, {"id", "level", "checksum"}, kWhat));
+    CAIRN_RETURN_IF_ERROR(CheckOnlyMembers(compressor, {"id", "level", "checksum", kZstdStoredMember}, kWhat));
     CAIRN_ASSIGN_OR_RETURN(int64_t level, OptionalInt(compressor, "level", 1));
     CAIRN_RETURN_IF_ERROR(CheckZstdLevel(level, kWhat));
-    bool checksum = false;
+    bool checksum = false, stored = false;
     if (const Json* f = FindField(compressor, "checksum")) {
       CAIRN_ASSIGN_OR_RETURN(checksum, JsonToBool(*f, "zarr v2 compressor checksum"));
     }
-    r.codec = std::make_shared<const ZstdCodec>(static_cast<int>(level), checksum);
+    if (const Json* f = FindField(compressor, kZstdStoredMember)) {
+      CAIRN_ASSIGN_OR_RETURN(stored, JsonToBool(*f, "zarr v2 compressor " + std::string(kZstdStoredMember)));
+    }
+    r.codec = std::make_shared<const ZstdCodec>(static_cast<int>(level), checksum, stored);
     r.json = {{"id", "zstd"}, {"level", level}};
-    if (checksum) r.json["checksum"] = true;
+    if (checksum || stored) r.json["checksum"] = true;
+    if (stored) r.json[kZstdStoredMember] = true;
     return r;
   }
   if (id == "zlib" || id == "gzip") {

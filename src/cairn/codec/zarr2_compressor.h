@@ -3,6 +3,10 @@
 // Accepted (and written back exactly as TensorStore writes them, keys
 // sorted):
 //   {"id":"zstd","level":L}            level default 1
+//   cairn's own members of a zstd compressor, never in a stored `.zarray`
+//   (the writer removes them): "checksum": true (frames carry their content
+//   checksum) and "cairn_stored": true (frames of raw blocks, not
+//   compressed, with the checksum: zstd_codec.h)
 //   {"id":"zlib","level":L}            RFC 1950, level default 1
 //   {"id":"gzip","level":L}            RFC 1952, level default 1
 //   {"blocksize":B,"clevel":C,"cname":"lz4","id":"blosc","shuffle":S}
@@ -18,6 +22,8 @@
 #include "cairn/codec/codec.h"
 
 namespace cairn {
+
+inline constexpr const char* kZstdStoredMember = "cairn_stored";
 
 struct Zarr2Compressor {
   // nullptr for `null` (chunks stored raw).

@@ -3,8 +3,11 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <cstring>
 
+#include "cairn/util/coding.h"
 #include "cairn/util/json.h"
+#include "cairn/util/xxhash64.h"
 
 namespace cairn {
 namespace {
@@ -69,7 +72,33 @@ uint64_t ZstdCodec::MaxEncodedSize(uint64_t decoded_size) const {
   return ZSTD_compressBound(decoded_size);
 }
 
+Buffer ZstdCodec::EncodeStoredFrame(ByteView content) {
+  constexpr size_t kMaxBlock = 128 << 10;  // Block_Maximum_Size with a 128 KiB window
+  const size_t blocks = content.empty() ? 1 : (content.size() + kMaxBlock - 1) / kMaxBlock;
+  Buffer out(4 + 1 + 1 + 8 + 3 * blocks + content.size() + 4);
+  uint8_t* p = out.data();
+  StoreLE32(p, 0xFD2FB528u);  // Magic_Number
+  p[4] = 0xC4;  // Frame_Header_Descriptor: 8-byte Frame_Content_Size, Content_Checksum_flag
+  p[5] = 0x38;  // Window_Descriptor: Exponent 7, Mantissa 0: a 128 KiB window
+  StoreLE64(p + 6, content.size());
+  p += 14;
+  size_t at = 0;
+  for (size_t b = 0; b < blocks; ++b) {
+    const size_t n = std::min(kMaxBlock, content.size() - at);
+    const uint32_t header = (b + 1 == blocks ? 1u : 0u) | (0u << 1) | static_cast<uint32_t>(n) << 3;  // Raw_Block
+    p[0] = static_cast<uint8_t>(header);
+    p[1] = static_cast<uint8_t>(header >> 8);
+    p[2] = static_cast<uint8_t>(header >> 16);
+    if (n > 0) std::memcpy(p + 3, content.data() + at, n);
+    p += 3 + n;
+    at += n;
+  }
+  StoreLE32(p, static_cast<uint32_t>(Xxh64(content)));  // Content_Checksum
+  return out;
+}
+
 Result<Buffer> ZstdCodec::Encode(ByteView decoded) const {
+  if (stored_) return EncodeStoredFrame(decoded);
   ZSTD_CCtx* cctx = ThreadCCtx();
   if (cctx == nullptr) return ResourceExhaustedError("zstd codec: cannot allocate a context");
   size_t rc = ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level_);

@@ -2,10 +2,14 @@
 
 #include <zstd.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include <gtest/gtest.h>
 
 #include "cairn/codec/codec_test_util.h"
 #include "cairn/util/coding.h"
+#include "cairn/util/xxhash64.h"
 
 namespace cairn {
 namespace {
@@ -195,6 +199,51 @@ TEST(ZstdCodec, NotAFrameIsDataLoss) {
   ZstdCodec codec(3, false);
   EXPECT_EQ(codec.Decode(AsBytes("hello world")).status().code(), StatusCode::kDataLoss);
   EXPECT_EQ(codec.Decode(ByteView()).status().code(), StatusCode::kDataLoss);
+}
+
+}  // namespace
+}  // namespace cairn
+
+namespace cairn {
+namespace {
+
+// XXH64 against libzstd's: a frame libzstd compressed with its content
+// checksum carries the low 4 bytes of XXH64 of the content, for every
+// length around the algorithm's 32-, 8- and 4-byte steps.
+TEST(Xxh64, MatchesTheChecksumLibzstdWrites) {
+  EXPECT_EQ(Xxh64(ByteView()), 0xEF46DB3751D8E999ULL);
+  const Buffer data = codec_test::RandomBytes(300, 11);
+  for (size_t n : {0, 1, 3, 4, 7, 8, 12, 31, 32, 33, 63, 64, 100, 255, 300}) {
+    const ByteView content(data.data(), n);
+    auto frame = ZstdCodec(3, /*checksum=*/true).Encode(content);
+    ASSERT_TRUE(frame.ok());
+    EXPECT_EQ(LoadLE32(frame->data() + frame->size() - 4), static_cast<uint32_t>(Xxh64(content))) << n;
+  }
+}
+
+// A stored frame (compression "none" of zarr v2) is raw blocks with the
+// content checksum: libzstd decodes it, and a flipped byte is refused.
+TEST(ZstdCodec, StoredFramesAreRawBlocksWithTheirChecksum) {
+  const ZstdCodec stored(1, /*checksum=*/false, /*stored=*/true);
+  EXPECT_TRUE(stored.checksum());
+  for (size_t n : {size_t{0}, size_t{5}, size_t{128 << 10}, size_t{(128 << 10) + 1}, size_t{700000}}) {
+    const Buffer content = codec_test::RandomBytes(n, static_cast<uint32_t>(n + 1), /*runs=*/true);
+    auto frame = stored.Encode(content.view());
+    ASSERT_TRUE(frame.ok());
+    EXPECT_EQ(frame->size(), 18 + 3 * std::max<size_t>(1, (n + (128 << 10) - 1) / (128 << 10)) + n) << n;
+    EXPECT_EQ(ZSTD_getFrameContentSize(frame->data(), frame->size()), n);
+    Buffer out(n + 1);
+    const size_t got = ZSTD_decompress(out.data(), out.size(), frame->data(), frame->size());
+    ASSERT_FALSE(ZSTD_isError(got)) << n << ": " << ZSTD_getErrorName(got);
+    ASSERT_EQ(got, n);
+    EXPECT_EQ(std::memcmp(out.data(), content.data(), n), 0);
+    if (n == 0) continue;
+    Buffer flipped = Buffer::CopyOf(frame->view());
+    flipped.data()[14 + 3 + n / 2] ^= 0x01;  // inside the first block's bytes (or the only one)
+    Buffer into(n);
+    const Status s = stored.DecodeInto(flipped.view(), into.mutable_view());
+    EXPECT_EQ(s.code(), StatusCode::kDataLoss) << n << ": " << s.ToString();
+  }
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include "cairn/codec/zarr2_compressor.h"
 #include "cairn/layout/orbax/item_store.h"
 #include "cairn/layout/orbax/item_writer.h"
 #include "cairn/layout/orbax/metadata_files.h"
@@ -116,7 +117,10 @@ Result<ArrayFormat> FormatFor(const SaveLeaf& leaf, const Shape& chunk, const Sa
   ArrayFormat out;
   out.stored_key = MetadataKey(format);
   ArrayMetadata stored = m;
-  if (stored.v2_compressor.is_object()) stored.v2_compressor.erase("checksum");
+  if (stored.v2_compressor.is_object()) {  // cairn's own members (zarr2_compressor.h)
+    stored.v2_compressor.erase("checksum");
+    stored.v2_compressor.erase(kZstdStoredMember);
+  }
   out.stored_text = stored.ToJsonString();
   out.encode = std::move(m);
   return out;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <map>
 
+#include "cairn/codec/zarr2_compressor.h"
 #include "cairn/kvstore/memory/memory_kvstore.h"
 #include "cairn/kvstore/ocdbt/io/ocdbt_kvstore.h"
 #include "cairn/layout/orbax/item_store.h"
@@ -26,6 +27,9 @@ namespace cairn::orbax {
 //     rejects a `checksum` member in a v2 `.zarray` compressor, so for v2
 //     the array encodes with the checksum and the stored `.zarray` omits it
 //     (StoredZarr2Metadata);
+//   - an uncompressed zarr v2 chunk is a zstd frame of raw blocks with the
+//     content checksum (ZstdCodec stored: nothing is compressed; zarr v2 has
+//     no checksum codec TensorStore reads); its `.zarray` says zstd;
 //   - an uncompressed zarr v3 chunk ends in the `crc32c` codec's CRC-32C
 //     (TensorStore and so Orbax verify it; a mapped restore checks it too:
 //     engine/restore.cc). The elements still start the stored value, so a
@@ -54,8 +58,8 @@ Json OrbaxArrayMetadata(DType dtype, const Shape& shape, const Shape& chunk, boo
   return {{"shape", shape},
           {"chunks", chunk},
           {"dtype", FormatZarr2DType(dtype)},
-          {"compressor",
-           compress ? Json{{"id", "zstd"}, {"level", 1}, {"checksum", true}} : Json(nullptr)},
+          {"compressor", compress ? Json{{"id", "zstd"}, {"level", 1}, {"checksum", true}}
+                                  : Json{{"id", "zstd"}, {"level", 1}, {kZstdStoredMember, true}}},
           {"fill_value", nullptr},
           {"filters", nullptr},
           {"order", "C"},
@@ -70,7 +74,10 @@ namespace {
 Status StoreZarr2MetadataWithoutChecksum(const ZarrArray& array, KvStore& staging,
                                          const std::string& prefix) {
   ArrayMetadata md = array.metadata();
-  if (md.v2_compressor.is_object()) md.v2_compressor.erase("checksum");
+  if (md.v2_compressor.is_object()) {
+    md.v2_compressor.erase("checksum");
+    md.v2_compressor.erase(kZstdStoredMember);
+  }
   const std::string text = md.ToJsonString();
   return staging.Put(prefix + md.metadata_key(), AsBytes(text));
 }
