@@ -57,9 +57,15 @@ def run_race(roots: list[str], work: pathlib.Path) -> list[tuple[dict, dict]]:
                                       "barrier": str(barrier), "out": str(outs[me])}))
         procs[me] = subprocess.Popen([sys.executable, str(WORKER), str(config)],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    for me, p in procs.items():
-        output, _ = p.communicate(timeout=120)
-        assert p.returncode == 0, f"worker {me} exited with {p.returncode}:\n{output}"
+    try:
+        for me, p in procs.items():
+            output, _ = p.communicate(timeout=120)
+            assert p.returncode == 0, f"worker {me} exited with {p.returncode}:\n{output}"
+    finally:
+        for p in procs.values():  # the other one would wait at its barrier
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     a, b = (json.loads(outs[w].read_text()) for w in ("a", "b"))
     assert len(a) == len(b) == len(roots)
     return list(zip(a, b))
