@@ -206,6 +206,13 @@ void RegisterLayout(nb::module_& m) {
     }
     ThrowIfError(s);
   });
+  // Step 5: a caller that began a commit and cannot finish it stops the
+  // save's lease and removes its temporary directory (best effort).
+  m.def("_orbax_abandon_commit", [](const std::string& final_path, const std::string& save_id) {
+    nb::gil_scoped_release release;
+    auto loc = orbax::OpenLocation(final_path);
+    if (loc.ok()) orbax::AbandonCommit(orbax::PendingCommitFor(*loc, save_id));
+  });
   m.def("_orbax_write_checkpoint_metadata",
         [](const std::string& dir, const std::string& handler, const std::vector<std::string>& items,
            int64_t init_ns, const std::string& custom) {

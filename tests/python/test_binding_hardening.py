@@ -75,7 +75,11 @@ def test_list_steps_and_commit_release_the_gil(tmp_path):
         n[0] += 1
         final = os.fspath(tmp_path / f"c{n[0]}")
         tmp, save_id = _core._orbax_begin_commit(final)
-        _core._orbax_write_checkpoint_metadata(tmp, "h", [], 0, "{}")
+        try:
+            _core._orbax_write_checkpoint_metadata(tmp, "h", [], 0, "{}")
+        except BaseException:
+            _core._orbax_abandon_commit(final, save_id)
+            raise
         _core._orbax_finish_commit(final, save_id)
 
     assert increments_during(commit, repeats=20) > 0

@@ -221,13 +221,18 @@ def test_interrupted_save_leaves_latest_step_at_the_previous_one(store):
         # is dropped (reads and listings still pass).
         proxy.only_method = "PUT" if store.scheme == "s3" else "POST"
         proxy.fail_after = 3
+        saving_2 = len(proxy.log)
         with pytest.raises(OSError, match="attempts"):
             mngr.save(2, step_tree(2))
         proxy.fail_after = None
         assert proxy.served_faults >= 2
         assert mngr.latest_step() == 1
-        # Part of step 2 was written, never committed, and the failed save
-        # removed what it wrote (deletes still pass): nothing of it is left.
+        # Part of step 2 was written (the first writes got through) ...
+        writes = [urllib.parse.unquote(p) for m, p, _ in proxy.log[saving_2:] if m == proxy.only_method]
+        forwarded = writes[:3]
+        assert any(f"{root}/2/" in w and ".cairn-save-owner.json" not in w for w in forwarded), writes
+        # ... never committed, and the failed save removed it and its claim
+        # (step 5 of the commit protocol, step.h: AbandonCommit).
         left = store.keys(root)
         assert not any(k.startswith("2/") for k in left), left
         mngr.close()
@@ -235,7 +240,7 @@ def test_interrupted_save_leaves_latest_step_at_the_previous_one(store):
         assert fresh_view.all_steps() == [1] and fresh_view.latest_step() == 1
         assert cairn.orbax.all_steps(store.url(root)) == [1]
         assert_tree_equal(step_tree(1), fresh_view.restore())
-        # Control: with the connections back, step 2 is saved over the leftovers.
+        # Control: with the connections back, step 2 is saved.
         assert fresh_view.save(2, step_tree(2))
         fresh_view.wait_until_finished()
         assert fresh_view.all_steps() == [1, 2]
@@ -247,10 +252,10 @@ def test_interrupted_save_leaves_latest_step_at_the_previous_one(store):
 
 def test_a_save_lists_its_step_once_before_writing(store):
     """Every listing on a bucket is a request (tens of ms on a real one). A
-    save checks that its step is free with one listing of that step (after
-    claiming it): the
-    root (which grows with the steps kept), the step again and the item
-    below it are not listed."""
+    save claims its step (a write of its owner record only if absent; step
+    2b' in step.h) and then checks that the step is free with one listing
+    of that step: the root (which grows with the steps kept), the step again
+    and the item below it are not listed."""
     root = store.fresh("requests")
     cairn.save(store.url(root), step_tree(1), step=1)
     proxy = FaultProxy(f"127.0.0.1:{store.server.port}")
@@ -272,14 +277,18 @@ def test_a_save_lists_its_step_once_before_writing(store):
         return q.get("prefix", [""])[0] if is_list else None
 
     def is_write(method, path):
-        # Not the save's claim on the step (its owner record, written first
-        # and only if absent: docs/INTEGRITY.md; GCS names the object in the
-        # body of a multipart upload), which lists nothing.
-        if ".cairn-save-owner.json" in urllib.parse.unquote(path) or "ifGenerationMatch=0" in path:
-            return False
         return method in ("PUT", "POST") and (store.scheme == "s3" or "/upload/" in path)
 
-    first_write = next(i for i, (m, p) in enumerate(log) if is_write(m, p))
+    def is_claim(path):
+        # S3 names the key in the path; GCS's conditional create (the claim,
+        # and the commit marker written last) carries ifGenerationMatch=0.
+        if store.scheme == "s3":
+            return urllib.parse.unquote(path).endswith(f"{root}/2/.cairn-save-owner.json")
+        return "ifGenerationMatch=0" in path
+
+    writes = [i for i, (m, p) in enumerate(log) if is_write(m, p)]
+    assert is_claim(log[writes[0]][1]), [log[i] for i in writes[:3]]
+    first_write = next(i for i in writes if not is_claim(log[i][1]))
     before = [listed_prefix(m, p) for m, p in log[:first_write]]
     before = [p for p in before if p is not None]
     assert before == [f"{root}/2/"], before

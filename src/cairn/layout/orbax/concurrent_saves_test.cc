@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "cairn/kvstore/file/file_kvstore.h"
+#include "cairn/kvstore/memory/memory_kvstore.h"
 #include "cairn/kvstore/s3/s3_kvstore.h"
 #include "cairn/kvstore/testing/emulator_server.h"
 #include "cairn/kvstore/testing/emulator_store.h"
@@ -280,6 +281,51 @@ TEST(ConcurrentSaves, S3ClaimOfGoneOwnerIsTakenOver) {
   ASSERT_TRUE(FinishCommit(*pending).ok());
   EXPECT_EQ(KeysUnder(Location{store, "t/", "s3://x", true}),
             (std::vector<std::string>{"7/" + std::string(kCommitSuccessFile)}));
+}
+
+// An object store whose first conditional write gets no answer: the request
+// was lost (nothing stored) or only its answer was (stored). Stores never
+// resend a conditional write; the claim of step 2b' is tried again.
+class UnansweredFirstClaimStore : public KvStore {
+ public:
+  explicit UnansweredFirstClaimStore(bool stored) : stored_(stored) {}
+  Result<std::optional<Buffer>> Get(std::string_view key, const ByteRange& range = {}) override {
+    return base_->Get(key, range);
+  }
+  Status Put(std::string_view key, ByteView value) override { return base_->Put(key, value); }
+  Result<bool> PutIfAbsent(std::string_view key, ByteView value) override {
+    if (unanswered_left_ > 0) {
+      --unanswered_left_;
+      if (stored_) CAIRN_RETURN_IF_ERROR(base_->PutIfAbsent(key, value).status());
+      return UnavailableError("conditionally writing " + std::string(key) + ": no answer");
+    }
+    return base_->PutIfAbsent(key, value);
+  }
+  Result<bool> CompareAndPut(std::string_view key, std::optional<ByteView> expected, ByteView value) override {
+    return base_->CompareAndPut(key, expected, value);
+  }
+  Status Delete(std::string_view key) override { return base_->Delete(key); }
+  Result<std::vector<KeyInfo>> List(std::string_view prefix = "") override { return base_->List(prefix); }
+  std::string url() const override { return "unanswered://"; }
+
+ private:
+  bool stored_;
+  int unanswered_left_ = 1;
+  std::shared_ptr<MemoryKvStore> base_ = std::make_shared<MemoryKvStore>();
+};
+
+TEST(ConcurrentSaves, UnansweredClaimIsWrittenAgainOrFoundLanded) {
+  for (bool stored : {false, true}) {
+    SCOPED_TRACE(stored ? "the first claim landed" : "the first claim was lost");
+    auto store = std::make_shared<UnansweredFirstClaimStore>(stored);
+    Location step{store, "t/7/", "unanswered://", true};
+    auto pending = BeginCommit(step, "abcd");
+    ASSERT_TRUE(pending.ok()) << pending.status().ToString();
+    ASSERT_TRUE(store->Put("t/7/default/x", AsBytes("x")).ok());
+    ASSERT_TRUE(FinishCommit(*pending).ok());
+    EXPECT_EQ(KeysUnder(Location{store, "t/", "unanswered://", true}),
+              (std::vector<std::string>{"7/" + std::string(kCommitSuccessFile), "7/default/x"}));
+  }
 }
 
 }  // namespace

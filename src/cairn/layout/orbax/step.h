@@ -60,7 +60,9 @@
 //        (S3 `If-None-Match: *`, GCS `ifGenerationMatch=0`). If it exists:
 //        AlreadyExists when `<final>` holds commit_success.txt; AlreadyExists
 //        "being written by another live save (<owner>)" while its owner
-//        lives, having written nothing;
+//        lives, having written nothing. A claim write that got no answer
+//        is written again (stores never resend a conditional write); this
+//        save's own record found there means an earlier attempt landed;
 //   2c'. else (owner gone) takes the claim over with CompareAndPut against
 //        the record read, so of several only one succeeds;
 //   2d'. holding the claim: AlreadyExists (claim released) when the marker

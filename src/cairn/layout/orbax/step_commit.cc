@@ -90,9 +90,26 @@ Result<PendingCommit> BeginInPlace(const Location& final_location, std::string_v
   StartingSave starting{std::string(save_id)};
   const std::string mine = EmitOwnerRecord(NewOwnerRecord(save_id));
   bool claimed = false;
+  bool unanswered = false;
   for (int attempt = 0; attempt < 4 && !claimed; ++attempt) {
-    CAIRN_ASSIGN_OR_RETURN(claimed, store.PutIfAbsent(claim, AsBytes(mine)));
+    Result<bool> put = store.PutIfAbsent(claim, AsBytes(mine));
+    // A conditional write is never resent by the store (it cannot tell
+    // whether an unanswered one was applied): unanswered, it is tried again
+    // here, and an earlier attempt that landed after all holds the claim
+    // (step 2d then sees a marker as for any claim).
+    if (!put.ok() && put.status().code() == StatusCode::kUnavailable && attempt + 1 < 4) {
+      unanswered = true;
+      continue;
+    }
+    CAIRN_ASSIGN_OR_RETURN(claimed, std::move(put));
     if (claimed) break;
+    if (unanswered) {
+      CAIRN_ASSIGN_OR_RETURN(std::optional<Buffer> there, store.Get(claim));
+      if (there.has_value() && AsString(*there) == mine) {
+        claimed = true;
+        break;
+      }
+    }
     if (HasKey(final_location, kCommitSuccessFile)) {
       return AlreadyExistsError("checkpoint directory " + final_location.Path() + " already exists");
     }
