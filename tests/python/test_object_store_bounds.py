@@ -249,6 +249,35 @@ def test_an_endless_metadata_file_is_not_held(hostile, tmp_path, moto):  # noqa:
     assert server.sent < 256 * MiB + 16 * MiB, server.sent
 
 
+def test_an_endless_chunk_is_not_held(hostile, tmp_path, moto):  # noqa: F811
+    # Chunks stored as objects of their own (use_ocdbt=False): the GET of
+    # `w`'s chunk answers endlessly. A whole chunk is at most what its
+    # codecs can make of it (KeyRead::max_bytes): the restore fails naming
+    # the limit, having received a little more than that bound.
+    root = f"bounds-chunk-{os.getpid()}-{time.monotonic_ns()}"
+    env = s3_env(tmp_path, moto.endpoint)
+    save = in_child(env, f"""
+        from test_object_store_checkpoints import step_tree
+        cairn.save("s3://{S3_BUCKET}/{root}", step_tree(1), step=1, use_ocdbt=False)
+        result = "saved"
+    """, timeout=120)
+    assert save == {"result": "saved"}, save
+    limit = 300 * MiB
+
+    def respond(req, out):
+        if req.method == "GET" and "/w/c/" in req.path:
+            return endless(server, out, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n", limit)
+        return None
+    server = hostile(respond, forward=f"127.0.0.1:{moto.port}")
+    out = in_child(s3_env(tmp_path, server.endpoint), f"""
+        result = repr(cairn.restore("s3://{S3_BUCKET}/{root}"))
+    """, timeout=120)
+    assert "error" in out, out
+    assert "w/c/" in out["error"] and "limit" in out["error"], out
+    time.sleep(0.2)
+    assert server.sent < 16 * MiB, server.sent
+
+
 def test_a_drip_ends_by_the_deadline(hostile, tmp_path):
     # 2 bytes a second of a 1 KB value: the stall rule (under 1 byte/s) lets
     # it through, and the old code read it for 8 minutes (stopped after 20 s

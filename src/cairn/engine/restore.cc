@@ -252,7 +252,15 @@ Status ReadChunks(KvStore& store, const std::string& dir, const RestoreRequest& 
       range = p.sharding->index_location() == ShardIndexLocation::kEnd ? ByteRange::Suffix(n)
                                                                        : ByteRange::Range(0, n);
     }
-    reads.push_back({chunk.key, range});
+    // A whole chunk (or shard) is at most what its codecs can make of it,
+    // with slack for other encoders' framing: a server's longer answer is
+    // refused as it arrives (KeyRead::max_bytes).
+    uint64_t max_bytes = 0;
+    if (range.IsAll()) {
+      const uint64_t bound = p.array->metadata().codecs.MaxEncodedSize(p.spec);
+      if (bound != 0) max_bytes = bound + bound / 8 + (64 << 10);
+    }
+    reads.push_back({chunk.key, range, max_bytes});
   }
   // Per partly needed shard, its index (empty until read; missing shard: none).
   std::vector<std::optional<std::vector<ShardIndexEntry>>> indexes(reads.size());

@@ -59,7 +59,10 @@ Result<std::optional<Buffer>> KvStore::GetAtMost(std::string_view key, uint64_t 
 
 Status KvStore::GetMany(const std::vector<KeyRead>& reads, const KeyReadFn& fn) {
   for (size_t i = 0; i < reads.size(); ++i) {
-    CAIRN_ASSIGN_OR_RETURN(std::optional<Buffer> value, Get(reads[i].key, reads[i].range));
+    const KeyRead& r = reads[i];
+    CAIRN_ASSIGN_OR_RETURN(std::optional<Buffer> value, r.max_bytes != 0 && r.range.IsAll()
+                                                            ? GetAtMost(r.key, r.max_bytes)
+                                                            : Get(r.key, r.range));
     CAIRN_RETURN_IF_ERROR(value ? fn(i, value->view()) : fn(i, std::nullopt));
   }
   return Status::OK();

@@ -86,6 +86,11 @@ struct PrefixCommit {
 struct KeyRead {
   std::string key;
   ByteRange range;
+  // For a whole value (range.IsAll()): one longer than this is an error
+  // (ResourceExhausted naming the key), refused before or while it is
+  // received, never buffered past it (as GetAtMost). 0: the store's own
+  // bound only.
+  uint64_t max_bytes = 0;
 };
 
 // Receives the value of reads[index] (nullopt: the key is missing). The

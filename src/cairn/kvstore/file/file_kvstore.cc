@@ -293,7 +293,10 @@ Status FileKvStore::GetMany(const std::vector<KeyRead>& reads, const KeyReadFn& 
   for (size_t i = 0; i < reads.size(); ++i) {
     group.Run([this, i, &reads, &fn, &group]() -> Status {
       if (group.failed()) return Status::OK();
-      CAIRN_ASSIGN_OR_RETURN(std::optional<Buffer> value, Get(reads[i].key, reads[i].range));
+      const KeyRead& r = reads[i];
+      CAIRN_ASSIGN_OR_RETURN(std::optional<Buffer> value, r.max_bytes != 0 && r.range.IsAll()
+                                                              ? GetAtMost(r.key, r.max_bytes)
+                                                              : Get(r.key, r.range));
       return value ? fn(i, value->view()) : fn(i, std::nullopt);
     });
   }

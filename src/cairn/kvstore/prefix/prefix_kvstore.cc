@@ -25,7 +25,7 @@ Status PrefixKvStore::GetMany(const std::vector<KeyRead>& reads, const KeyReadFn
   full.reserve(reads.size());
   for (const KeyRead& r : reads) {
     CAIRN_RETURN_IF_ERROR(ValidateKey(r.key).Annotate("reading from " + url_));
-    full.push_back({Full(r.key), r.range});
+    full.push_back({Full(r.key), r.range, r.max_bytes});
   }
   return base_->GetMany(full, fn);
 }

@@ -297,6 +297,9 @@ Status S3KvStore::GetMany(const std::vector<KeyRead>& reads, const KeyReadFn& fn
     std::vector<size_t> index;  // reads[index[j]] is calls[j]
     for (size_t i = start; i < end; ++i) {
       CAIRN_ASSIGN_OR_RETURN(std::optional<HttpCall> call, MakeGetCall(reads[i].key, reads[i].range));
+      if (call && reads[i].max_bytes != 0 && reads[i].range.IsAll()) {
+        call->max_response_bytes = std::min(call->max_response_bytes, reads[i].max_bytes);
+      }
       if (call) {
         calls.push_back(std::move(*call));
         index.push_back(i);

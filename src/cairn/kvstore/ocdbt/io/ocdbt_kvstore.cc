@@ -303,6 +303,11 @@ Status OcdbtKvStore::GetMany(const std::vector<KeyRead>& reads, const KeyReadFn&
   std::vector<ValuePart> parts(found.size());
   for (size_t j = 0; j < found.size(); ++j) {
     const KeyRead& r = reads[found_read[j]];
+    if (r.max_bytes != 0 && r.range.IsAll() && found[j].size() > r.max_bytes) {
+      return ResourceExhaustedError("reading " + Describe(r.key) + ": the value has " +
+                                    std::to_string(found[j].size()) + " bytes, over the limit of " +
+                                    std::to_string(r.max_bytes));
+    }
     auto span = ResolveByteRange(r.range, found[j].size());
     if (!span.ok()) return span.status().Annotate("reading " + Describe(r.key));
     parts[j] = {&found[j], span->first, span->second};
