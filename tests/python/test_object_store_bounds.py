@@ -220,62 +220,51 @@ def test_a_body_over_what_was_asked_is_not_received(hostile, tmp_path, case):
     assert time.monotonic() - start < 20
 
 
-def test_an_endless_metadata_file_is_not_held(hostile, tmp_path, moto):  # noqa: F811
-    # A real checkpoint on moto, restored through a proxy that answers the
-    # GET of `_METADATA` with an endless body. The old code received it all
-    # (the 256 MiB small-file limit was checked after the whole body had
-    # come); now nothing past the limit is received.
+def restore_through_endless_answers(hostile, tmp_path, moto, endless_for, **save_kwargs) -> tuple:
+    """Saves a real checkpoint on moto, then restores it in a child through
+    a proxy that answers the GETs whose path `endless_for(path)` picks with
+    an endless body (300 MiB, more than any limit: the old code ends too).
+    Returns (the child's outcome, bytes the proxy sent)."""
     root = f"bounds-{os.getpid()}-{time.monotonic_ns()}"
-    env = s3_env(tmp_path, moto.endpoint)
-    save = in_child(env, f"""
+    save = in_child(s3_env(tmp_path, moto.endpoint), f"""
         from test_object_store_checkpoints import step_tree
-        cairn.save("s3://{S3_BUCKET}/{root}", step_tree(1), step=1)
+        cairn.save("s3://{S3_BUCKET}/{root}", step_tree(1), step=1, **{save_kwargs!r})
         result = "saved"
     """, timeout=120)
     assert save == {"result": "saved"}, save
-    limit = 300 * MiB  # more than the limit: the old code ends too
 
     def respond(req, out):
-        if req.method == "GET" and req.path.endswith("/_METADATA"):
-            return endless(server, out, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n", limit)
+        if req.method == "GET" and endless_for(req.path):
+            return endless(server, out, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n", 300 * MiB)
         return None
     server = hostile(respond, forward=f"127.0.0.1:{moto.port}")
     out = in_child(s3_env(tmp_path, server.endpoint), f"""
         result = repr(cairn.restore("s3://{S3_BUCKET}/{root}"))
     """, timeout=120)
+    time.sleep(0.2)
+    return out, server.sent
+
+
+def test_an_endless_metadata_file_is_not_held(hostile, tmp_path, moto):  # noqa: F811
+    # The GET of `_METADATA` answers endlessly. The old code received it all
+    # (the 256 MiB small-file limit was checked after the whole body had
+    # come); now nothing past the limit is received.
+    out, sent = restore_through_endless_answers(hostile, tmp_path, moto, lambda p: p.endswith("/_METADATA"))
     assert "error" in out, out
     assert "_METADATA" in out["error"] and "limit" in out["error"], out
-    time.sleep(0.2)
-    assert server.sent < 256 * MiB + 16 * MiB, server.sent
+    assert sent < 256 * MiB + 16 * MiB, sent
 
 
 def test_an_endless_chunk_is_not_held(hostile, tmp_path, moto):  # noqa: F811
     # Chunks stored as objects of their own (use_ocdbt=False): the GET of
     # `w`'s chunk answers endlessly. A whole chunk is at most what its
     # codecs can make of it (KeyRead::max_bytes): the restore fails naming
-    # the limit, having received a little more than that bound.
-    root = f"bounds-chunk-{os.getpid()}-{time.monotonic_ns()}"
-    env = s3_env(tmp_path, moto.endpoint)
-    save = in_child(env, f"""
-        from test_object_store_checkpoints import step_tree
-        cairn.save("s3://{S3_BUCKET}/{root}", step_tree(1), step=1, use_ocdbt=False)
-        result = "saved"
-    """, timeout=120)
-    assert save == {"result": "saved"}, save
-    limit = 300 * MiB
-
-    def respond(req, out):
-        if req.method == "GET" and "/w/c/" in req.path:
-            return endless(server, out, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n", limit)
-        return None
-    server = hostile(respond, forward=f"127.0.0.1:{moto.port}")
-    out = in_child(s3_env(tmp_path, server.endpoint), f"""
-        result = repr(cairn.restore("s3://{S3_BUCKET}/{root}"))
-    """, timeout=120)
+    # the limit, having received a little more than that bound (the old
+    # code took all 300 MiB, then failed to decode it).
+    out, sent = restore_through_endless_answers(hostile, tmp_path, moto, lambda p: "/w/c/" in p, use_ocdbt=False)
     assert "error" in out, out
     assert "w/c/" in out["error"] and "limit" in out["error"], out
-    time.sleep(0.2)
-    assert server.sent < 16 * MiB, server.sent
+    assert sent < 16 * MiB, sent
 
 
 def test_a_drip_ends_by_the_deadline(hostile, tmp_path):
