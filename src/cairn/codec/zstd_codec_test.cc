@@ -236,8 +236,8 @@ TEST(ZstdCodec, StoredFramesAreRawBlocksWithTheirChecksum) {
     const size_t got = ZSTD_decompress(out.data(), out.size(), frame->data(), frame->size());
     ASSERT_FALSE(ZSTD_isError(got)) << n << ": " << ZSTD_getErrorName(got);
     ASSERT_EQ(got, n);
-    EXPECT_EQ(std::memcmp(out.data(), content.data(), n), 0);
     if (n == 0) continue;
+    EXPECT_EQ(std::memcmp(out.data(), content.data(), n), 0);
     Buffer flipped = Buffer::CopyOf(frame->view());
     flipped.data()[14 + 3 + n / 2] ^= 0x01;  // inside the first block's bytes (or the only one)
     Buffer into(n);
