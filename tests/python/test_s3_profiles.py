@@ -43,7 +43,11 @@ def process_script(tmp_path, lifetime: int | None) -> tuple:
 
 
 def test_credential_process_of_a_config_profile_signs_and_is_run_again_before_expiry(env, proxy, tmp_path):
-    command, runs = process_script(tmp_path, lifetime=3)
+    # Expirations are whole seconds and a refresh starts at half the
+    # lifetime: credentials of 20 s stay fresh for about 10 s, enough for the
+    # first save and restore on a loaded machine (with 3 s, a refresh during
+    # it failed 7 of 10 runs at load 7-9).
+    command, runs = process_script(tmp_path, lifetime=20)
     config = tmp_path / "config"
     config.write_text(f"[default]\nregion = us-east-1\n\n[profile tools]\ncredential_process = {command}\n")
     env.setenv("AWS_CONFIG_FILE", str(config))
@@ -52,7 +56,7 @@ def test_credential_process_of_a_config_profile_signs_and_is_run_again_before_ex
     signed = proxy.signed[:]
     assert signed and all(k == "PROC1" and t == "proc-session-1" for k, t, _ in signed), signed
     # Wait the credentials out: the next save runs the command again.
-    time.sleep(3.3)
+    time.sleep(20.3)
     n = len(proxy.signed)
     save_and_restore(fresh("process-later"), 6)
     later = {k for k, _, _ in proxy.signed[n:]}
