@@ -85,8 +85,8 @@ def test_thousand_leaf_tree_saved_by_orbax(tmp_path):
 
 
 def test_missing_and_unfinished_checkpoints_are_errors(tmp_path):
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(FileNotFoundError, match=r"nothing is not a directory"):
         cairn.restore(tmp_path / "nothing")
     (tmp_path / "7.orbax-checkpoint-tmp").mkdir()
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(FileNotFoundError, match=r"neither an Orbax item, a step directory, nor a root with finalized"):
         cairn.restore(tmp_path)

@@ -8,6 +8,7 @@ of 10,000 objects across pages."""
 from __future__ import annotations
 
 import os
+import re
 import urllib.request
 
 import numpy as np
@@ -143,8 +144,9 @@ def test_ranged_reads_and_large_multipart_value(env, moto):
     assert kv.read("big").result().value == value
     assert store.get("big", 5, 100) == value[5:100]
     assert store.get("big", -1000) == value[-1000:]
-    with pytest.raises(KeyError):
+    with pytest.raises(KeyError) as info:
         store.get("missing")
+    assert info.value.args[0] == "missing"
 
 
 def test_retries_survive_503_429_and_dropped_connections(env, moto, proxy):
@@ -229,8 +231,9 @@ def test_missing_bucket_and_bad_urls(env, moto):
     with pytest.raises(FileNotFoundError, match="no-such-bucket-cairn"):
         store.get("k")
     assert cairn.kvstore.open(f"s3://{BUCKET}/").keys(fresh("empty")) == []  # control
-    for bad in ["s3://", "s3://UPPER/x/", "s3://b/x/", f"s3://{BUCKET}/../x/"]:
-        with pytest.raises(ValueError):
+    for bad, why in [("s3://", "invalid S3 bucket name ``"), ("s3://UPPER/x/", "invalid S3 bucket name `UPPER`"),
+                     ("s3://b/x/", "invalid S3 bucket name `b`"), (f"s3://{BUCKET}/../x/", "`..` component")]:
+        with pytest.raises(ValueError, match=f"invalid kvstore URL `{re.escape(bad)}`.*{re.escape(why)}"):
             cairn.kvstore.open(bad)
 
 

@@ -262,8 +262,9 @@ Result<std::optional<Buffer>> OcdbtKvStore::Get(std::string_view key, const Byte
   if (!root) return std::optional<Buffer>();
   CAIRN_ASSIGN_OR_RETURN(auto value, FindKey(*root, key, read, view.limits));
   if (!value) return std::optional<Buffer>();
-  CAIRN_ASSIGN_OR_RETURN(auto span, ResolveByteRange(range, value->size()));
-  CAIRN_ASSIGN_OR_RETURN(Buffer bytes, ReadValueRange(*value, span.first, span.second, read));
+  auto span = ResolveByteRange(range, value->size());
+  if (!span.ok()) return span.status().Annotate("reading " + Describe(key));
+  CAIRN_ASSIGN_OR_RETURN(Buffer bytes, ReadValueRange(*value, span->first, span->second, read));
   return std::optional(std::move(bytes));
 }
 
