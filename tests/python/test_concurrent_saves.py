@@ -34,7 +34,8 @@ import pytest
 import cairn
 from mp_workers.concurrent_save_worker import STEP, tree_for
 from orbax_helpers import assert_bit_equal, ocp
-from s3_helpers import MotoServer, s3_environment
+from s3_helpers import s3_environment
+from test_object_store_checkpoints import S3_BUCKET, moto  # noqa: F401 (the moto fixture)
 
 HERE = pathlib.Path(__file__).parent
 WORKER = HERE / "mp_workers" / "concurrent_save_worker.py"
@@ -42,7 +43,6 @@ ITEM = "default"  # cairn.save's item name with `step`
 LOSER_MESSAGE = re.compile(r"already exists|published by another save|being written by another live save")
 LOCAL_ROUNDS = 50
 S3_ROUNDS = 10
-S3_BUCKET = "cairn-concurrent-saves"
 
 
 def run_race(roots: list[str], work: pathlib.Path) -> list[tuple[dict, dict]]:
@@ -126,15 +126,7 @@ def test_two_processes_save_one_step_on_the_local_file_store(tmp_path):
     assert raced, loser_messages(results)
 
 
-@pytest.fixture(scope="module")
-def moto():
-    server = MotoServer()
-    server.create_bucket(S3_BUCKET)
-    yield server
-    server.stop()
-
-
-def test_two_processes_save_one_step_on_s3(moto, monkeypatch, tmp_path):
+def test_two_processes_save_one_step_on_s3(moto, monkeypatch, tmp_path):  # noqa: F811
     s3_environment(monkeypatch, moto.endpoint, tmp_path)  # the workers inherit it
     roots = [f"s3://{S3_BUCKET}/race-{os.getpid()}-{r}" for r in range(S3_ROUNDS)]
     results = run_race(roots, tmp_path / "work")
