@@ -288,7 +288,7 @@ class Campaign:
         shutil.rmtree(base, ignore_errors=True)
         (base / "side").mkdir(parents=True)
         shutil.copytree(self._template(w), base / "root", symlinks=True)
-        (base / "counter").write_bytes(b"\0" * 8)
+        (base / "counter").write_bytes(b"\0" * 16)
         return {"base": base, "root": base / "root", "side": base / "side",
                 "shadow": base / "shadow", "log": base / "crashfs.log", "counter": base / "counter"}
 

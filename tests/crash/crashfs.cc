@@ -1,14 +1,14 @@
 // crashfs: an LD_PRELOAD shim that injects crashes and storage faults into
 // the file operations a process makes below one directory (test-only;
-// tests/crash/README.md, docs/TESTING.md "Crash campaign").
+// docs/TESTING.md, "Crash campaign").
 //
 // Environment (read at load and by crashfs_reload()):
 //   CRASHFS_ROOT     absolute directory; only operations below it count.
 //                    Unset: the shim passes everything through.
 //   CRASHFS_FAULT    "<kind>@<N>": at mutating operation number N (from 1)
 //                    kill     SIGKILL before the operation;
-//                    torn     a write lands a random prefix, then SIGKILL
-//                             (any other operation: as kill);
+//                    torn     the first write from operation N on lands a
+//                             random prefix, then SIGKILL;
 //                    fail     the operation returns -1 with EIO (writes:
 //                             EIO or ENOSPC) and the process goes on;
 //                    powerloss  SIGKILL of the process group (when it is a
@@ -17,8 +17,8 @@
 //                    Unset or empty: count only.
 //   CRASHFS_SHADOW   directory (outside the root) for the durable shadow of
 //                    the power-loss model (crashfs_model.h).
-//   CRASHFS_COUNTER  file of 8 bytes shared by the processes of one run, so
-//                    their operations are numbered together.
+//   CRASHFS_COUNTER  file of 16 zero bytes shared by the processes of one
+//                    run, so their operations are numbered together.
 //   CRASHFS_LOG      file the shim appends to: the faulted operation, and
 //                    with CRASHFS_TRACE=1 every operation, a line each:
 //                    "<n>\t<pid>\t<op>\t<path>\t<path2>" (FAULT lines start
@@ -64,8 +64,9 @@ struct Config {
 };
 
 Config g_cfg;
-std::atomic<uint64_t> g_local_counter{0};
-std::atomic<uint64_t>* g_counter = &g_local_counter;
+// [0]: the operations numbered so far; [1]: set once the fault fired (torn).
+std::atomic<uint64_t> g_local_counter[2];
+std::atomic<uint64_t>* g_counter = g_local_counter;
 
 const char* Env(const char* name) {
   const char* v = std::getenv(name);
@@ -91,12 +92,13 @@ void Load() {
     c.kind = kind == "kill" ? Kind::kKill : kind == "torn" ? Kind::kTorn
            : kind == "fail" ? Kind::kFail : kind == "powerloss" ? Kind::kPowerLoss : Kind::kNone;
   }
-  g_local_counter.store(0);
-  g_counter = &g_local_counter;
+  g_local_counter[0].store(0);
+  g_local_counter[1].store(0);
+  g_counter = g_local_counter;
   if (const char* path = Env("CRASHFS_COUNTER")) {
     int fd = static_cast<int>(syscall(SYS_openat, AT_FDCWD, path, O_RDWR | O_CLOEXEC));
     if (fd >= 0) {
-      void* p = mmap(nullptr, 8, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      void* p = mmap(nullptr, 16, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
       syscall(SYS_close, fd);
       if (p != MAP_FAILED) g_counter = static_cast<std::atomic<uint64_t>*>(p);
     }
@@ -186,14 +188,19 @@ Act Hook(const char* op, const std::string& a, const std::string& b, size_t writ
                 static_cast<long>(getpid()));
   const std::string desc = std::string(head) + op + "\t" + a + "\t" + b + "\n";
   if (g_cfg.trace) Log(desc);
-  if (g_cfg.kind == Kind::kNone || n != g_cfg.fault_at) return Act::kGo;
+  if (g_cfg.kind == Kind::kNone) return Act::kGo;
+  if (g_cfg.kind == Kind::kTorn) {
+    // The first write from operation N on is torn (so that a run whose
+    // threads order their operations differently still tears a write).
+    if (write_len == 0 || n < g_cfg.fault_at || g_counter[1].exchange(1) != 0) return Act::kGo;
+  } else if (n != g_cfg.fault_at) {
+    return Act::kGo;
+  }
   static const char* kNames[] = {"none", "kill", "torn", "fail", "powerloss"};
   Log(std::string("FAULT\t") + kNames[static_cast<int>(g_cfg.kind)] + "\t" + desc);
   switch (g_cfg.kind) {
     case Kind::kFail: return Act::kFail;
-    case Kind::kTorn:
-      if (write_len > 0) return Act::kTorn;
-      Die(false);
+    case Kind::kTorn: return Act::kTorn;
     case Kind::kPowerLoss: Die(true);
     default: Die(false);
   }

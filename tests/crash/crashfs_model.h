@@ -1,4 +1,4 @@
-// crashfs's power-loss model (test-only; tests/crash/README.md).
+// crashfs's power-loss model (test-only; docs/TESTING.md, "Crash campaign").
 //
 // A durable shadow, kept outside the tree under test:
 //   <shadow>/files/<key>  a regular file's content at its last fsync/fdatasync

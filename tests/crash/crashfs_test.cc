@@ -88,7 +88,7 @@ ChildRun RunChild(const std::string& scenario, const std::string& root, const st
   const std::string shadow = work + "/shadow", log = work + "/log", counter = work + "/counter";
   {
     std::ofstream c(counter, std::ios::binary);
-    c.write("\0\0\0\0\0\0\0\0", 8);
+    c.write(std::string(16, '\0').data(), 16);
   }
   fs::remove(log);
   pid_t pid = ::fork();
@@ -180,7 +180,7 @@ TEST_F(CrashfsTest, NewDirectorySyncedAllTheWaySurvives) {
 }
 
 TEST_F(CrashfsTest, TornWriteLeavesAStrictPrefixAndKills) {
-  ChildRun run = RunChild("synced", root, work.path, "torn@2");  // op 2: the write
+  ChildRun run = RunChild("synced", root, work.path, "torn@1");  // the first write from op 1: op 2
   ASSERT_TRUE(WIFSIGNALED(run.status) && WTERMSIG(run.status) == SIGKILL) << run.status;
   EXPECT_NE(run.log.find("FAULT\ttorn\t2\t"), std::string::npos) << run.log;
   const std::string got = ReadFile(root + "/a.tmp");
