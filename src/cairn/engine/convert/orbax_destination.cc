@@ -52,6 +52,13 @@ class OrbaxDestination final : public layout::CheckpointWriter {
     if (create) {
       const orbax::Location& top = paths_.top.location;
       resumed_ = options.resume && options.process_count == 1 && orbax::Exists(top);
+      if (resumed_ && paths_.item && !top.commits_in_place && orbax::Exists(paths_.item->final_location)) {
+        // An interrupted run committed the item inside the pending step and
+        // died before the step's commit: that item cannot be committed over
+        // again, so the step begins anew (BeginItem removes the dead run's
+        // pending directory, item included).
+        resumed_ = false;
+      }
       if (!resumed_) CAIRN_RETURN_IF_ERROR(BeginItem(request_, paths_));
     }
     CAIRN_ASSIGN_OR_RETURN(store_, OpenProcessStore(request_, paths_, options.process_index,

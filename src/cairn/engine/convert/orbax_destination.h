@@ -10,7 +10,9 @@
 //   1. The primary begins the commit (engine BeginItem: the temporary step
 //      and item directories of save `save_id`), unless a pending directory
 //      of that very save id is left by an interrupted run of the same
-//      conversion and `resume` is set: then it is kept as it is.
+//      conversion and `resume` is set: then it is kept as it is, unless
+//      that run got as far as committing the item inside it (the item's
+//      commit cannot be done again over it): then the step begins anew.
 //   2. Every process writes its chunks (WriteBox) into its own database
 //      `ocdbt.process_<i>/` (the primary also each array's zarr metadata).
 //      The chunks are committed to the database (a new generation, data

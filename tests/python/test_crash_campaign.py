@@ -1,0 +1,79 @@
+"""A seeded slice of the crash campaign (tests/crash/campaign.py; docs/TESTING.md,
+"Crash campaign"): at least 200 faults (SIGKILL, torn writes, failed
+operations, power loss) at random file operations of cairn's file paths —
+CheckpointManager save + retention, convert to every format, OCDBT commits
+with one and two writers — each followed by the oracle: committed steps
+restore bit-exactly (cairn, and Orbax/TensorStore/safetensors on a sample),
+nothing half-written is listed, the next save succeeds. The failure message
+is the campaign's table with the command that reproduces each failed fault.
+
+The crashfs shim must be built (build/release/tests/crash, as scripts/test.sh
+builds it, or CAIRN_CRASHFS): a missing shim fails these tests.
+
+Also the failures the campaign found, each as a test of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "crash"))
+
+import campaign  # noqa: E402
+
+SEED = int(os.environ.get("CAIRN_CRASH_SEED", "26"))
+FAULTS = int(os.environ.get("CAIRN_CRASH_FAULTS", "220"))
+# Every clause fails the slice but `leftover`: temporary step directories of
+# killed saves are swept by the owner records of issue 26's other part; until
+# then the slice reports them in its table (a warning) instead.
+FAILING = ("loss", "half_written", "next_save", "harness")
+
+
+@pytest.fixture(scope="module")
+def camp(tmp_path_factory):
+    with campaign.Campaign(SEED, work=tmp_path_factory.mktemp("crash"), orbax_sample=0.15) as c:
+        yield c
+
+
+def test_the_shim_is_built():
+    assert os.path.isfile(campaign.crash_shim.shim_path())
+
+
+def test_seeded_slice_of_the_crash_campaign(camp):
+    report = camp.run(FAULTS)
+    assert len(report.outcomes) == FAULTS >= 200
+    assert sum(o.injected for o in report.outcomes) >= 0.9 * FAULTS, report.table()
+    assert {o.kind for o in report.outcomes} == set(campaign.FAULT_KINDS), report.table()
+    assert {o.workload for o in report.outcomes} == set(campaign.WORKLOADS), report.table()
+    bad = [o for o in report.outcomes if any(f.clause in FAILING for f in o.findings)]
+    assert not bad, report.table()
+    leftovers = [o for o in report.outcomes if o.findings]
+    if leftovers:
+        import warnings
+        warnings.warn(f"crash campaign: {len(leftovers)} faults left temporaries behind\n{report.table()}")
+
+
+def _op_index(trace, pred) -> int:
+    hits = [i + 1 for i, (op, a, b) in enumerate(trace) if pred(op, a, b)]
+    assert hits, "no such operation in the dry run"
+    return hits[0]
+
+
+@pytest.mark.parametrize("fmt", ["orbax", "orbax-zarr2"])
+@pytest.mark.parametrize("kind", ["kill", "fail", "powerloss"])
+def test_convert_resumes_after_dying_between_item_and_step_commit(camp, fmt, kind):
+    """Found by the campaign: a conversion killed (or failed) after it
+    committed the item inside the pending step directory and before the
+    step's own rename could never be resumed: every later `cairn convert`
+    into that destination failed with "was published by another save"."""
+    w = campaign.WORKLOADS[f"convert_{fmt}"]
+    trace = camp.trace(w)
+    step_commit = _op_index(trace, lambda op, a, b: op == "rename" and b.endswith("/dst/7"))
+    outcome = camp.run_one(w, campaign.KINDS[kind], step_commit, seed=1)
+    assert outcome.injected, outcome
+    assert "rename" in outcome.fault and outcome.fault.endswith("/dst/7"), outcome.fault
+    assert not [f for f in outcome.findings if f.clause != "leftover"], outcome.findings
