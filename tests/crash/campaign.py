@@ -50,7 +50,7 @@ import crash_shim  # noqa: E402
 from crash_worker import WorkerClient  # noqa: E402
 
 # Modules whose import registers workloads (the worker imports them too).
-WORKLOAD_MODULES = ["crash_workloads"]
+WORKLOAD_MODULES = ["crash_workloads", "crash_emergency", "crash_object_store"]
 
 CLAUSES = ("loss", "half_written", "next_save", "leftover", "harness")
 
@@ -136,6 +136,7 @@ class FaultKind:
     pick: Callable
     after_run: Optional[Callable] = None
     env: Optional[Callable] = None
+    fired: Optional[Callable] = None  # fired(ws) -> what was done (kinds outside the shim)
 
 
 WORKLOADS: dict[str, Workload] = {}
@@ -146,8 +147,8 @@ WRITE_OPS = ("write", "pwrite", "writev", "pwritev")
 def register_workload(name, run_fn, check_fn, **kwargs) -> Workload:
     """Registers a path (see Workload for the keyword arguments)."""
     w = Workload(name=name, run_fn=run_fn, check_fn=check_fn, **kwargs)
-    if not w.kinds:
-        w.kinds = tuple(KINDS)
+    if not w.kinds:  # default: the file faults of the shim
+        w.kinds = tuple(k for k, v in KINDS.items() if v.shim)
     WORKLOADS[name] = w
     return w
 
@@ -237,7 +238,7 @@ class Campaign:
             __import__(module)  # registers its paths
         self.seed = seed
         self.paths = list(paths or WORKLOADS)
-        self.kinds = list(kinds or FAULT_KINDS)
+        self.kinds = list(kinds or KINDS)
         for p in self.paths:
             if p not in WORKLOADS:
                 raise ValueError(f"unknown path {p!r}; registered: {sorted(WORKLOADS)}")
@@ -289,7 +290,7 @@ class Campaign:
         (base / "side").mkdir(parents=True)
         shutil.copytree(self._template(w), base / "root", symlinks=True)
         (base / "counter").write_bytes(b"\0" * 16)
-        return {"base": base, "root": base / "root", "side": base / "side",
+        return {"workload": w.name, "base": base, "root": base / "root", "side": base / "side",
                 "shadow": base / "shadow", "log": base / "crashfs.log", "counter": base / "counter"}
 
     def _phase(self, w: Workload, ws: dict, phase: str, seed: int, fault: str = "", trace=False,
@@ -335,7 +336,7 @@ class Campaign:
             fault = f"{kind.shim}@{n}" if kind.shim and n else ""
             extra = kind.env(ws, n) if kind.env else None
             status = self._phase(w, ws, "run", seed, fault, extra_env=extra)
-            fault_text = _fault_line(ws["log"])
+            fault_text = kind.fired(ws) if kind.fired else _fault_line(ws["log"])
             injected = bool(fault_text) or (kind.shim == "powerloss" and n is not None)
             if status.startswith("timeout"):
                 findings.append(Finding("harness", f"the faulted run hung ({status})"))

@@ -17,6 +17,9 @@
 //     {"step": s, "tier": "local"|"persistent"|"none", "bit_exact": true,
 //      "errors": [...]} and exits 0 when every process restored the same
 //     step bit-exactly, 1 otherwise, 3 on a hang.
+//   emergency_job expect <step>
+//     Prints the whole state at <step> as one JSON line {"w": hex, "b": hex}
+//     (float32 little-endian bytes), for checks by other readers (Orbax).
 //   emergency_job leftovers <root>
 //     Prints, one per line, every temporary directory below <root> (a name
 //     containing ".orbax-checkpoint-tmp"), then exits 0.
@@ -44,7 +47,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::kProcesses;
 
-constexpr auto kDeadline = std::chrono::seconds(60);
+constexpr auto kDeadline = std::chrono::seconds(45);
 
 // Exits with 3 when `done` is not set within kDeadline (a hang is a defect
 // the campaign reports, not a run it waits for).
@@ -189,10 +192,26 @@ int Leftovers(const std::string& root) {
   return 0;
 }
 
+int Expect(int64_t step) {
+  const testing::JobState state = testing::StateAt(step);
+  auto hex = [](const std::vector<uint8_t>& bytes) {
+    std::string out;
+    char buf[3];
+    for (uint8_t b : bytes) {
+      std::snprintf(buf, sizeof(buf), "%02x", b);
+      out += buf;
+    }
+    return out;
+  };
+  std::printf("{\"w\": \"%s\", \"b\": \"%s\"}\n", hex(state.w).c_str(), hex(state.b).c_str());
+  return 0;
+}
+
 int Usage() {
   std::fprintf(stderr,
                "usage: emergency_job save <root> <first> <last> <committed_log>\n"
                "       emergency_job restore <root>\n"
+               "       emergency_job expect <step>\n"
                "       emergency_job leftovers <root>\n");
   return 2;
 }
@@ -207,5 +226,6 @@ int main(int argc, char** argv) {
   if (mode == "save" && argc == 6) return Save(argv[2], std::atoll(argv[3]), std::atoll(argv[4]), argv[5]);
   if (mode == "restore" && argc == 3) return Restore(argv[2]);
   if (mode == "leftovers" && argc == 3) return Leftovers(argv[2]);
+  if (mode == "expect" && argc == 3) return Expect(std::atoll(argv[2]));
   return Usage();
 }

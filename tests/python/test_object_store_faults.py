@@ -131,6 +131,33 @@ def test_a_short_answer_is_never_taken_as_the_data(store, proxy):
     np.testing.assert_array_equal(cairn.open(url).read(), values)
 
 
+@pytest.mark.parametrize("fault", ["drop", "cut_upload"])
+def test_a_conditional_write_that_never_arrived_is_sent_again(store, proxy, fault):
+    """Found by the crash campaign (tests/crash, objstore paths): the
+    connection of a conditional write (the OCDBT manifest's) closes before
+    the request reaches the store. Reading the key back shows it still as
+    the condition requires (absent, or the expected version), so the write
+    never applied and is sent again; before, the save failed with "Empty
+    reply from server after 1 attempt"."""
+    root = store.fresh("never-arrived")
+    kv = cairn.kvstore.open(store.url(root) + "/|ocdbt:")
+    kv.put("first", b"1")
+    before = proxy.conditional_requests
+    proxy.only_conditional = True
+    proxy.faults = [fault]
+    kv.put("second", b"2")
+    assert proxy.served_faults == 1
+    assert proxy.conditional_requests - before == 2, "the write was not sent again"
+    fresh = cairn.kvstore.open(store.url(root) + "/|ocdbt:")
+    assert fresh.get("first") == b"1" and fresh.get("second") == b"2"
+    # Control: a write that never arrives however often it is sent fails,
+    # naming the key, after a bounded number of attempts.
+    proxy.faults = [fault] * 10
+    with pytest.raises(OSError, match=r"conditionally writing key `.*manifest\.ocdbt`"):
+        kv.put("third", b"3")
+    assert 2 <= proxy.served_faults - 1 <= 6
+
+
 def test_a_conditional_write_without_an_answer_is_sent_once_and_settled(store, proxy):
     """The request of a conditional write (the OCDBT manifest's) reaches the
     store, and the connection closes before a byte of the answer. libcurl

@@ -3,7 +3,16 @@
 // value. The generation a conditional upload created is remembered with its
 // bytes, so that the next CompareAndPut expecting them (an OCDBT manifest)
 // uploads at once instead of reading the object first. A conditional write
-// whose answer never came is settled by reading the object back.
+// whose answer never came is settled by reading the object back:
+//   1. The object holds exactly the value sent: the write was applied (true).
+//   2. The object is still as the precondition requires (absent for
+//      ifGenerationMatch=0, else of that generation): the write was not
+//      applied yet, so Upload sends it again (at most kMaxUnansweredUploads
+//      times). A late copy of an earlier attempt cannot apply twice: the
+//      first to arrive changes the generation, so every other copy fails.
+//   3. Otherwise the failure stands.
+// A 412 answer to a resent write is settled by step 1: the earlier attempt
+// may be the one that applied.
 #include <algorithm>
 #include <mutex>
 
@@ -73,21 +82,39 @@ void GcsKvStore::RememberGeneration(const std::string& key, ByteView value,
   generations_[key] = {std::string(AsStringView(value)), std::move(*generation)};
 }
 
-// A conditional write that got no answer (the connection closed after the
-// request may have reached GCS, and it is never resent: http_client.h) was
-// applied exactly when the object now holds its value. Otherwise the
-// failure stands.
-Result<bool> GcsKvStore::SettleUnansweredWrite(std::string_view key, ByteView value, Status failure) {
-  if (failure.code() != StatusCode::kUnavailable) return failure;
+// The object read back after a write got no answer; true in `.first` when
+// it holds exactly `value` (its generation is then remembered).
+Result<std::pair<bool, HttpResponse>> GcsKvStore::ReadBack(std::string_view key, ByteView value) {
   HttpCall get = MakeCall("GET", ObjectUrl(key) + "?alt=media", {}, {},
                           "reading " + Describe(key) + " back after a conditional write got no answer");
-  Result<HttpResponse> r = Run(get);
-  if (!r.ok() || r->status != 200 || r->body.size() != value.size() ||
-      !std::equal(value.begin(), value.end(), r->body.view().begin())) {
-    return failure;
-  }
-  RememberGeneration(std::string(key), value, r->Header("x-goog-generation"));
-  return true;
+  CAIRN_ASSIGN_OR_RETURN(HttpResponse r, Run(get));
+  if (r.status != 200 && r.status != 404) return http::HttpStatusError(get, r);
+  const bool holds = r.status == 200 && r.body.size() == value.size() &&
+                     std::equal(value.begin(), value.end(), r.body.view().begin());
+  if (holds) RememberGeneration(std::string(key), value, r.Header("x-goog-generation"));
+  return std::make_pair(holds, std::move(r));
+}
+
+Result<bool> GcsKvStore::HoldsValue(std::string_view key, ByteView value) {
+  CAIRN_ASSIGN_OR_RETURN(auto read, ReadBack(key, value));
+  return read.first;
+}
+
+// Steps 1-3 above for a conditional upload that got no answer (the
+// connection closed after the request may have reached GCS; http_client.h
+// never resends it): true when it applied, nullopt when it can be sent
+// again, else `failure`.
+Result<std::optional<bool>> GcsKvStore::SettleUnansweredWrite(std::string_view key, ByteView value,
+                                                              std::string_view if_generation, Status failure) {
+  if (failure.code() != StatusCode::kUnavailable) return failure;
+  Result<std::pair<bool, HttpResponse>> read = ReadBack(key, value);
+  if (!read.ok()) return failure;
+  if (read->first) return std::optional<bool>(true);
+  const HttpResponse& r = read->second;
+  std::optional<std::string> generation = r.status == 200 ? r.Header("x-goog-generation") : std::nullopt;
+  const bool as_required = (if_generation == "0" && r.status == 404) || (generation && *generation == if_generation);
+  if (as_required) return std::optional<bool>();
+  return failure;
 }
 
 }  // namespace cairn::gcs

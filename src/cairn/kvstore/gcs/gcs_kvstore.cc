@@ -320,10 +320,18 @@ Result<bool> GcsKvStore::Upload(std::string_view key, ByteView value,
   }
   HttpCall call = MakeUploadCall(key, value, if_generation);
   Result<HttpResponse> response = Run(call);
-  if (!response.ok()) {
+  // A conditional upload that got no answer: settled by reading the object
+  // back (gcs_conditional.cc, steps 1-3), and sent again while it has not
+  // applied.
+  int unanswered = 0;
+  while (!response.ok()) {
     if (!if_generation) return response.status();
     RememberGeneration(std::string(key), {}, std::nullopt);
-    return SettleUnansweredWrite(key, value, response.status());
+    CAIRN_ASSIGN_OR_RETURN(std::optional<bool> settled,
+                           SettleUnansweredWrite(key, value, *if_generation, response.status()));
+    if (settled) return *settled;
+    if (++unanswered >= kMaxUnansweredUploads) return response.status();
+    response = Run(call);
   }
   HttpResponse& r = *response;
   if (r.status == 200) {
@@ -339,7 +347,12 @@ Result<bool> GcsKvStore::Upload(std::string_view key, ByteView value,
     }
     return true;
   }
-  if (if_generation && r.status == 412) return false;
+  if (if_generation && r.status == 412) {
+    // After an unanswered attempt, the precondition may fail because that
+    // attempt applied.
+    if (unanswered > 0) return HoldsValue(key, value);
+    return false;
+  }
   if (r.status == 404) {
     return NotFoundError(call.operation + ": the bucket `" + options_.bucket + "` does not exist (" +
                          call.request.method + " " + call.request.url + ": HTTP 404)");

@@ -162,9 +162,15 @@ class GcsKvStore : public KvStore {
     std::string generation;
   };
   std::optional<std::string> KnownGenerationFor(const std::string& key, ByteView expected);
-  // After a conditional write failed without an answer: true when the
-  // object holds `value` (the write was applied), else `failure`.
-  Result<bool> SettleUnansweredWrite(std::string_view key, ByteView value, Status failure);
+  // After a conditional write failed without an answer (gcs_conditional.cc,
+  // steps 1-3): true when the object holds `value` (the write was applied),
+  // nullopt when it is still as the precondition requires (send it again),
+  // else `failure`.
+  Result<std::optional<bool>> SettleUnansweredWrite(std::string_view key, ByteView value,
+                                                    std::string_view if_generation, Status failure);
+  Result<std::pair<bool, http::HttpResponse>> ReadBack(std::string_view key, ByteView value);
+  Result<bool> HoldsValue(std::string_view key, ByteView value);
+  static constexpr int kMaxUnansweredUploads = 4;
   void RememberGeneration(const std::string& key, ByteView value,
                           std::optional<std::string> generation);
 

@@ -166,9 +166,14 @@ class S3KvStore : public KvStore {
   // A PUT with a precondition header; false on 412. The ETag of what it
   // stored is remembered (KnownEtagFor).
   Result<bool> ConditionalPut(std::string_view key, ByteView value, std::string header);
-  // After a conditional write failed without an answer: true when the key
-  // holds `value` (the write was applied), else `failure`.
-  Result<bool> SettleUnansweredWrite(std::string_view key, ByteView value, Status failure);
+  // After a conditional write failed without an answer (s3_conditional.cc,
+  // steps 1-3): true when the key holds `value` (the write was applied),
+  // nullopt when the key is still as `header` requires (send it again),
+  // else `failure`.
+  Result<std::optional<bool>> SettleUnansweredWrite(std::string_view key, ByteView value, std::string_view header,
+                                                    Status failure);
+  Result<std::pair<bool, http::HttpResponse>> ReadBack(std::string_view key, ByteView value);
+  Result<bool> HoldsValue(std::string_view key, ByteView value);
   // Adds the credentials hint to a 401/403 error.
   Status Explain(Status s) const;
 
