@@ -64,6 +64,8 @@ class _Emulator:
             self.server = h.FakeGcsServer.shared()
         self.server.create_bucket(BUCKET)
         self.proxy = _CountingProxy(f"127.0.0.1:{self.server.port}")
+        # A killed run resets its connections: expected, not worth a traceback.
+        self.proxy.server.handle_error = lambda request, client_address: None
         self.requests_per_run = None
 
     def env(self, endpoint: str) -> dict:
