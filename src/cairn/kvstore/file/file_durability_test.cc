@@ -13,6 +13,8 @@
 #include <set>
 
 #include "cairn/kvstore/file/file_kvstore.h"
+#include "cairn/kvstore/file/safe_path.h"
+#include "cairn/kvstore/file/temp_owner.h"
 
 namespace cairn {
 namespace {
@@ -136,8 +138,11 @@ TEST_F(Durability, TemporaryNamesAreRandomAndExclusive) {
   std::set<std::string> names;
   for (int i = 0; i < 100; ++i) {
     std::string name = file_internal::NewTempName();
-    ASSERT_EQ(name.size(), FileKvStore::kTempMarker.size() + 16) << name;
-    EXPECT_EQ(name.find_first_not_of("0123456789abcdef", FileKvStore::kTempMarker.size()),
+    // kTempMarker, 16 random hex digits, then the owner tag (temp_owner.h).
+    const std::string& tag = file_internal::TempOwnerTag();
+    ASSERT_EQ(name.size(), FileKvStore::kTempMarker.size() + 16 + tag.size()) << name;
+    EXPECT_EQ(name.substr(FileKvStore::kTempMarker.size() + 16), tag);
+    EXPECT_EQ(name.substr(FileKvStore::kTempMarker.size(), 16).find_first_not_of("0123456789abcdef"),
               std::string::npos)
         << name;
     names.insert(name);

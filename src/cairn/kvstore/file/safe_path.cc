@@ -1,5 +1,7 @@
 #include "cairn/kvstore/file/safe_path.h"
 
+#include "cairn/kvstore/file/temp_owner.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/random.h>
@@ -180,8 +182,10 @@ Result<UniqueFd> SafeRoot::OpenRoot(bool create) {
     return fd;
   }
   if (create && !KnownDurable("")) {
-    // D2: whoever created the root may have died before syncing its parent.
+    // D2: whoever created the root may have died before syncing its parent
+    // (and before removing its temporaries: temp_owner.h).
     if (root_ != "/") CAIRN_RETURN_IF_ERROR(SyncDirPath(std::string(ParentOf(root_))));
+    SweepDeadTemporaries(fd.get(), root_);
     MarkDurable("");
   }
   return fd;
@@ -238,8 +242,10 @@ Result<UniqueFd> SafeRoot::OpenDirFrom(UniqueFd root, std::string_view rel, bool
       return ErrnoError(err, "opening directory " + PathOf(sub));
     }
     if (create && (created || !KnownDurable(sub))) {
-      // D1 (created) or D2 (existing, first use): make its entry durable.
+      // D1 (created) or D2 (existing, first use): make its entry durable;
+      // D2 also removes the temporaries of dead owners (temp_owner.h).
       CAIRN_RETURN_IF_ERROR(SyncDir(cur.get(), PathOf(parent)));
+      if (!created) SweepDeadTemporaries(next.get(), PathOf(sub));
       MarkDurable(sub);
     }
     cur = std::move(next);
@@ -326,7 +332,7 @@ std::string NewTempName() {
   uint64_t r = RandomU64();
   std::string name(kTempMarker);
   for (int i = 0; i < 16; ++i, r >>= 4) name += kHex[r & 15];
-  return name;
+  return name + TempOwnerTag();
 }
 
 Result<UniqueFd> CreateTempFile(int dirfd, const std::string& dir_path, std::string* name) {

@@ -17,7 +17,8 @@
 //   D2. A directory that already exists is not trusted to be durable: its
 //       creator may have died before syncing its parent. Before a SafeRoot
 //       first depends on it (creates something inside it), it fsyncs the
-//       directory's parent once; the root's parent likewise.
+//       directory's parent once; the root's parent likewise. The same first
+//       use removes the temporaries dead owners left in it (temp_owner.h).
 //   D3. Every close() of a descriptor that was written is checked.
 //
 // Thread safety: SafeRoot may be used from any number of threads; the free
@@ -145,7 +146,8 @@ class SafeRoot {
 Result<UniqueFd> OpenRegularForRead(int dirfd, const std::string& name, uint64_t* size);
 
 // A fresh temporary name: kTempMarker + 16 hex digits from getrandom (a
-// 64-bit random suffix, so names differ across hosts, restarts and pids).
+// 64-bit random suffix, so names differ across hosts, restarts and pids),
+// then this process's owner tag (temp_owner.h).
 std::string NewTempName();
 // Replaces NewTempName's random source (tests of the EEXIST retry); nullptr
 // restores it.
