@@ -26,7 +26,10 @@
 //      sends its failure instead, so the peer does not wait.
 //   5. Retention: keep the newest `local_max_to_keep` own steps and copies
 //      per owner; the primary keeps the newest `persistent_max_to_keep`
-//      persistent steps after a persistent commit.
+//      persistent steps after a persistent commit. Every old step goes by
+//      the crash-safe deletion of retention.h (engine::DeleteStep: renamed
+//      out of sight, or its marker removed, before anything else), and Open
+//      removes what a crash left of one.
 //   WaitUntilFinished returns the first error of steps 2-5.
 //
 // Restore protocol (collective; PrepareRestore then Restore), in full at the
@@ -184,7 +187,7 @@ class EmergencyCheckpointManager {
                   std::unique_ptr<engine::PendingSave> local, std::unique_ptr<engine::PendingSave> persistent,
                   std::shared_ptr<void> hold);
   Status Replicate(int64_t step, const Status& local_status);
-  Status ApplyRetention(bool persistent_committed);
+  Status ApplyRetention(int64_t step, bool persistent_committed);
   Result<std::pair<std::vector<Holding>, std::vector<int64_t>>> Exchange(std::string_view what);
   // Collective: gathers every process's needed owners, then sends and
   // receives this process's transfers on tags from `first_tag`; sends run
