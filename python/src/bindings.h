@@ -1,6 +1,7 @@
 // Declarations shared by the binding sources of cairn._core.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -51,5 +52,12 @@ std::shared_ptr<const orbax::OrbaxItem> OrbaxItemFromPython(nanobind::handle ite
 // "surrogateescape", so keys that are not UTF-8 round-trip.
 std::string KeyFromPython(nanobind::handle key);
 nanobind::str KeyToPython(std::string_view key);
+
+// An observer the native code calls at its named points (a manager's
+// ManagerHooks::at_point), from any of its threads: `f(point)` runs with the
+// GIL taken for the call; an exception it raises is reported as unraisable
+// (`what` names the callback) and the native work goes on. The last copy of
+// the returned function drops `f` with the GIL held. Empty for None.
+std::function<void(std::string_view)> PointObserver(nanobind::object f, const char* what);
 
 }  // namespace cairn::python

@@ -1,11 +1,7 @@
 // Implements the save and restore protocols of manager.h (numbered there).
 #include "cairn/emergency/manager.h"
 
-#include <signal.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cstdlib>
 #include <mutex>
 #include <set>
 
@@ -59,23 +55,6 @@ std::string StepPath(const orbax::Location& root, int64_t step) {
   return root.Child(std::to_string(step)).Path();
 }
 
-// CAIRN_EMERGENCY_TEST_CRASH_AT="<point>@<step>@<process>": a hook that
-// kills process `process` at `point` of step `step` (crash tests).
-std::function<void(std::string_view, int64_t)> CrashHookFromEnvironment(int process) {
-  const char* spec = std::getenv("CAIRN_EMERGENCY_TEST_CRASH_AT");
-  if (spec == nullptr) return {};
-  const std::string text(spec);
-  const size_t a = text.find('@');
-  const size_t b = a == std::string::npos ? a : text.find('@', a + 1);
-  if (b == std::string::npos) return {};
-  const std::string point = text.substr(0, a);
-  const int64_t step = std::atoll(text.substr(a + 1, b - a - 1).c_str());
-  if (std::atoi(text.substr(b + 1).c_str()) != process) return {};
-  return [point, step](std::string_view at, int64_t s) {
-    if (at == point && s == step) ::kill(::getpid(), SIGKILL);
-  };
-}
-
 }  // namespace
 
 EmergencyCheckpointManager::EmergencyCheckpointManager(EmergencyOptions options, Coordinator& coordinator,
@@ -108,7 +87,6 @@ Result<std::unique_ptr<EmergencyCheckpointManager>> EmergencyCheckpointManager::
     }
   }
   if (options.transfer_piece_bytes == 0) options.transfer_piece_bytes = uint64_t{16} << 20;
-  if (!options.at_point) options.at_point = CrashHookFromEnvironment(coordinator.process_index());
   auto m = std::unique_ptr<EmergencyCheckpointManager>(
       new EmergencyCheckpointManager(std::move(options), coordinator, std::move(transport)));
   m->layout_ = layout;

@@ -95,12 +95,13 @@ struct EmergencyOptions {
   // should cost a copy of the bytes, not a decode of them.
   std::optional<engine::Compression> local_compression = engine::Compression::kNone;
   uint64_t transfer_piece_bytes = uint64_t{16} << 20;
-  // Test hook: called with a named point and the step being saved: the
-  // engine's points of the local save (checkpoint_manager.h: data_written,
-  // before_item_commit, before_step_commit) and the transfer's
-  // (dir_transfer.h: transfer_half_sent, transfer_half_received). When unset,
-  // the environment variable CAIRN_EMERGENCY_TEST_CRASH_AT="<point>@<step>@<process>"
-  // makes that process kill itself (SIGKILL) there, as a crash would.
+  // Observer: called with a named point and the step being saved, on the
+  // thread that reaches it: the engine's points of the local save
+  // (checkpoint_manager.h: data_written, before_item_commit,
+  // before_step_commit), the transfer's (dir_transfer.h:
+  // transfer_half_sent, transfer_half_received) and retention's deletions
+  // (step_retention.h: before_delete_rename, delete_renamed). Crash tests
+  // pass one that kills the process there; the manager itself never does.
   std::function<void(std::string_view point, int64_t step)> at_point;
   // The budget snapshots and transfers count against, shared with the
   // caller's other saves; null: the manager's own of
