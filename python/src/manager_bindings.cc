@@ -54,21 +54,18 @@ struct PyManager {
 
 }  // namespace
 
-std::function<void(std::string_view)> PointObserver(nb::object f, const char* what) {
-  if (f.is_none()) return {};
-  // Shared by every copy of the function; the last one drops the reference
-  // with the GIL held (copies may die on a worker thread).
-  std::shared_ptr<nb::object> held(new nb::object(std::move(f)), [](nb::object* o) {
+std::shared_ptr<nb::object> HoldCallable(nb::object f) {
+  return std::shared_ptr<nb::object>(new nb::object(std::move(f)), [](nb::object* o) {
+    if (!nb::is_alive()) return;  // shutting down: left alone
     nb::gil_scoped_acquire gil;
     delete o;
   });
-  return [held, what](std::string_view point) {
-    nb::gil_scoped_acquire gil;
-    try {
-      (*held)(nb::str(point.data(), point.size()));
-    } catch (nb::python_error& e) {
-      e.discard_as_unraisable(what);
-    }
+}
+
+std::function<void(std::string_view)> PointObserver(nb::object f, const char* what) {
+  if (f.is_none()) return {};
+  return [held = HoldCallable(std::move(f)), what](std::string_view point) {
+    CallObserver(held, what, nb::str(point.data(), point.size()));
   };
 }
 
