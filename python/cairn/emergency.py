@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from cairn import _core
 from cairn import orbax as _orbax
@@ -102,7 +102,9 @@ class CheckpointManager:
     step's ``process_metadata/mesh_metadata.json`` as Orbax's emergency
     manager records it (it rebuilds its restore mesh from it); without it,
     jax.devices() order, which is right for meshes built by reshaping
-    jax.devices().
+    jax.devices(). `at_point`: called with (point, step) at each named point
+    of a local save, a transfer and a retention's deletion (C++
+    EmergencyOptions::at_point), on the manager's threads.
     """
 
     def __init__(self, local_directory, persistent_directory, global_mesh=None, abstract_state=None, *,
@@ -114,7 +116,8 @@ class CheckpointManager:
                  use_zarr3: bool = True, compression: str = "default",
                  local_compression: Optional[str] = "none",
                  memory_budget: Optional[int] = None, coordinator=None, transport: Optional[str] = None,
-                 zmq_host: str = "", timeout_s: float = 600.0, enable_async: bool = True):
+                 zmq_host: str = "", timeout_s: float = 600.0, enable_async: bool = True,
+                 at_point: Optional[Callable[[str, int], None]] = None):
         for name, value in (("metadata", metadata), ("item_handlers", item_handlers),
                             ("handler_registry", handler_registry),
                             ("persistent_non_replicated_directory", persistent_non_replicated_directory)):
@@ -160,7 +163,7 @@ class CheckpointManager:
             persistent_max_to_keep=persistent_max_to_keep or 0, use_ocdbt=use_ocdbt,
             use_zarr3=use_zarr3, compression=compression, memory_budget=memory_budget or 0,
             timeout_s=timeout_s, global_process_metadata=process_md, mesh_metadata=mesh_md,
-            zmq_host=zmq_host, local_compression=local_compression or "")
+            zmq_host=zmq_host, local_compression=local_compression or "", at_point=at_point)
         self.last_restore: Optional[dict] = None
 
     def should_save(self, step: int) -> bool:

@@ -28,7 +28,7 @@ MPI's, or pass ``coordinator=`` (``cairn.dist``).
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from cairn import _core
 from cairn import orbax as _orbax
@@ -71,7 +71,7 @@ class CheckpointManager:
                  replica_parallel: bool = True, compression: str = "default",
                  memory_budget: Optional[int] = None, chunk_byte_size: Optional[int] = None,
                  ocdbt_target_data_file_size: Optional[int] = None, coordinator=None,
-                 timeout_s: float = 600.0, _crash_at: Optional[str] = None):
+                 timeout_s: float = 600.0, at_point: Optional[Callable[[str], None]] = None):
         from cairn import dist
 
         for name, value in (("checkpointers", checkpointers), ("handler_registry", handler_registry),
@@ -93,13 +93,15 @@ class CheckpointManager:
         target = ocdbt_target_data_file_size if ocdbt_target_data_file_size is not None else 2 ** 31
         native = dict(policy.native)
         native["step_prefix"] = native.get("step_prefix") or ""
-        # `_crash_at` (tests only): the process kills itself with SIGKILL at
-        # that named point of a save or a deletion (checkpoint_manager.h).
+        # `at_point`: called with the name of each point a save or a deletion
+        # reaches (checkpoint_manager.h: data_written, before_item_commit,
+        # before_step_commit, ...), on the manager's threads; crash tests
+        # kill the process from it.
         self._native = _core._manager_open(
             self.directory, self._coordinator, item_name=self._items.pytree_name or "default",
             use_ocdbt=use_ocdbt, use_zarr3=use_zarr3, replica_parallel=replica_parallel,
             compression=compression, memory_budget=memory_budget or 0, target_data_file_size=target,
-            chunk_byte_size=chunk_byte_size or 0, timeout_s=timeout_s, crash_at=_crash_at, **native)
+            chunk_byte_size=chunk_byte_size or 0, timeout_s=timeout_s, at_point=at_point, **native)
         self._closed = False
         self._scores = {}  # step -> best_fn(metrics), with best_fn
         self._load_scores()

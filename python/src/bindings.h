@@ -1,9 +1,11 @@
 // Declarations shared by the binding sources of cairn._core.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nanobind/nanobind.h>
@@ -51,5 +53,28 @@ std::shared_ptr<const orbax::OrbaxItem> OrbaxItemFromPython(nanobind::handle ite
 // "surrogateescape", so keys that are not UTF-8 round-trip.
 std::string KeyFromPython(nanobind::handle key);
 nanobind::str KeyToPython(std::string_view key);
+
+// A Python callable shared by the copies of a native callback: the last one
+// drops it with the GIL held (not once the interpreter is shutting down).
+std::shared_ptr<nanobind::object> HoldCallable(nanobind::object f);
+
+// Calls `held(args...)` with the GIL taken (from any thread); an exception
+// it raises is reported as unraisable (`what` names the callback) and the
+// native work goes on. Nothing once the interpreter is shutting down.
+template <typename... Args>
+void CallObserver(const std::shared_ptr<nanobind::object>& held, const char* what, Args&&... args) {
+  if (!nanobind::is_alive()) return;
+  nanobind::gil_scoped_acquire gil;
+  try {
+    (*held)(std::forward<Args>(args)...);
+  } catch (nanobind::python_error& e) {
+    e.discard_as_unraisable(what);
+  }
+}
+
+// An observer the native code calls at its named points (a manager's
+// ManagerHooks::at_point), from any of its threads: `f(point)` by
+// CallObserver. Empty for None.
+std::function<void(std::string_view)> PointObserver(nanobind::object f, const char* what);
 
 }  // namespace cairn::python

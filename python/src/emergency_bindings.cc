@@ -202,8 +202,16 @@ void RegisterEmergency(nb::module_& m) {
          int local_max_to_keep, int64_t persistent_interval, int persistent_max_to_keep, bool use_ocdbt,
          bool use_zarr3, const std::string& compression, uint64_t memory_budget, double timeout_s,
          const std::string& global_process_metadata, const std::string& mesh_metadata,
-         const std::string& zmq_host, const std::string& local_compression) {
+         const std::string& zmq_host, const std::string& local_compression, nb::object at_point) {
         emergency::EmergencyOptions o;
+        // An observer of the named points of saves, transfers and retention
+        // (manager.h), called with (point, step); crash tests kill from it.
+        if (!at_point.is_none()) {
+          o.at_point = [held = HoldCallable(std::move(at_point))](std::string_view point, int64_t step) {
+            CallObserver(held, "cairn.emergency.CheckpointManager at_point callback", nb::str(point.data(), point.size()),
+                         step);
+          };
+        }
         o.local_directory = local_directory;
         o.persistent_directory = persistent_directory;
         o.num_replicas = num_replicas;
@@ -239,6 +247,7 @@ void RegisterEmergency(nb::module_& m) {
       nb::arg("use_ocdbt") = true, nb::arg("use_zarr3") = true, nb::arg("compression") = "default",
       nb::arg("memory_budget") = 0, nb::arg("timeout_s") = 600.0, nb::arg("global_process_metadata") = "",
       nb::arg("mesh_metadata") = "", nb::arg("zmq_host") = "", nb::arg("local_compression") = "none",
+      nb::arg("at_point").none() = nb::none(),
       // The manager uses the coordinator for as long as it lives.
       nb::keep_alive<0, 3>());
 }

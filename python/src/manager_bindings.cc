@@ -4,9 +4,6 @@
 // step discovery, the save decision, retention, deletion — runs here. The
 // GIL is released while the manager works (its collectives may call back
 // into Python through a callback coordinator).
-#include <signal.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <map>
 #include <memory>
@@ -56,6 +53,21 @@ struct PyManager {
 };
 
 }  // namespace
+
+std::shared_ptr<nb::object> HoldCallable(nb::object f) {
+  return std::shared_ptr<nb::object>(new nb::object(std::move(f)), [](nb::object* o) {
+    if (!nb::is_alive()) return;  // shutting down: left alone
+    nb::gil_scoped_acquire gil;
+    delete o;
+  });
+}
+
+std::function<void(std::string_view)> PointObserver(nb::object f, const char* what) {
+  if (f.is_none()) return {};
+  return [held = HoldCallable(std::move(f)), what](std::string_view point) {
+    CallObserver(held, what, nb::str(point.data(), point.size()));
+  };
+}
 
 void RegisterManager(nb::module_& m) {
   nb::class_<PyManager>(m, "_CheckpointManager")
@@ -107,7 +119,7 @@ void RegisterManager(nb::module_& m) {
          const std::string& step_prefix, std::optional<int> step_format_fixed_length, const std::string& item_name,
          bool use_ocdbt, bool use_zarr3, bool replica_parallel, const std::string& compression,
          uint64_t memory_budget, uint64_t target_data_file_size, uint64_t chunk_byte_size, double timeout_s,
-         std::optional<std::string> crash_at, bool retention_by_score, bool higher_is_better, bool keep_unscored) {
+         nb::object at_point, bool retention_by_score, bool higher_is_better, bool keep_unscored) {
         engine::ManagerOptions o;
         o.save_interval_steps = save_interval_steps;
         o.retention = {max_to_keep, keep_period, retention_by_score, higher_is_better, keep_unscored};
@@ -122,13 +134,10 @@ void RegisterManager(nb::module_& m) {
         o.save.target_data_file_size = target_data_file_size;
         o.save.chunk_byte_size = chunk_byte_size;
         o.save.timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(timeout_s));
+        // An observer of the named points a save or a deletion reaches
+        // (checkpoint_manager.h); crash tests pass one that kills the process.
         engine::ManagerHooks hooks;
-        if (crash_at) {
-          // Crash tests: die at the named point as a killed process would.
-          hooks.at_point = [name = *crash_at](std::string_view point) {
-            if (point == name) ::kill(::getpid(), SIGKILL);
-          };
-        }
+        hooks.at_point = PointObserver(std::move(at_point), "cairn.CheckpointManager at_point callback");
         orbax::Location root = ValueOrThrow(orbax::OpenLocation(directory));
         Result<std::unique_ptr<engine::CheckpointManager>> opened = InternalError("not opened");
         {
@@ -143,7 +152,7 @@ void RegisterManager(nb::module_& m) {
       nb::arg("item_name") = "default", nb::arg("use_ocdbt") = true, nb::arg("use_zarr3") = true,
       nb::arg("replica_parallel") = true, nb::arg("compression") = "default", nb::arg("memory_budget") = 0,
       nb::arg("target_data_file_size") = uint64_t{1} << 31, nb::arg("chunk_byte_size") = 0,
-      nb::arg("timeout_s") = 600.0, nb::arg("crash_at") = nb::none(), nb::arg("retention_by_score") = false,
+      nb::arg("timeout_s") = 600.0, nb::arg("at_point").none() = nb::none(), nb::arg("retention_by_score") = false,
       nb::arg("higher_is_better") = true, nb::arg("keep_unscored") = true,
       // The manager's background work uses the coordinator until it is closed.
       nb::keep_alive<0, 2>());

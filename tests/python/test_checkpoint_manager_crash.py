@@ -1,7 +1,8 @@
 """Crash consistency of cairn.CheckpointManager: a child process saving step
 3 (max_to_keep=2, so the save ends by deleting step 1) kills itself with
-SIGKILL at each named point of the save and of the retention (the
-manager's `_crash_at` test hook, checkpoint_manager.h). Afterwards:
+SIGKILL at each named point of the save and of the retention (a callback
+it passes as the manager's `at_point` observer, checkpoint_manager.h, kills
+it). Afterwards:
 
 * cairn's and Orbax's managers list the same steps: the new step only if the
   crash came after its commit, step 1 only if the crash came before its
@@ -25,6 +26,8 @@ import pytest
 import cairn
 
 CHILD = textwrap.dedent("""
+    import os
+    import signal
     import sys
     import numpy as np
     import cairn
@@ -33,8 +36,13 @@ CHILD = textwrap.dedent("""
     rng = np.random.default_rng(step)
     tree = {"w": rng.standard_normal((64, 32)).astype(np.float32),
             "b": {"c": np.arange(7, dtype=np.int64) * step}}
-    mngr = cairn.CheckpointManager(root, max_to_keep=2, enable_async=enable_async,
-                                   _crash_at=crash_at or None)
+
+    def at_point(point):
+        # Dies here as a killed process would.
+        if point == crash_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    mngr = cairn.CheckpointManager(root, max_to_keep=2, enable_async=enable_async, at_point=at_point)
     assert mngr.save(step, tree)
     mngr.wait_until_finished()
     mngr.close()
@@ -146,3 +154,40 @@ def test_child_without_crash_commits_and_prunes(tmp_path, committed_root):
     assert cairn.orbax.all_steps(root) == [2, 3]
     assert sorted(os.listdir(root)) == ["2", "3"]
     assert orbax_steps_and_restore(root) == [2, 3]
+
+
+@pytest.mark.parametrize("enable_async", [True, False], ids=["async", "sync"])
+def test_at_point_observes_every_point_in_order_and_an_error_in_it_stops_nothing(tmp_path, monkeypatch,
+                                                                                 enable_async):
+    """`at_point` is an observer: called with each point of the save and of
+    the retention, in order, from whichever thread reaches it (the GIL taken
+    for the call); an exception it raises is reported as unraisable, naming
+    the callback, and the save goes on."""
+    import threading
+    seen = []
+    reported = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: reported.append((u.exc_type, str(u.exc_value),
+                                                                          str(u.err_msg or u.object))))
+
+    def observe(point):
+        seen.append((point, threading.current_thread() is threading.main_thread()))
+        if point == "data_written":
+            raise RuntimeError("an observer that fails")
+
+    root = tmp_path / "run"
+    mngr = cairn.CheckpointManager(root, max_to_keep=1, enable_async=enable_async, at_point=observe)
+    for step in (1, 2):
+        assert mngr.save(step, step_tree(step))
+    mngr.wait_until_finished()
+    mngr.close()
+    points = [p for p, _ in seen]
+    save = ["save_started", "data_written", "before_item_commit", "before_step_commit", "step_committed"]
+    assert points == save + save + ["before_delete_rename", "delete_renamed"], points
+    if enable_async:
+        # The commit and the retention ran on the manager's own thread.
+        assert not any(main for p, main in seen if p in ("step_committed", "delete_renamed")), seen
+    assert cairn.orbax.all_steps(root) == [2]
+    assert_bit_equal(step_tree(2), cairn.restore(str(root / "2" / "default")))
+    assert [(t, v) for t, v, _ in reported] == [(RuntimeError, "an observer that fails")] * 2, reported
+    assert all("at_point callback" in where for _, _, where in reported), reported
+

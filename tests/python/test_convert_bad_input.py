@@ -34,6 +34,7 @@ import tensorstore as ts
 from safetensors.numpy import load_file, save_file
 
 from conftest import same_bits
+from convert_kill import convert_killed_after_arrays
 from test_cli import run_cli
 
 
@@ -230,14 +231,13 @@ def test_resume_writes_again_arrays_whose_chunks_were_damaged(tmp_path, to):
     rng = np.random.default_rng(11)
     arrays = {f"layers.{i:02d}.w": rng.standard_normal((128, 128), dtype=np.float32) for i in range(12)}
     save_file(arrays, str(tmp_path / "model.safetensors"))
-    env = dict(os.environ, CAIRN_CONVERT_TEST_KILL_AFTER_ARRAYS="8")
-
     def args(out):
         return ["convert", str(tmp_path / "model.safetensors"), str(out), "--to", to,
                 "--memory-budget", "256KiB", "--threads", "2", "--json"]
 
     for out in (tmp_path / "kept", tmp_path / "damaged"):
-        killed = run_cli(*args(out), env=env)
+        killed = convert_killed_after_arrays(tmp_path / "model.safetensors", out, 8, to=to,
+                                             memory_budget=256 << 10, threads=2)
         assert killed.returncode == -signal.SIGKILL, (killed.returncode, killed.stderr)
     # Every chunk the killed run wrote into `damaged` is cut to 0 bytes
     # (Orbax: the OCDBT data files holding the chunk values, ~60 KiB each,
@@ -286,7 +286,10 @@ def test_a_killed_safetensors_conversion_leaves_no_valid_file(tmp_path, sharded)
             "--memory-budget", "256KiB", "--threads", "2"]
     if sharded:
         args += ["--max-file-size", "200KiB"]
-    killed = run_cli(*args, env=dict(os.environ, CAIRN_CONVERT_TEST_KILL_AFTER_ARRAYS="6"))
+    kill = dict(to="safetensors", memory_budget=256 << 10, threads=2)
+    if sharded:
+        kill["max_file_size"] = 200 << 10
+    killed = convert_killed_after_arrays(tmp_path / "src.safetensors", out, 6, **kill)
     assert killed.returncode == -signal.SIGKILL, (killed.returncode, killed.stderr)
     assert not (out / "model.safetensors").exists()
     assert not (out / "model.safetensors.index.json").exists()

@@ -4,8 +4,8 @@ an interrupted conversion.
 The `safetensors` package and orbax-checkpoint write the sources; orbax-checkpoint
 (0.12.8, installed) restores what cairn wrote, with and without restore
 arguments, and TensorStore opens its arrays. Bit for bit. Conversions killed
-half-way (SIGKILL from the CAIRN_CONVERT_TEST_KILL_AFTER_ARRAYS hook) leave no
-committed checkpoint, and the same command run again resumes and finishes.
+half-way (SIGKILL from a `progress` callback of cairn.convert in a child
+process: convert_kill.py) leave no committed checkpoint, and the same command run again resumes and finishes.
 """
 
 import json
@@ -23,6 +23,7 @@ from safetensors.numpy import save_file
 
 import cairn
 from conftest import same_bits
+from convert_kill import convert_killed_after_arrays
 from test_cli import cairn_cli, run_cli
 
 
@@ -169,8 +170,8 @@ def test_a_killed_conversion_resumes_from_complete_arrays(tmp_path, to):
     # 256 KiB, so the arrays done before the kill are durable.
     args = ["convert", str(tmp_path / "model.safetensors"), str(tmp_path / "out"), "--to", to,
             "--memory-budget", "256KiB", "--threads", "2", "--json"]
-    env = dict(os.environ, CAIRN_CONVERT_TEST_KILL_AFTER_ARRAYS="8")
-    killed = run_cli(*args, env=env)
+    killed = convert_killed_after_arrays(tmp_path / "model.safetensors", tmp_path / "out", 8, to=to,
+                                         memory_budget=256 << 10, threads=2)
     assert killed.returncode == -signal.SIGKILL, (killed.returncode, killed.stderr)
     # Nothing looks committed.
     if to == "orbax":
@@ -204,10 +205,10 @@ def test_another_conversion_into_an_interrupted_destination_starts_afresh(tmp_pa
     save_file(arrays, str(tmp_path / "a.safetensors"))
     other = {k: v + 1 for k, v in arrays.items()}
     save_file(other, str(tmp_path / "b.safetensors"))
-    env = dict(os.environ, CAIRN_CONVERT_TEST_KILL_AFTER_ARRAYS="8")
     common = ["--to", "axlearn", "--memory-budget", "256KiB", "--threads", "2", "--json"]
-    killed = run_cli("convert", str(tmp_path / "a.safetensors"), str(tmp_path / "out"), *common, env=env)
-    assert killed.returncode == -signal.SIGKILL
+    kill = dict(to="axlearn", memory_budget=256 << 10, threads=2)
+    killed = convert_killed_after_arrays(tmp_path / "a.safetensors", tmp_path / "out", 8, **kill)
+    assert killed.returncode == -signal.SIGKILL, (killed.returncode, killed.stderr)
     r = run_cli("convert", str(tmp_path / "b.safetensors"), str(tmp_path / "out"), *common)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["arrays_resumed"] == 0
@@ -217,8 +218,20 @@ def test_another_conversion_into_an_interrupted_destination_starts_afresh(tmp_pa
             step / "gda" / name.replace(".", "/"))}}).result().read().result()
         assert same_bits(got, value), name
     # --no-resume writes everything again even for the same conversion.
-    killed = run_cli("convert", str(tmp_path / "a.safetensors"), str(tmp_path / "out2"), *common, env=env)
-    assert killed.returncode == -signal.SIGKILL
+    killed = convert_killed_after_arrays(tmp_path / "a.safetensors", tmp_path / "out2", 8, **kill)
+    assert killed.returncode == -signal.SIGKILL, (killed.returncode, killed.stderr)
     r = run_cli("convert", str(tmp_path / "a.safetensors"), str(tmp_path / "out2"), *common, "--no-resume")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["arrays_resumed"] == 0
+
+
+def test_the_environment_kills_no_conversion(tmp_path):
+    """The converter reads no test hook from the environment: the variable
+    that once made it kill itself after N arrays changes nothing."""
+    arrays = many_arrays()
+    save_file(arrays, str(tmp_path / "model.safetensors"))
+    r = run_cli("convert", str(tmp_path / "model.safetensors"), str(tmp_path / "out"), "--to", "axlearn",
+                "--memory-budget", "256KiB", "--threads", "2", "--json",
+                env=dict(os.environ, CAIRN_CONVERT_TEST_KILL_AFTER_ARRAYS="1"))
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    assert json.loads(r.stdout)["arrays"] == 12

@@ -196,3 +196,23 @@ def test_persistent_tier_on_an_object_store(tmp_path, monkeypatch, scheme):
     finally:
         if scheme == "s3":
             server.stop()
+
+
+def test_at_point_observes_local_saves_and_crash_safe_retention(tmp_path):
+    """`at_point` is an observer of the named points (no test hook is read
+    from the environment): each local save's, then retention's crash-safe
+    deletion of the oldest local step (renamed before it is removed)."""
+    m = h.mesh()
+    seen = []
+    mngr = cairn.emergency.CheckpointManager(tmp_path / "local", tmp_path / "persistent",
+                                             local_save_interval_steps=1, local_max_to_keep=1,
+                                             persistent_save_interval_steps=100,
+                                             at_point=lambda point, step: seen.append((point, step)))
+    for step in (1, 2):
+        assert mngr.save(step, state_at(step, m))
+        mngr.wait_until_finished()
+    mngr.close()
+    save = ["data_written", "before_item_commit", "before_step_commit"]
+    assert [p for p, s in seen if s == 1] == save, seen
+    assert [p for p, s in seen if s == 2] == save + ["before_delete_rename", "delete_renamed"], seen
+    assert sorted(p.name for p in (tmp_path / "local").iterdir() if p.name[0].isdigit()) == ["2"]

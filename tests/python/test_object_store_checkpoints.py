@@ -295,11 +295,18 @@ def test_a_save_lists_its_step_once_before_writing(store):
 
 
 CRASHING_CHILD = textwrap.dedent("""
+    import os
+    import signal
     import sys
     import numpy as np
     import cairn
     {step_tree}
-    mngr = cairn.CheckpointManager(sys.argv[1], enable_async=False, _crash_at=sys.argv[2] or None)
+
+    def at_point(point):
+        if point == sys.argv[2]:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    mngr = cairn.CheckpointManager(sys.argv[1], enable_async=False, at_point=at_point)
     assert mngr.save(5, step_tree(5))
     mngr.close()
     print("finished")

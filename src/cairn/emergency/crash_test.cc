@@ -1,7 +1,8 @@
 // Crash consistency of the emergency manager. A child process runs the
 // 4-process job of testing/emergency_job.h (threads standing in for
 // processes, saving steps 1..3) and is killed with SIGKILL by the
-// CAIRN_EMERGENCY_TEST_CRASH_AT hook: during process 0's local save of step 3
+// EmergencyOptions::at_point observer the child passes (the spec
+// "<point>@<step>@<process>" comes from the parent test): during process 0's local save of step 3
 // (before its rename), or half-way through process 1's receipt of process
 // 3's step 3. Afterwards nothing unfinished is listed, and a restarted job
 // that has also lost a host restores the newest step that is really
@@ -17,6 +18,8 @@
 #include <filesystem>
 #include <functional>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "cairn/emergency/testing/emergency_job.h"
 #include "cairn/engine/testing/thread_coordinator.h"
@@ -48,14 +51,16 @@ class EmergencyCrash : public ::testing::Test {
   void TearDown() override { fs::remove_all(root_); }
 
   // Runs the saving job (EmergencyCrashChild.SaveJob) in a fresh process
-  // of this test binary with CAIRN_EMERGENCY_TEST_CRASH_AT=`crash_at`;
+  // of this test binary, killed at `crash_at` ("<point>@<step>@<process>");
   // returns its wait status. (A fresh exec, not a bare fork: the parent's
   // thread pools do not survive a fork.)
-  int SaveInChild(const std::string& crash_at) {
+  // `environment`: more variables for the child.
+  int SaveInChild(const std::string& crash_at, const std::vector<std::pair<std::string, std::string>>& environment = {}) {
     const std::string exe = fs::read_symlink("/proc/self/exe").string();
     const pid_t pid = ::fork();
     if (pid == 0) {
-      ::setenv("CAIRN_EMERGENCY_TEST_CRASH_AT", crash_at.c_str(), 1);
+      for (const auto& [name, value] : environment) ::setenv(name.c_str(), value.c_str(), 1);
+      ::setenv("CAIRN_EMERGENCY_CRASH_CHILD_AT", crash_at.c_str(), 1);
       ::setenv("CAIRN_EMERGENCY_CRASH_CHILD_ROOT", root_.c_str(), 1);
       ::execl(exe.c_str(), exe.c_str(), "--gtest_filter=EmergencyCrashChild.SaveJob", static_cast<char*>(nullptr));
       ::_exit(127);
@@ -107,12 +112,30 @@ class EmergencyCrash : public ::testing::Test {
   std::string root_;
 };
 
+// An observer that kills this process (SIGKILL, as a crash would) when
+// process `process` reaches `point` of step `step`; `spec` is
+// "<point>@<step>@<process>".
+std::function<void(std::string_view, int64_t)> KillAt(const std::string& spec, int process) {
+  const size_t a = spec.find('@');
+  const size_t b = a == std::string::npos ? a : spec.find('@', a + 1);
+  if (b == std::string::npos) return {};
+  const std::string point = spec.substr(0, a);
+  const int64_t step = std::atoll(spec.substr(a + 1, b - a - 1).c_str());
+  if (std::atoi(spec.substr(b + 1).c_str()) != process) return {};
+  return [point, step](std::string_view at, int64_t s) {
+    if (at == point && s == step) ::kill(::getpid(), SIGKILL);
+  };
+}
+
 // The child's job: saves steps 1..3 (only when run by SaveInChild).
 TEST(EmergencyCrashChild, SaveJob) {
   const char* root = std::getenv("CAIRN_EMERGENCY_CRASH_CHILD_ROOT");
-  if (root == nullptr) GTEST_SKIP() << "run by the EmergencyCrash tests in a child process";
+  const char* kill_at = std::getenv("CAIRN_EMERGENCY_CRASH_CHILD_AT");
+  if (root == nullptr || kill_at == nullptr) GTEST_SKIP() << "run by the EmergencyCrash tests in a child process";
   RunJob([&](Coordinator& c, std::shared_ptr<PeerTransport> t, int p) {
-    auto m = EmergencyCheckpointManager::Open(testing::OptionsFor(root, p), c, t);
+    EmergencyOptions o = testing::OptionsFor(root, p);
+    o.at_point = KillAt(kill_at, p);
+    auto m = EmergencyCheckpointManager::Open(o, c, t);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     for (int64_t step = 1; step <= 3; ++step) {
       const testing::JobState state = testing::StateAt(step);
@@ -125,7 +148,9 @@ TEST(EmergencyCrashChild, SaveJob) {
 }
 
 TEST_F(EmergencyCrash, ControlJobThatIsNotKilledKeepsEveryStepAndCopy) {
-  const int status = SaveInChild("before_step_commit@99@0");
+  // The manager reads no test hook from the environment: the variable that
+  // once made it kill itself is set, and nothing happens.
+  const int status = SaveInChild("before_step_commit@99@0", {{"CAIRN_EMERGENCY_TEST_CRASH_AT", "before_step_commit@3@1"}});
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   // Own steps 2 and 3 and the copies of process 2's (retention keeps 2).
   EXPECT_EQ(Held(0), (HeldList{{0, 0, 2}, {0, 0, 3}, {1, 2, 2}, {1, 2, 3}}));

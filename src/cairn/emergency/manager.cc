@@ -1,15 +1,12 @@
 // Implements the save and restore protocols of manager.h (numbered there).
 #include "cairn/emergency/manager.h"
 
-#include <signal.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cstdlib>
 #include <mutex>
 #include <set>
 
 #include "cairn/emergency/dir_transfer.h"
+#include "cairn/emergency/retention.h"
 #include "cairn/emergency/tier_info.h"
 #include "cairn/engine/checkpoint_manager_points.h"
 #include "cairn/layout/orbax/step.h"
@@ -58,35 +55,6 @@ std::string StepPath(const orbax::Location& root, int64_t step) {
   return root.Child(std::to_string(step)).Path();
 }
 
-// Deletes all but the newest `keep` finalized steps below `root`.
-Status KeepNewest(const orbax::Location& root, int keep) {
-  if (keep <= 0) return Status::OK();
-  auto steps = orbax::ListSteps(root, orbax::StepNameFormat{});
-  if (!steps.ok()) return steps.status().code() == StatusCode::kNotFound ? Status::OK() : steps.status();
-  for (size_t i = 0; i + keep < steps->size(); ++i) {
-    const orbax::Location& loc = (*steps)[i].location;
-    CAIRN_RETURN_IF_ERROR(loc.store->DeletePrefix(loc.prefix).Annotate("removing old step " + loc.Path()));
-  }
-  return Status::OK();
-}
-
-// CAIRN_EMERGENCY_TEST_CRASH_AT="<point>@<step>@<process>": a hook that
-// kills process `process` at `point` of step `step` (crash tests).
-std::function<void(std::string_view, int64_t)> CrashHookFromEnvironment(int process) {
-  const char* spec = std::getenv("CAIRN_EMERGENCY_TEST_CRASH_AT");
-  if (spec == nullptr) return {};
-  const std::string text(spec);
-  const size_t a = text.find('@');
-  const size_t b = a == std::string::npos ? a : text.find('@', a + 1);
-  if (b == std::string::npos) return {};
-  const std::string point = text.substr(0, a);
-  const int64_t step = std::atoll(text.substr(a + 1, b - a - 1).c_str());
-  if (std::atoi(text.substr(b + 1).c_str()) != process) return {};
-  return [point, step](std::string_view at, int64_t s) {
-    if (at == point && s == step) ::kill(::getpid(), SIGKILL);
-  };
-}
-
 }  // namespace
 
 EmergencyCheckpointManager::EmergencyCheckpointManager(EmergencyOptions options, Coordinator& coordinator,
@@ -119,12 +87,14 @@ Result<std::unique_ptr<EmergencyCheckpointManager>> EmergencyCheckpointManager::
     }
   }
   if (options.transfer_piece_bytes == 0) options.transfer_piece_bytes = uint64_t{16} << 20;
-  if (!options.at_point) options.at_point = CrashHookFromEnvironment(coordinator.process_index());
   auto m = std::unique_ptr<EmergencyCheckpointManager>(
       new EmergencyCheckpointManager(std::move(options), coordinator, std::move(transport)));
   m->layout_ = layout;
   CAIRN_ASSIGN_OR_RETURN(m->local_, orbax::OpenLocation(m->options_.local_directory));
   CAIRN_ASSIGN_OR_RETURN(m->persistent_, orbax::OpenLocation(m->options_.persistent_directory));
+  // Deletions a crash interrupted (retention.h step 3).
+  CAIRN_RETURN_IF_ERROR(RemoveInterruptedDeletions(m->local_, coordinator.is_primary() ? &m->persistent_ : nullptr)
+                            .Annotate("emergency checkpointing: removing interrupted deletions"));
   // Where the run's tiers are, for `cairn info` (tier_info.h).
   CAIRN_RETURN_IF_ERROR(WriteRunRecords(m->local_, m->options_.local_directory, m->persistent_,
                                         m->options_.persistent_directory, coordinator.process_index(), n,
@@ -242,7 +212,7 @@ void EmergencyCheckpointManager::Background(int64_t step, bool local_due, const 
   if (replication.joinable()) replication.join();
   Status status = !saved.ok() ? saved : !replicated.ok() ? replicated : persisted;
   // Step 5.
-  Status kept = ApplyRetention(committed);
+  Status kept = ApplyRetention(step, committed);
   if (status.ok()) status = kept;
   background_status_ = status;
 }
@@ -277,18 +247,22 @@ Status EmergencyCheckpointManager::Replicate(int64_t step, const Status& local_s
   return Status::OK();
 }
 
-Status EmergencyCheckpointManager::ApplyRetention(bool persistent_committed) {
-  Status status = KeepNewest(local_, options_.local_max_to_keep);
+Status EmergencyCheckpointManager::ApplyRetention(int64_t step, bool persistent_committed) {
+  // Every step goes through engine::DeleteStep (retention.h): a crash part
+  // way leaves each step whole or invisible.
+  std::function<void(std::string_view)> at;
+  if (options_.at_point) at = [hook = options_.at_point, step](std::string_view point) { hook(point, step); };
+  Status status = KeepNewestSteps(local_, options_.local_max_to_keep, at);
   auto owners = orbax::ListEntries(local_.Child(kPeerCopiesDir));
   if (owners.ok()) {
     for (const ChildEntry& e : *owners) {
       if (e.kind != ChildEntry::Kind::kPrefix) continue;
-      Status s = KeepNewest(local_.Child(kPeerCopiesDir).Child(e.name), options_.local_max_to_keep);
+      Status s = KeepNewestSteps(local_.Child(kPeerCopiesDir).Child(e.name), options_.local_max_to_keep, at);
       if (status.ok()) status = s;
     }
   }
   if (persistent_committed && coordinator_.is_primary()) {
-    Status s = KeepNewest(persistent_, options_.persistent_max_to_keep);
+    Status s = KeepNewestSteps(persistent_, options_.persistent_max_to_keep, at);
     if (status.ok()) status = s;
   }
   return status;

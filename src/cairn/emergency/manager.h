@@ -26,7 +26,10 @@
 //      sends its failure instead, so the peer does not wait.
 //   5. Retention: keep the newest `local_max_to_keep` own steps and copies
 //      per owner; the primary keeps the newest `persistent_max_to_keep`
-//      persistent steps after a persistent commit.
+//      persistent steps after a persistent commit. Every old step goes by
+//      the crash-safe deletion of retention.h (engine::DeleteStep: renamed
+//      out of sight, or its marker removed, before anything else), and Open
+//      removes what a crash left of one.
 //   WaitUntilFinished returns the first error of steps 2-5.
 //
 // Restore protocol (collective; PrepareRestore then Restore), in full at the
@@ -92,12 +95,13 @@ struct EmergencyOptions {
   // should cost a copy of the bytes, not a decode of them.
   std::optional<engine::Compression> local_compression = engine::Compression::kNone;
   uint64_t transfer_piece_bytes = uint64_t{16} << 20;
-  // Test hook: called with a named point and the step being saved: the
-  // engine's points of the local save (checkpoint_manager.h: data_written,
-  // before_item_commit, before_step_commit) and the transfer's
-  // (dir_transfer.h: transfer_half_sent, transfer_half_received). When unset,
-  // the environment variable CAIRN_EMERGENCY_TEST_CRASH_AT="<point>@<step>@<process>"
-  // makes that process kill itself (SIGKILL) there, as a crash would.
+  // Observer: called with a named point and the step being saved, on the
+  // thread that reaches it: the engine's points of the local save
+  // (checkpoint_manager.h: data_written, before_item_commit,
+  // before_step_commit), the transfer's (dir_transfer.h:
+  // transfer_half_sent, transfer_half_received) and retention's deletions
+  // (step_retention.h: before_delete_rename, delete_renamed). Crash tests
+  // pass one that kills the process there; the manager itself never does.
   std::function<void(std::string_view point, int64_t step)> at_point;
   // The budget snapshots and transfers count against, shared with the
   // caller's other saves; null: the manager's own of
@@ -184,7 +188,7 @@ class EmergencyCheckpointManager {
                   std::unique_ptr<engine::PendingSave> local, std::unique_ptr<engine::PendingSave> persistent,
                   std::shared_ptr<void> hold);
   Status Replicate(int64_t step, const Status& local_status);
-  Status ApplyRetention(bool persistent_committed);
+  Status ApplyRetention(int64_t step, bool persistent_committed);
   Result<std::pair<std::vector<Holding>, std::vector<int64_t>>> Exchange(std::string_view what);
   // Collective: gathers every process's needed owners, then sends and
   // receives this process's transfers on tags from `first_tag`; sends run

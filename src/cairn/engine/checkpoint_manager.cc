@@ -70,10 +70,14 @@ Result<std::unique_ptr<CheckpointManager>> CheckpointManager::Open(const orbax::
   std::unique_ptr<CheckpointManager> m(new CheckpointManager(std::move(where), options, coordinator, std::move(hooks)));
   CAIRN_RETURN_IF_ERROR(m->LoadSteps("open"));
   if (coordinator.is_primary()) {
-    // Leftovers of interrupted deletions (step 5 of step_retention.h).
+    // Leftovers of interrupted deletions (step 5 of step_retention.h), and
+    // temporary directories whose owner is gone (step 6 of step.h: best
+    // effort, its failure fails nothing).
     CheckpointManager* raw = m.get();
     m->worker_ = std::thread([raw] {
-      if (orbax::Exists(raw->root_)) raw->worker_status_ = RemoveDeletingLeftovers(raw->root_);
+      if (!orbax::Exists(raw->root_)) return;
+      raw->worker_status_ = RemoveDeletingLeftovers(raw->root_);
+      orbax::RemoveAbandonedTemporaries(raw->root_).IgnoreError();
     });
   }
   return m;

@@ -27,7 +27,9 @@
 //      delete each by DeleteStep. A crash at any point leaves every step
 //      either whole and listed or invisible.
 // Opening (primary) also removes leftovers of interrupted deletions
-// (RemoveDeletingLeftovers), in the background.
+// (RemoveDeletingLeftovers) and the temporary directories of saves whose
+// owner is gone (orbax::RemoveAbandonedTemporaries, step 6 of
+// layout/orbax/step.h), in the background.
 //
 // Thread safety: like Orbax's manager, one thread drives a manager; the
 // background work synchronizes with it internally.

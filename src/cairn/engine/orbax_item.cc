@@ -88,6 +88,9 @@ Status BeginItem(const SaveRequest& request, const ItemPaths& paths) {
       return item.status();
     }
   }
+  // Step 6 of step.h: other steps' temporaries whose owner is gone (best
+  // effort: what it cannot remove now, a later sweep removes).
+  orbax::RemoveAbandonedTemporaries(paths.final_location.Parent()).IgnoreError();
   return Status::OK();
 }
 

@@ -12,8 +12,10 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cairn/coordinator.h"
@@ -63,6 +65,10 @@ struct RestoreHostShareOptions {
   // half the free space of `directory`.
   uint64_t max_bytes = uint64_t{512} << 20;
   Coordinator::Duration timeout = std::chrono::minutes(10);
+  // Observer, called on the restoring thread at the named points of
+  // restore_host_share.h (kPointWindowOpened); crash tests kill the
+  // process there.
+  std::function<void(std::string_view)> at_point;
 };
 
 // What a restore did with its chunks.

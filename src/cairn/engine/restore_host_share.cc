@@ -11,7 +11,7 @@
 namespace cairn::engine {
 namespace {
 
-constexpr uint64_t kVersion = 1;
+constexpr uint64_t kVersion = 2;
 constexpr uint64_t kPage = 4096;
 
 struct Candidate {
@@ -23,6 +23,7 @@ struct Candidate {
 struct Needs {
   bool ok = false;  // parsed, and its planning succeeded
   std::string host, item, shm;
+  std::string window;  // the file name it would give the host's window (step 4)
   uint64_t token = 0, free = 0, max_bytes = 0;
   std::vector<Candidate> candidates;
 };
@@ -47,6 +48,7 @@ std::string Encode(const Needs& n) {
   PutString(&out, n.host);
   PutString(&out, n.item);
   PutString(&out, n.shm);
+  PutString(&out, n.window);
   AppendVarint64(&out, n.token);
   AppendVarint64(&out, n.free);
   AppendVarint64(&out, n.max_bytes);
@@ -64,7 +66,7 @@ Needs Decode(std::string_view bytes) {
   ByteReader r(ByteView(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
   uint64_t version, ok, count;
   if (!r.ReadVarint64(&version) || version != kVersion || !r.ReadVarint64(&ok) || !GetString(r, &n.host) ||
-      !GetString(r, &n.item) || !GetString(r, &n.shm) || !r.ReadVarint64(&n.token) ||
+      !GetString(r, &n.item) || !GetString(r, &n.shm) || !GetString(r, &n.window) || !r.ReadVarint64(&n.token) ||
       !r.ReadVarint64(&n.free) || !r.ReadVarint64(&n.max_bytes) || !r.ReadVarint64(&count) ||
       count > r.remaining()) {
     return Needs{};
@@ -205,8 +207,11 @@ std::unique_ptr<HostShare> HostShare::Start(Coordinator& coordinator, const Rest
   mine.item = item_directory;
   mine.shm = options.directory;
   mine.token = std::random_device{}() * (uint64_t{1} << 32) + std::random_device{}();
+  mine.window = OwnedSharedMemoryName(std::string(kWindowPrefix) + Hex(mine.token), ThisProcess());
   mine.free = options.directory.empty() ? 0 : SharedMemoryFile::FreeBytes(options.directory);
   mine.max_bytes = options.max_bytes;
+  // Step 4a, early: also when this restore ends up sharing nothing.
+  if (mine.ok) RemoveAbandonedSharedMemoryFiles(options.directory, kWindowPrefix, kUnattributedWindowAge);
   std::map<std::string, std::pair<size_t, size_t>> by_key;
   if (mine.ok) {
     for (size_t a = 0; a < plans.size(); ++a) {
@@ -243,20 +248,22 @@ std::unique_ptr<HostShare> HostShare::Start(Coordinator& coordinator, const Rest
     share->owners_[a][c] = where.owner;
     share->rounds_of_[a][c] = where.round;
   }
-  // Step 4: the group's first process names the file.
-  uint64_t token = mine.token;
+  // Step 4: the group's first process names the file (step 4a ran above).
+  std::string window = mine.window;
   for (size_t i = 0; i < all.size(); ++i) {
     if (all[i].ok && all[i].host == mine.host && all[i].item == mine.item && all[i].shm == mine.shm) {
-      token = all[i].token;
+      window = all[i].window;
       break;
     }
   }
-  share->path_ = options.directory + "/cairn-restore-" + Hex(token);
+  const bool safe_name = window.starts_with(kWindowPrefix) && window.find('/') == std::string::npos;
+  share->path_ = options.directory + "/" + (safe_name ? window : mine.window);
   auto file = open_failure_for_testing.load() == static_cast<int>(me)
                   ? Result<std::unique_ptr<SharedMemoryFile>>(InternalError("injected failure"))
                   : SharedMemoryFile::Open(share->path_, share->size_);
   if (file.ok()) {
     share->file_ = std::move(*file);
+    if (options.at_point) options.at_point(kPointWindowOpened);
   } else {
     // Decode what it owns for itself only; step 6 tells the others.
     for (auto& roles : share->roles_) {
@@ -337,7 +344,10 @@ HostShare::Outcome HostShare::Run(const Status& before, const std::vector<ArrayR
     // Step 6.
     const bool ok = !failed && file_ != nullptr && !owned_failed_;
     const std::string tag = name_ + "/round" + std::to_string(r);
-    auto done = coordinator_->AllGather(tag + "/done", ok ? "1" : "0", options_.timeout);
+    // "1:<device>:<inode>": the owner decoded into the very file this
+    // process mapped (not one created again under the same name).
+    const std::string mapped_ok = file_ != nullptr ? "1:" + file_->file_id() : "1";
+    auto done = coordinator_->AllGather(tag + "/done", ok ? mapped_ok : "0", options_.timeout);
     if (file_ != nullptr) file_->Unlink();  // every process has opened it, or failed to
     if (!done.ok() || done->size() != static_cast<size_t>(coordinator_->process_count())) {
       give_up_from(ri + 1);
@@ -351,7 +361,7 @@ HostShare::Outcome HostShare::Run(const Status& before, const std::vector<ArrayR
     std::vector<std::pair<size_t, size_t>> copy;
     for (const auto& [a, c] : theirs[ri]) {
       const size_t owner = static_cast<size_t>(owners_[a][c]);
-      if (!failed && file_ != nullptr && owner < done->size() && (*done)[owner] == "1") {
+      if (!failed && file_ != nullptr && owner < done->size() && (*done)[owner] == mapped_ok) {
         copy.emplace_back(a, c);
       } else {
         roles_[a][c] = Role::kSelf;

@@ -15,7 +15,8 @@
 //      (not a shard's index first), not mapped, with a codec chain that
 //      changes the bytes, and at least kMinSharedBytes decoded.
 //   2. All-gather "needs": host id (host name and boot id), the item
-//      directory, a random token, the free bytes of the shared-memory
+//      directory, a random token and the window name it would give (token
+//      and its own owner tag, step 4a), the free bytes of the shared-memory
 //      directory, the window size it allows, whether step 1 succeeded, and
 //      the candidates (key, decoded bytes). A process whose step 1 failed
 //      still takes part, without candidates, and in every collective after.
@@ -27,16 +28,32 @@
 //      window is at most the smallest size allowed and half the smallest free
 //      space reported; a larger chunk is not shared. The number of rounds is
 //      the largest of any host's. None anywhere: the protocol ends here.
-//   4. Open (creating) and map `<shm dir>/cairn-restore-<token of the
-//      host's first process>`, of the window's size.
+//   4. (Step 4a runs first, at step 2, in every process that shares.) Open
+//      (creating) and map `<shm dir>/cairn-restore-<token>.owner-
+//      <pid>-<start ticks>-<machine>`, token and owner those of the host's
+//      first process, of the window's size.
+//   4a. The owner sweep (util/shared_memory_file.h, steps 1-4): a window's
+//       name carries the process that named it; a window whose owner is
+//       gone from this machine (pid free, or reused by a process that
+//       started at another time) is unlinked. Its owner took part in every
+//       collective of its restore, so once it is dead no live process can
+//       get past round 0 with it (step 6), and after round 0 every process
+//       has unlinked the name anyway. A window that cannot be attributed
+//       (another machine tag, or a name without owner from older cairn) is
+//       unlinked only when it has not changed for kUnattributedWindowAge
+//       (24 h: far above a name's life, creation to round 0, which the
+//       collective timeout bounds). A live owner's window is never removed.
 //   Then, for each round r:
 //   5. Decode the round's chunks this process owns into the window (its own
 //      parts copied out as well).
 //   6. All-gather "round r done": whether this process has the window mapped
-//      and decoded every chunk it owns so far. After round 0's, every
-//      process unlinks the file's name (all have opened it or failed to).
+//      and decoded every chunk it owns so far, and which file it mapped
+//      (device and inode). After round 0's, every process unlinks the file's
+//      name (all have opened it or failed to).
 //   7. Copy its parts of the round's chunks owned by others out of the
-//      window; a chunk whose owner failed goes to the fallback list.
+//      window; a chunk whose owner failed, or mapped another file than this
+//      process (the name was removed and created again between their
+//      openings), goes to the fallback list.
 //   8. Barrier "round r copied" (not after the last round): the window is
 //      overwritten only once everyone has copied.
 // After the rounds, restore.cc reads and decodes every other chunk and the
@@ -51,6 +68,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -63,6 +81,14 @@
 namespace cairn::engine {
 
 inline constexpr uint64_t kMinSharedBytes = 64 << 10;
+
+// Windows are named `kWindowPrefix<token>.owner-...` (step 4).
+inline constexpr std::string_view kWindowPrefix = "cairn-restore-";
+// Step 4a's bound for windows that cannot be attributed.
+inline constexpr std::chrono::hours kUnattributedWindowAge{24};
+// Named points (RestoreHostShareOptions::at_point): the window is open and
+// mapped, before any chunk is decoded into it.
+inline constexpr std::string_view kPointWindowOpened = "host_share_window_opened";
 
 // Tests only: the process with this index fails to open the shared file
 // (as on a host without room in /dev/shm); -1, the default, for none.

@@ -2,7 +2,12 @@
 // compressed chunk once (restore_host_share.h): threads of this test stand
 // in for the processes, a ThreadGroup for their coordinator.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -46,6 +51,10 @@ Saved SaveByRows(const std::string& name) {
   return s;
 }
 
+// The observer every restore of RestoreByColumns passes (the killed
+// child's kills its process).
+std::function<void(std::string_view)> at_point_of_restores;
+
 struct Outcome {
   Status status;
   RestoreStats stats;
@@ -75,6 +84,7 @@ std::vector<Outcome> RestoreByColumns(const Saved& s, ThreadGroup* group, const 
       q.host_share.directory = shm;
       q.host_share.max_bytes = max_bytes;
       q.host_share.timeout = timeout;
+      q.host_share.at_point = at_point_of_restores;
       q.stats = &o.stats;
       o.status = Restore(q);
     });
@@ -249,6 +259,66 @@ TEST(RestoreHostShare, ThePublicApiRestoresTogetherWithACoordinator) {
   }
   for (auto& t : threads) t.join();
   for (int i = 0; i < kProcesses; ++i) ExpectColumns(s, out[static_cast<size_t>(i)], i);
+}
+
+// The killed restore of the test below (only when run by it): 4 threads
+// restore by columns with their window in $CAIRN_HOST_SHARE_CHILD_SHM, and
+// the process is killed (SIGKILL, as the OOM killer or a preemption would)
+// as soon as the window is open.
+TEST(RestoreHostShareChild, KilledWithTheWindowOpen) {
+  const char* item = std::getenv("CAIRN_HOST_SHARE_CHILD_ITEM");
+  const char* shm = std::getenv("CAIRN_HOST_SHARE_CHILD_SHM");
+  if (item == nullptr || shm == nullptr) GTEST_SKIP() << "run by RestoreHostShare.AKilledRestoresWindow... in a child";
+  at_point_of_restores = [](std::string_view point) {
+    if (point == kPointWindowOpened) ::kill(::getpid(), SIGKILL);
+  };
+  ThreadGroup group(kProcesses);
+  RestoreByColumns(Saved{item, {}}, &group, shm);
+  ADD_FAILURE() << "the restore never opened its window";
+}
+
+std::vector<std::string> WindowsIn(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.starts_with(kWindowPrefix)) out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// A restore killed with its window open leaves the window (up to 512 MiB of
+// the host's memory); the next restore on the host removes it, and never a
+// live owner's window.
+TEST(RestoreHostShare, AKilledRestoresWindowIsRemovedByTheNextRestoreAndALiveOwnersIsNot) {
+  const Saved s = SaveByRows("host_share_killed");
+  const std::string shm = TempDir("host_share_killed_shm");
+  // A window of a restore in progress in this (live) process.
+  const std::string live = OwnedSharedMemoryName(std::string(kWindowPrefix) + "00000000000000aa", ThisProcess());
+  std::ofstream(shm + "/" + live) << "x";
+  const std::string exe = fs::read_symlink("/proc/self/exe").string();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setenv("CAIRN_HOST_SHARE_CHILD_ITEM", s.dir.c_str(), 1);
+    ::setenv("CAIRN_HOST_SHARE_CHILD_SHM", shm.c_str(), 1);
+    ::execl(exe.c_str(), exe.c_str(), "--gtest_filter=RestoreHostShareChild.KilledWithTheWindowOpen",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+  std::vector<std::string> left = WindowsIn(shm);
+  ASSERT_EQ(left.size(), 2u) << "the killed restore left no window";
+  const std::string killed = left[0] == live ? left[1] : left[0];
+  EXPECT_NE(killed.find(".owner-" + std::to_string(pid) + "-"), std::string::npos) << killed;
+  // The window of all 8 chunks (one round), 512 KiB of memory.
+  EXPECT_EQ(fs::file_size(shm + "/" + killed), static_cast<uintmax_t>(kRows * kCols * 4)) << killed;
+  // The next restore on the host: bit-exact, and only the live window is left.
+  ThreadGroup group(kProcesses);
+  std::vector<Outcome> out = RestoreByColumns(s, &group, shm);
+  for (int i = 0; i < kProcesses; ++i) ExpectColumns(s, out[static_cast<size_t>(i)], i);
+  EXPECT_EQ(WindowsIn(shm), (std::vector<std::string>{live}));
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 #include "cairn/util/shared_memory_file.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -8,7 +10,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
+
+#include "cairn/util/xxhash64.h"
 
 namespace cairn {
 namespace {
@@ -26,7 +32,87 @@ Status Errno(const std::string& what, const std::string& path) {
       what + " " + path + ": " + std::strerror(e));
 }
 
+constexpr std::string_view kOwnerTag = ".owner-";
+
+// <machine> of step 1: what must match for a pid to be looked up here.
+std::string MachineTag(const ProcessIdentity& p) {
+  const std::string machine = p.host + "\n" + p.boot_id + "\n" + p.pid_ns;
+  const uint64_t h = Xxh64(ByteView(reinterpret_cast<const uint8_t*>(machine.data()), machine.size()));
+  char out[17];
+  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
+  return out;
+}
+
+bool ParseDecimal(std::string_view s, uint64_t* out) {
+  if (s.empty() || s.size() > 19) return false;
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  *out = v;
+  return true;
+}
+
+enum class Owner { kLive, kGone, kUnattributed };
+
+// Steps 2-3 for one name.
+Owner OwnerOf(std::string_view name) {
+  const size_t tag = name.rfind(kOwnerTag);
+  if (tag == std::string_view::npos) return Owner::kUnattributed;
+  std::string_view rest = name.substr(tag + kOwnerTag.size());
+  const size_t a = rest.find('-');
+  const size_t b = a == std::string_view::npos ? a : rest.find('-', a + 1);
+  uint64_t pid = 0, start = 0;
+  if (b == std::string_view::npos || !ParseDecimal(rest.substr(0, a), &pid) ||
+      !ParseDecimal(rest.substr(a + 1, b - a - 1), &start)) {
+    return Owner::kUnattributed;
+  }
+  const ProcessIdentity& self = ThisProcess();
+  if (self.host.empty() || self.boot_id.empty() || rest.substr(b + 1) != MachineTag(self)) {
+    return Owner::kUnattributed;
+  }
+  // Signal 0 only asks whether the pid exists (EPERM: it does).
+  if (pid > 0 && pid <= static_cast<uint64_t>(INT32_MAX) && ::kill(static_cast<pid_t>(pid), 0) != 0 &&
+      errno == ESRCH) {
+    return Owner::kGone;
+  }
+  const std::optional<uint64_t> now = ProcessStartTicks(static_cast<int64_t>(pid));
+  if (!now.has_value()) return Owner::kLive;  // there, but /proc does not say when it started
+  return *now == start ? Owner::kLive : Owner::kGone;
+}
+
 }  // namespace
+
+std::string OwnedSharedMemoryName(std::string_view stem, const ProcessIdentity& owner) {
+  return std::string(stem) + std::string(kOwnerTag) + std::to_string(owner.pid) + "-" +
+         std::to_string(owner.start_ticks) + "-" + MachineTag(owner);
+}
+
+std::vector<std::string> RemoveAbandonedSharedMemoryFiles(const std::string& directory, std::string_view prefix,
+                                                          std::chrono::seconds unattributed_age) {
+  std::vector<std::string> removed;
+  DIR* dir = ::opendir(directory.c_str());
+  if (dir == nullptr) return removed;
+  const int dfd = ::dirfd(dir);
+  const time_t now = std::time(nullptr);
+  while (const struct dirent* e = ::readdir(dir)) {
+    const std::string_view name(e->d_name);
+    if (!name.starts_with(prefix)) continue;
+    struct stat st;
+    // Regular files only; a link is never followed.
+    if (::fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+    const Owner owner = OwnerOf(name);
+    if (owner == Owner::kLive) continue;  // step 4
+    if (owner == Owner::kUnattributed &&
+        now - std::max(st.st_mtime, st.st_ctime) < static_cast<time_t>(unattributed_age.count())) {
+      continue;  // step 3
+    }
+    if (::unlinkat(dfd, e->d_name, 0) == 0) removed.push_back(directory + "/" + std::string(name));
+  }
+  ::closedir(dir);
+  return removed;
+}
 
 Result<std::unique_ptr<SharedMemoryFile>> SharedMemoryFile::Open(const std::string& path, uint64_t size) {
   if (size == 0) return InvalidArgumentError("shared memory file " + path + ": size 0");
@@ -56,7 +142,8 @@ Result<std::unique_ptr<SharedMemoryFile>> SharedMemoryFile::Open(const std::stri
     ::close(fd);
     return s;
   }
-  return std::unique_ptr<SharedMemoryFile>(new SharedMemoryFile(path, fd, static_cast<uint8_t*>(p), size));
+  const std::string id = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+  return std::unique_ptr<SharedMemoryFile>(new SharedMemoryFile(path, id, fd, static_cast<uint8_t*>(p), size));
 }
 
 uint64_t SharedMemoryFile::FreeBytes(const std::string& directory) {

@@ -8,14 +8,38 @@
 // process has opened it; the memory is freed when the last mapping goes.
 // The destructor unmaps, closes, and unlinks (a missing name is fine).
 //
+// Owners and the sweep of abandoned files (a process killed before every
+// process unlinked the name leaves the file, and its memory, for good):
+//   1. A file's name carries its owner: OwnedSharedMemoryName appends
+//      `.owner-<pid>-<start ticks>-<machine>` (process_identity.h; <machine>:
+//      16 hex digits of a hash of host name, boot id and pid namespace) of
+//      the process that names it.
+//   2. Before a process opens such a file, RemoveAbandonedSharedMemoryFiles
+//      removes the files of the directory with the same stem prefix
+//      (e.g. `cairn-restore-`) whose owner is provably gone: same <machine>
+//      as this process, and its pid free or held by a process that started
+//      at another time.
+//   3. A file it cannot attribute (no owner tag, or another <machine>: a
+//      container with another pid namespace sharing the directory) is
+//      removed only when its last change is older than `unattributed_age`,
+//      a bound the caller chooses above the longest time a name can live
+//      (for a restore window: until every process of its host passed round
+//      0 of restore_host_share.h, bounded by its collective timeout).
+//   4. A live owner's file is never removed. Removal is unlink(2): a
+//      process that still maps the file keeps its bytes.
+//
 // Thread safety: the mapping may be written and read from any thread;
 // open, unlink and destruction are not concurrent with anything.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "cairn/util/process_identity.h"
 #include "cairn/util/result.h"
 
 namespace cairn {
@@ -37,6 +61,9 @@ class SharedMemoryFile {
   uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // "<device>:<inode>" of the opened file: two openings with equal ids
+  // share their bytes (a name removed and created again gives another id).
+  const std::string& file_id() const { return file_id_; }
 
   // Asks the kernel to map the pages of [offset, offset + n) now, in one
   // call, instead of one fault per page (a hint: failures are ignored).
@@ -47,10 +74,11 @@ class SharedMemoryFile {
   void Unlink();
 
  private:
-  SharedMemoryFile(std::string path, int fd, uint8_t* data, uint64_t size)
-      : path_(std::move(path)), fd_(fd), data_(data), size_(size) {}
+  SharedMemoryFile(std::string path, std::string file_id, int fd, uint8_t* data, uint64_t size)
+      : path_(std::move(path)), file_id_(std::move(file_id)), fd_(fd), data_(data), size_(size) {}
   void Populate(uint64_t offset, uint64_t n, int advice) const;
   std::string path_;
+  std::string file_id_;
   int fd_;
   uint8_t* data_;
   uint64_t size_;
@@ -60,5 +88,14 @@ class SharedMemoryFile {
 // This host: its name and boot id. Processes that report the same id run
 // on one kernel and can share a SharedMemoryFile.
 std::string ThisHostId();
+
+// Step 1: `<stem>.owner-<pid>-<start ticks>-<machine>` for `owner`.
+std::string OwnedSharedMemoryName(std::string_view stem, const ProcessIdentity& owner);
+
+// Steps 2-4: removes the files directly in `directory` whose names start
+// with `prefix` and whose owner is gone (or that cannot be attributed and
+// did not change for `unattributed_age`). Returns the paths removed.
+std::vector<std::string> RemoveAbandonedSharedMemoryFiles(const std::string& directory, std::string_view prefix,
+                                                          std::chrono::seconds unattributed_age);
 
 }  // namespace cairn

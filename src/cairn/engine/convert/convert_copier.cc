@@ -12,9 +12,7 @@
 #include <new>
 #include <optional>
 #include <thread>
-#include <csignal>
 #include <cstdio>
-#include <cstdlib>
 
 #include "cairn/dtype/cast.h"
 #include "cairn/engine/convert/convert_memory.h"
@@ -112,13 +110,7 @@ class Copier {
          const std::vector<bool>& skip, int rank = 0, int ranks = 1)
       : source_(source), writer_(writer), plan_(plan), options_(options), threads_(threads),
         ordered_(writer.required_order() != nullptr),
-        budget_(SlabShare(options.memory_budget), ordered_, options.memory_budget), skip_(skip), rank_(rank), ranks_(ranks) {
-    // Test hook: die (SIGKILL, as an OOM kill or a preemption would) once
-    // this many arrays are copied, to test resuming.
-    if (const char* kill = std::getenv("CAIRN_CONVERT_TEST_KILL_AFTER_ARRAYS")) {
-      kill_after_ = std::strtoull(kill, nullptr, 10);
-    }
-  }
+        budget_(SlabShare(options.memory_budget), ordered_, options.memory_budget), skip_(skip), rank_(rank), ranks_(ranks) {}
 
   Status Run(ConvertStats& stats) {
     start_ = Clock::now();
@@ -293,10 +285,7 @@ class Copier {
 
   void Report(size_t i) {
     std::lock_guard lock(progress_mu_);
-    if (--remaining_slabs_[i] == 0) {
-      ++arrays_done_;
-      if (kill_after_ != 0 && ++arrays_copied_ >= kill_after_) std::raise(SIGKILL);
-    }
+    if (--remaining_slabs_[i] == 0) ++arrays_done_;
     if (!options_.progress) return;
     ConvertProgress p;
     p.bytes_done = bytes_written_.load();
@@ -327,8 +316,6 @@ class Copier {
   SlabBudget budget_;
   const std::vector<bool>& skip_;
   const int rank_, ranks_;
-  uint64_t kill_after_ = 0;
-  uint64_t arrays_copied_ = 0;  // guarded by progress_mu_
   uint64_t chunk_counter_ = 0;
   Clock::time_point start_;
   std::vector<Task> tasks_;

@@ -10,6 +10,8 @@
 #include "cairn/engine/orbax_item.h"
 #include "cairn/engine/save_plan.h"
 #include "cairn/kvstore/batch_writer.h"
+#include "cairn/layout/orbax/save_owner.h"
+#include "cairn/layout/orbax/step.h"
 #include "cairn/zarr/chunk_check.h"
 #include "cairn/zarr/chunk_encoder.h"
 #include "cairn/zarr/shard_io.h"
@@ -19,6 +21,15 @@ namespace {
 
 class OrbaxDestination final : public layout::CheckpointWriter {
  public:
+  // A destination that stops without committing keeps its pending
+  // directories for a resume and stops renewing their owner records
+  // (step 7 of layout/orbax/step.h); after a commit there is nothing left.
+  ~OrbaxDestination() override {
+    if (!began_) return;
+    orbax::StopRenewingUnder(paths_.top.location.Path());
+    (void)orbax::StopRenewing(paths_.top.location.Path());
+  }
+
   std::string_view format() const override { return "orbax"; }
 
   Status Init(const std::vector<layout::ArrayInfo>& arrays, const OrbaxDestinationOptions& options,
@@ -59,7 +70,18 @@ class OrbaxDestination final : public layout::CheckpointWriter {
         // pending directory, item included).
         resumed_ = false;
       }
-      if (!resumed_) CAIRN_RETURN_IF_ERROR(BeginItem(request_, paths_));
+      if (resumed_) {
+        // Step 7 of step.h: this process owns the directories from now on.
+        CAIRN_RETURN_IF_ERROR(orbax::ResumeCommit(paths_.top));
+        began_ = true;
+        if (paths_.item) CAIRN_RETURN_IF_ERROR(orbax::ResumeCommit(*paths_.item));
+        // Step 6: other temporaries whose owner is gone (BeginItem's sweep
+        // for a conversion that starts afresh).
+        orbax::RemoveAbandonedTemporaries(paths_.final_location.Parent(), top.Name()).IgnoreError();
+      } else {
+        CAIRN_RETURN_IF_ERROR(BeginItem(request_, paths_));
+        began_ = true;
+      }
     }
     CAIRN_ASSIGN_OR_RETURN(store_, OpenProcessStore(request_, paths_, options.process_index,
                                                     options.process_count));
@@ -189,6 +211,7 @@ class OrbaxDestination final : public layout::CheckpointWriter {
   std::map<std::string, size_t> by_path_;
   ItemPaths paths_;
   bool resumed_ = false;
+  bool began_ = false;  // this writer owns the pending directories (the primary)
   std::shared_ptr<KvStore> store_;
   std::shared_mutex batch_mu_;
   std::unique_ptr<KvBatchWriter> batch_;

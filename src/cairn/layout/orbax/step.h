@@ -53,6 +53,34 @@
 //       before leaves a stray `.cairn-save-owner.json` that readers ignore).
 //   5. A save that fails after step 2 calls AbandonCommit: it stops its
 //      lease and removes its temporary directory.
+//   6. Temporaries of other steps (RemoveAbandonedTemporaries): a save killed
+//      before 4 or 5, the loser of a race whose winner published, a failed
+//      or killed conversion leave `<name>.orbax-checkpoint-tmp-<id>` that no
+//      later save of `<name>` would meet (step 2a). The engine's BeginItem
+//      (every save and conversion that commits its own step), a
+//      CheckpointManager's open (primary) and a resuming conversion sweep
+//      the whole root:
+//   6a. every directory directly under it whose name holds
+//       `.orbax-checkpoint-tmp` and that holds an owner record;
+//   6b. removed when its owner is gone by the rules of save_owner.h (lease
+//       expired; on this machine and its pid free or reused; this process
+//       and the save not live here), never while its owner may live;
+//   6c. a directory it cannot attribute (no owner record: Orbax's own
+//       `<step>.orbax-checkpoint-tmp`, a record it cannot parse, a deleting
+//       name of step_retention.h, which its own protocol removes) is never
+//       removed by this sweep: nothing read through a KvStore tells its age
+//       (the one exception stays step 2a, a save of that very step, as
+//       Orbax itself deletes an existing temporary directory of the step
+//       it saves);
+//   6d. the sweep is best effort: a failure leaves the directory for the
+//       next sweep and fails nothing but the sweep.
+//   7. Resuming an interrupted save of the same save id (a conversion run
+//      again: ResumeCommit) takes its pending directories over: AlreadyExists
+//      while their owner may live; else this process writes its own owner
+//      record into each and renews it, so that no sweep removes a directory
+//      a live process writes. A writer that stops without committing stops
+//      renewing (StopRenewing) and keeps its directory for the next resume;
+//      from then on its owner counts as gone (rule b or c of save_owner.h).
 // Stores that cannot rename (Location::commits_in_place: s3://, gs://)
 // write in place, so two saves there would write the same keys; instead
 // the owner record is a claim on `<final>` that only one save holds:
@@ -168,6 +196,16 @@ Result<PendingCommit> FindPendingCommit(const Location& final_location);
 // Step 4 of the protocol (primary). AlreadyExists saying so when another
 // save published the step first (this save's files are then removed).
 Status FinishCommit(const PendingCommit& pending);
+
+// Step 6: removes the temporary directories directly under `root` whose
+// owner is gone (6a-6c), except the one named `keep` (a resuming
+// conversion's own). Stores that commit in place have no temporary
+// directories: nothing to do. The first error, having tried every one.
+Status RemoveAbandonedTemporaries(const Location& root, std::string_view keep = "");
+
+// Step 7, for one pending directory (the step's, then the item's) of a store
+// that renames. FailedPrecondition on stores that commit in place.
+Status ResumeCommit(const PendingCommit& pending);
 
 // Step 5: after a save failed between BeginCommit and FinishCommit (in this
 // process): stops its lease and removes what it wrote. Best effort.

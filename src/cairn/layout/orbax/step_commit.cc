@@ -262,6 +262,56 @@ Status FinishCommit(const PendingCommit& pending) {
   return Status::OK();
 }
 
+Status RemoveAbandonedTemporaries(const Location& root, std::string_view keep) {
+  if (root.commits_in_place) return Status::OK();
+  CAIRN_ASSIGN_OR_RETURN(std::vector<ChildEntry> entries, ListEntries(root));
+  KvStore& store = *root.store;
+  const int64_t now = NowNanos();
+  Status first;
+  for (const ChildEntry& e : entries) {
+    // Step 6a.
+    if (e.kind != ChildEntry::Kind::kPrefix || !IsTmpName(e.name) || e.name == keep) continue;
+    const Location tmp = root.Child(e.name);
+    auto got = store.Get(tmp.Key(kOwnerRecordFile));
+    if (!got.ok()) {
+      if (first.ok()) first = got.status().Annotate("reading the owner of " + tmp.Path());
+      continue;
+    }
+    if (!got->has_value() || (*got)->size() > kMaxOwnerRecordBytes) continue;  // 6c: no record
+    auto owner = ParseOwnerRecord(AsString(**got), store.Describe(tmp.Key(kOwnerRecordFile)));
+    if (!owner.ok()) continue;  // 6c: not a record cairn can read
+    // Step 6b.
+    if (!OwnerGoneReason(*owner, now).has_value()) continue;
+    Status removed = store.DeletePrefix(tmp.prefix);
+    if (!removed.ok() && first.ok()) first = removed.Annotate("removing the abandoned temporary directory " + tmp.Path());
+  }
+  return first;
+}
+
+Status ResumeCommit(const PendingCommit& pending) {
+  const std::string what = "resuming the save " + pending.save_id + " of " + pending.final_location.Path();
+  if (pending.final_location.commits_in_place) {
+    return FailedPreconditionError(what + ": a store that commits in place keeps no pending directory to resume");
+  }
+  CAIRN_RETURN_IF_ERROR(CheckSaveId(pending.save_id));
+  KvStore& store = *pending.final_location.store;
+  const std::string key = pending.location.Key(kOwnerRecordFile);
+  CAIRN_ASSIGN_OR_RETURN(std::optional<Buffer> got, store.Get(key));
+  // A record that does not parse is no owner's: taken over like a gone one.
+  Result<OwnerRecord> owner = got.has_value() && got->size() <= kMaxOwnerRecordBytes
+                                  ? ParseOwnerRecord(AsString(*got), store.Describe(key))
+                                  : Result<OwnerRecord>(NotFoundError("no owner record"));
+  if (owner.ok() && !OwnerGoneReason(*owner, NowNanos()).has_value()) {
+    return AlreadyExistsError(what + ": " + pending.location.Path() + " is being written by another live save (" +
+                              DescribeOwner(*owner) + ")");
+  }
+  StartingSave starting{pending.save_id};
+  const std::string mine = EmitOwnerRecord(NewOwnerRecord(pending.save_id));
+  CAIRN_RETURN_IF_ERROR(store.Put(key, AsBytes(mine)).Annotate(what + ": writing its owner record"));
+  StartRenewing(pending.location.Path(), pending.final_location.store, key, mine, /*compare_and_swap=*/false);
+  return Status::OK();
+}
+
 void AbandonCommit(const PendingCommit& pending) {
   StopRenewingUnder(pending.location.Path());  // its items' leases
   const StoppedLease lease = StopRenewing(pending.location.Path());

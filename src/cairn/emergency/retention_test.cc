@@ -1,0 +1,139 @@
+// Emergency retention deletes old steps crash-safely (retention.h): a
+// deletion cut off at any write leaves every step that a listing shows
+// whole, on a store that renames and on one that commits in place; what a
+// cut-off deletion leaves is removed by RemoveInterruptedDeletions, which
+// the manager runs when it opens.
+#include "cairn/emergency/retention.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "cairn/emergency/local_step.h"
+#include "cairn/emergency/manager.h"
+#include "cairn/emergency/testing/emergency_job.h"
+#include "cairn/engine/step_retention.h"
+#include "cairn/kvstore/memory/memory_kvstore.h"
+#include "cairn/kvstore/testing/fault_kvstore.h"
+#include "cairn/layout/orbax/step.h"
+
+namespace cairn::emergency {
+namespace {
+namespace fs = std::filesystem;
+
+// A store that cannot rename: the default (in-place) prefix commit, as
+// object stores (the persistent tier on s3:// or gs://).
+class InPlaceStore final : public KvStore {
+ public:
+  explicit InPlaceStore(std::shared_ptr<KvStore> base) : base_(std::move(base)) {}
+  Result<std::optional<Buffer>> Get(std::string_view k, const ByteRange& r) override { return base_->Get(k, r); }
+  Status Put(std::string_view k, ByteView v) override { return base_->Put(k, v); }
+  Result<bool> PutIfAbsent(std::string_view k, ByteView v) override { return base_->PutIfAbsent(k, v); }
+  Status Delete(std::string_view k) override { return base_->Delete(k); }
+  Result<std::vector<KeyInfo>> List(std::string_view p) override { return base_->List(p); }
+  std::string url() const override { return base_->url(); }
+
+ private:
+  std::shared_ptr<KvStore> base_;
+};
+
+// The keys of a local step as the manager writes it (7 keys).
+const std::vector<std::string> kStepKeys = {"_CHECKPOINT_METADATA", "cairn_local_step.json", "commit_success.txt",
+                                            "process_metadata/mesh_metadata.json", "state/_METADATA",
+                                            "state/manifest.ocdbt", "state/ocdbt.process_0/d/x"};
+
+void PutStep(KvStore& store, const std::string& root, int64_t step) {
+  for (const std::string& k : kStepKeys) {
+    ASSERT_TRUE(store.Put(root + std::to_string(step) + "/" + k, AsBytes(std::string("v"))).ok());
+  }
+}
+
+size_t KeysOf(KvStore& store, const std::string& prefix) {
+  auto keys = store.List(prefix);
+  EXPECT_TRUE(keys.ok());
+  return keys.ok() ? keys->size() : 0;
+}
+
+// A fault at every write of retention (keep the newest of steps 1..3):
+// every step that ListSteps shows, with or without requiring the commit
+// marker (the persistent tier's listing and ListHoldings'), is whole.
+TEST(EmergencyRetention, AFaultAtEveryWriteLeavesEveryListedStepWhole) {
+  for (bool in_place : {false, true}) {
+    SCOPED_TRACE(in_place ? "in-place store" : "renaming store");
+    bool finished = false;
+    for (uint64_t n = 0; n < 80 && !finished; ++n) {
+      auto mem = std::make_shared<MemoryKvStore>("memory://retention/");
+      std::shared_ptr<KvStore> base = in_place ? std::shared_ptr<KvStore>(std::make_shared<InPlaceStore>(mem)) : mem;
+      auto fault = std::make_shared<FaultKvStore>(base);
+      orbax::Location root{fault, "local/", "memory://retention"};
+      root.commits_in_place = in_place;
+      for (int64_t s = 1; s <= 3; ++s) PutStep(*mem, "local/", s);
+      fault->FailWritesFrom(n, UnavailableError("injected crash"));
+      Status kept = KeepNewestSteps(root, 1);
+      finished = fault->writes_failed() == 0;
+      EXPECT_EQ(kept.ok(), finished) << "fault at write " << n << ": " << kept.ToString();
+      fault->Reset();
+      for (bool require : {false, true}) {
+        auto listed = orbax::ListSteps(root, {}, require);
+        ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+        ASSERT_FALSE(listed->empty());
+        EXPECT_EQ(listed->back().step, 3);
+        for (const orbax::StepInfo& s : *listed) {
+          EXPECT_EQ(KeysOf(*mem, "local/" + std::to_string(s.step) + "/"), kStepKeys.size())
+              << "step " << s.step << " is listed (commit marker required: " << require
+              << ") but partly deleted after a fault at write " << n;
+        }
+      }
+      // Recovery: the interrupted deletion goes, retention done again
+      // leaves step 3 alone.
+      ASSERT_TRUE(RemoveInterruptedDeletions(root, nullptr).ok());
+      ASSERT_TRUE(KeepNewestSteps(root, 1).ok());
+      auto listed = orbax::ListSteps(root, {});
+      ASSERT_TRUE(listed.ok());
+      ASSERT_EQ(listed->size(), 1u) << "write " << n;
+      EXPECT_EQ(listed->front().step, 3);
+      if (!in_place) {
+        EXPECT_EQ(KeysOf(*mem, "local/"), kStepKeys.size()) << "write " << n;
+      }
+    }
+    EXPECT_TRUE(finished);
+  }
+}
+
+// The manager, when it opens, removes the trees interrupted deletions left
+// in its local tier, its peer copies and (the primary) the persistent tier,
+// and nothing else.
+TEST(EmergencyRetention, OpeningTheManagerRemovesInterruptedDeletions) {
+  const fs::path root = fs::temp_directory_path() / ("cairn_emergency_retention_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  const EmergencyOptions o = testing::OptionsFor(root.string(), 0);
+  const std::string deleting = engine::DeletingName("4", "0123456789abcdef");
+  const std::vector<fs::path> leftovers = {fs::path(o.local_directory) / deleting / "state" / "x",
+                                           fs::path(o.local_directory) / "peer_copies" / "process_2" / deleting / "x",
+                                           fs::path(o.persistent_directory) / deleting / "default" / "x"};
+  const std::vector<fs::path> kept = {fs::path(o.local_directory) / "4.orbax-checkpoint-tmp-resumable" / "x",
+                                      fs::path(o.persistent_directory) / "5" / "default" / "x"};
+  for (const fs::path& p : leftovers) {
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << "x";
+  }
+  for (const fs::path& p : kept) {
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << "x";
+  }
+  auto coordinator = NewSingleProcessCoordinator();
+  EmergencyOptions single = o;
+  single.num_replicas = 1;
+  single.peer_copies = 0;
+  auto m = EmergencyCheckpointManager::Open(single, *coordinator, nullptr);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  for (const fs::path& p : leftovers) EXPECT_FALSE(fs::exists(p.parent_path())) << p;
+  for (const fs::path& p : kept) EXPECT_TRUE(fs::exists(p)) << p;
+  EXPECT_TRUE((*m)->Close().ok());
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace cairn::emergency
