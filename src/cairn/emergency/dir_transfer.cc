@@ -518,4 +518,22 @@ Result<uint64_t> ReceiveDirectory(PeerTransport& transport, int source, int tag,
   return received;
 }
 
+Status RemoveUnfinishedReceipts(const orbax::Location& dir, int64_t up_to_step) {
+  auto entries = orbax::ListEntries(dir);
+  if (!entries.ok()) return entries.status().code() == StatusCode::kNotFound ? Status::OK() : entries.status();
+  Status first;
+  for (const ChildEntry& e : *entries) {
+    const size_t dot = e.name.find('.');
+    if (e.kind != ChildEntry::Kind::kPrefix || dot == 0 || dot == std::string::npos) continue;
+    const std::string step_name = e.name.substr(0, dot);
+    if (step_name.find_first_not_of("0123456789") != std::string::npos || step_name.size() > 18) continue;
+    const orbax::PendingCommit pending = orbax::PendingCommitFor(dir.Child(step_name), kResumableId);
+    if (pending.location.Name() != e.name || std::stoll(step_name) > up_to_step) continue;
+    Status s = pending.location.store->DeletePrefix(pending.location.prefix)
+                   .Annotate("removing the unfinished receipt " + pending.location.Path());
+    if (first.ok()) first = s;
+  }
+  return first;
+}
+
 }  // namespace cairn::emergency

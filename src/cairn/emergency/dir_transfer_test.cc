@@ -171,6 +171,29 @@ TEST_P(DirTransfer, InterruptedTransferResumesWhereItStopped) {
   for (const auto& e : fs::directory_iterator(root_ / "dst")) EXPECT_EQ(e.path().filename(), "7");
 }
 
+// Found by the crash campaign (emergency path): a job killed during a
+// receipt left `<step>.orbax-checkpoint-tmp-resumable` that no later save
+// ever removed. Retention removes those of steps up to the one it runs for.
+TEST_P(DirTransfer, UnfinishedReceiptsUpToAStepAreRemovedAndNothingElse) {
+  InProcessNetwork net(2);
+  auto cut = Copy(std::make_shared<FaultyTransport>(net.Endpoint(0), -1, 6), net.Endpoint(1));
+  ASSERT_EQ(cut.status().code(), StatusCode::kUnavailable) << cut.status().ToString();
+  const fs::path dst = root_ / "dst";
+  ASSERT_TRUE(fs::exists(dst / "7.orbax-checkpoint-tmp-resumable"));
+  fs::create_directories(dst / "9.orbax-checkpoint-tmp-resumable");      // a later step's: kept
+  fs::create_directories(dst / "5.orbax-checkpoint-tmp-0123456789abcdef");  // not a receipt's: kept
+  fs::create_directories(dst / "6");                                        // a step: kept
+  ASSERT_TRUE(RemoveUnfinishedReceipts(Loc(dst), 6).ok());
+  EXPECT_TRUE(fs::exists(dst / "7.orbax-checkpoint-tmp-resumable"));
+  Status removed = RemoveUnfinishedReceipts(Loc(dst), 8);
+  ASSERT_TRUE(removed.ok()) << removed.ToString();
+  EXPECT_FALSE(fs::exists(dst / "7.orbax-checkpoint-tmp-resumable"));
+  for (const char* kept : {"9.orbax-checkpoint-tmp-resumable", "5.orbax-checkpoint-tmp-0123456789abcdef", "6"}) {
+    EXPECT_TRUE(fs::exists(dst / kept)) << kept;
+  }
+  EXPECT_TRUE(RemoveUnfinishedReceipts(Loc(root_ / "missing"), 8).ok());
+}
+
 TEST_P(DirTransfer, AKeptPieceThatNoLongerMatchesItsCrcIsSentAgain) {
   InProcessNetwork net(2);
   ASSERT_FALSE(Copy(std::make_shared<FaultyTransport>(net.Endpoint(0), -1, 6), net.Endpoint(1)).ok());

@@ -257,7 +257,12 @@ Status EmergencyCheckpointManager::ApplyRetention(int64_t step, bool persistent_
   if (owners.ok()) {
     for (const ChildEntry& e : *owners) {
       if (e.kind != ChildEntry::Kind::kPrefix) continue;
-      Status s = KeepNewestSteps(local_.Child(kPeerCopiesDir).Child(e.name), options_.local_max_to_keep, at);
+      const orbax::Location copies = local_.Child(kPeerCopiesDir).Child(e.name);
+      Status s = KeepNewestSteps(copies, options_.local_max_to_keep, at);
+      if (status.ok()) status = s;
+      // Receipts of this step and older ones have ended (Replicate joined):
+      // what an interrupted one left can never be resumed.
+      s = RemoveUnfinishedReceipts(copies, step);
       if (status.ok()) status = s;
     }
   }

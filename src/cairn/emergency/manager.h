@@ -29,7 +29,9 @@
 //      persistent steps after a persistent commit. Every old step goes by
 //      the crash-safe deletion of retention.h (engine::DeleteStep: renamed
 //      out of sight, or its marker removed, before anything else), and Open
-//      removes what a crash left of one.
+//      removes what a crash left of one. Unfinished receipts of this step
+//      and older ones (pending directories a killed transfer left) are
+//      removed too (dir_transfer.h RemoveUnfinishedReceipts).
 //   WaitUntilFinished returns the first error of steps 2-5.
 //
 // Restore protocol (collective; PrepareRestore then Restore), in full at the
