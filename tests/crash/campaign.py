@@ -122,6 +122,7 @@ class Workload:
     kinds: tuple = ()
     weight: float = 1.0
     timeout_s: float = 60.0
+    default: bool = True  # drawn when no paths are named
 
 
 @dataclasses.dataclass
@@ -218,8 +219,11 @@ class Report:
                 row = self._row([o for o in self.outcomes if key(o) == name])
                 lines.append(f"{name:<22}" + "".join(f"{v:>13}" for v in row))
         lines.append(f"{'total':<22}" + "".join(f"{v:>13}" for v in self._row(self.outcomes)))
-        for o in self.failures[:20]:
-            lines.append(f"FAILED {o.workload} {o.kind}@{o.n} ({o.fault or 'no fault fired'}; {o.status}):"
+        serious = [o for o in self.failures if any(f.clause != "leftover" for f in o.findings)]
+        rest = [o for o in self.failures if o not in serious]
+        for o in (serious + rest)[:20]:
+            label = "FAILED" if o in serious else "LEFTOVER"
+            lines.append(f"{label} {o.workload} {o.kind}@{o.n} ({o.fault or 'no fault fired'}; {o.status}):"
                          f" reproduce with {o.repro()}")
             for f in o.findings[:5]:
                 lines.append(f"    {f.clause}: {f.detail[:600]}")
@@ -232,11 +236,12 @@ class Campaign:
     unless `keep`); `orbax_sample`: the share of faults checked with the peer."""
 
     def __init__(self, seed: int, paths=None, kinds=None, work=None, keep=False,
-                 orbax_sample: float = 0.2, log=None):
-        for module in WORKLOAD_MODULES:
+                 orbax_sample: float = 0.2, log=None, modules=()):
+        self.modules = list(dict.fromkeys([*WORKLOAD_MODULES, *modules]))
+        for module in self.modules:
             __import__(module)  # registers its paths
         self.seed = seed
-        self.paths = list(paths or WORKLOADS)
+        self.paths = list(paths or [n for n, w in WORKLOADS.items() if w.default])
         self.kinds = list(kinds or FAULT_KINDS)
         for p in self.paths:
             if p not in WORKLOADS:
@@ -255,7 +260,8 @@ class Campaign:
         trees_npz = str(self.work / "trees.npz")
         crash_trees.base(trees_npz)  # the harness computes the leaves; the worker loads them
         self.worker = WorkerClient(crash_shim.shim_path(), self.work / "worker.log",
-                                   {"CAIRN_CRASH_TREES": trees_npz})
+                                   {"CAIRN_CRASH_TREES": trees_npz,
+                                    "CAIRN_CRASH_MODULES": ",".join(self.modules)})
         self.counter = 0
         self.failed = False  # a failed fault keeps the scratch directory
 
@@ -355,11 +361,14 @@ class Campaign:
             import traceback
             findings.append(Finding("harness", "".join(traceback.format_exception(e))[-2000:]))
         out = Outcome(w.name, kind.name, n, seed, injected, fault_text, status, findings)
-        if not findings and not self.keep:
-            shutil.rmtree(ws["base"], ignore_errors=True)
-        elif findings:
-            self.failed = True
+        # Kept for a look: the directories of faults with a finding (leftovers
+        # alone only with `keep`, they are many until the sweeping lands).
+        serious = any(f.clause != "leftover" for f in findings)
+        if serious or (findings and self.keep):
+            self.failed = self.failed or serious
             out.status += f"; kept in {ws['base']}"
+        elif not self.keep:
+            shutil.rmtree(ws["base"], ignore_errors=True)
         return out
 
     def run(self, faults: int) -> Report:
