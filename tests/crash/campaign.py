@@ -201,13 +201,15 @@ class Report:
     def __init__(self, seed: int):
         self.seed = seed
         self.outcomes: list[Outcome] = []
+        self.op_counts: dict[str, int] = {}  # path -> operations of its dry run
 
     @property
     def failures(self) -> list[Outcome]:
         return [o for o in self.outcomes if o.findings]
 
     def _row(self, outs) -> list:
-        count = lambda c: sum(1 for o in outs for f in o.findings if f.clause == c)  # noqa: E731
+        # Faults with at least one finding of the clause.
+        count = lambda c: sum(1 for o in outs if any(f.clause == c for f in o.findings))  # noqa: E731
         return [len(outs), sum(o.injected for o in outs)] + [count(c) for c in CLAUSES]
 
     def table(self) -> str:
@@ -219,6 +221,13 @@ class Report:
                 row = self._row([o for o in self.outcomes if key(o) == name])
                 lines.append(f"{name:<22}" + "".join(f"{v:>13}" for v in row))
         lines.append(f"{'total':<22}" + "".join(f"{v:>13}" for v in self._row(self.outcomes)))
+        # How many of each path's operations were a kill or power-loss point.
+        points = []
+        for name, count in sorted(self.op_counts.items()):
+            hit = {o.n for o in self.outcomes if o.workload == name and o.kind in ("kill", "powerloss")}
+            points.append(f"{name} {len(hit & set(range(1, count + 1)))}/{count}")
+        if points:
+            lines.append("operations killed at (kill or power loss), of the dry run's: " + ", ".join(points))
         serious = [o for o in self.failures if any(f.clause != "leftover" for f in o.findings)]
         rest = [o for o in self.failures if o not in serious]
         for o in (serious + rest)[:20]:
@@ -383,6 +392,7 @@ class Campaign:
             n = kind.pick(self.trace(w), random.Random(fault_seed))
             o = self.run_one(w, kind, n, fault_seed)
             report.outcomes.append(o)
+            report.op_counts[w.name] = len(self.trace(w))
             self.log(f"[{i + 1}/{faults}] {w.name} {kind.name}@{n} {o.status}"
                      f"{' FAILED ' + str([f.clause for f in o.findings]) if o.findings else ''}")
         return report
