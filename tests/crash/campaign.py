@@ -1,7 +1,8 @@
 """cairn's randomized crash campaign: the harness, its registries and its CLI.
 
-    python3 tests/crash/campaign.py --seed 1 --faults 200 [--paths manager,ocdbt_single]
+    python3 tests/crash/campaign.py --seed 1 --faults 200 [--paths manager_sync,ocdbt_single]
                                     [--kinds kill,torn,fail,powerloss] [--orbax-sample 0.2]
+    python3 tests/crash/campaign.py --every --kinds kill,powerloss   (every operation)
 
 For each fault the campaign picks (seeded) a workload (a "path") and a fault
 kind, counts the workload's file operations once with a dry run (cached), picks
@@ -380,6 +381,24 @@ class Campaign:
             shutil.rmtree(ws["base"], ignore_errors=True)
         return out
 
+    def every(self) -> Report:
+        """Every point: each selected kind at each operation of each selected
+        path's dry run (power loss also after the last), in order, seeded."""
+        rng = random.Random(self.seed)
+        report = Report(self.seed)
+        for name in self.paths:
+            w = WORKLOADS[name]
+            count = len(self.trace(w))
+            report.op_counts[name] = count
+            for kind in [KINDS[k] for k in self.kinds if k in w.kinds]:
+                last = count + 1 if kind.name == "powerloss" else count
+                for n in range(1, last + 1):
+                    o = self.run_one(w, kind, n, rng.getrandbits(48))
+                    report.outcomes.append(o)
+                    self.log(f"{name} {kind.name}@{n}/{count} {o.status}"
+                             f"{' FAILED ' + str([f.clause for f in o.findings]) if o.findings else ''}")
+        return report
+
     def run(self, faults: int) -> Report:
         rng = random.Random(self.seed)
         report = Report(self.seed)
@@ -417,6 +436,8 @@ def main(argv=None) -> int:
     ap.add_argument("--kinds", default="", help="comma-separated fault kinds (default: all)")
     ap.add_argument("--orbax-sample", type=float, default=0.2)
     ap.add_argument("--work", default=None, help="scratch directory (kept)")
+    ap.add_argument("--every", action="store_true",
+                    help="instead of --faults: each kind at every operation of each path")
     ap.add_argument("--one", default=None, help="workload:kind:N, one fault (with --seed as its seed)")
     ap.add_argument("--list", action="store_true", help="list paths and kinds")
     ap.add_argument("-v", "--verbose", action="store_true")
@@ -433,6 +454,8 @@ def main(argv=None) -> int:
             report = Report(a.seed)
             c.orbax_sample = 1.0
             report.outcomes.append(c.run_one(WORKLOADS[name], KINDS[kind], int(n) if n != "None" else None, a.seed))
+        elif a.every:
+            report = c.every()
         else:
             report = c.run(a.faults)
     print(report.table())
