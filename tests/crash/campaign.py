@@ -132,12 +132,15 @@ class FaultKind:
     `pick(trace, rng)` chooses operation N from the dry run's trace (list of
     (op, path, path2)); `after_run(ws)` runs after the faulted phase (e.g.
     the power-loss rebuild); `env(ws, n)` adds environment for the run (for
-    kinds outside the shim, e.g. an HTTP fault proxy)."""
+    kinds outside the shim, e.g. an HTTP fault proxy); `fired(ws)` says
+    whether such a kind's fault happened (shim kinds: the shim's log says).
+    `ws` is the run's workspace: base, root, side, shadow, log, counter."""
     name: str
     shim: Optional[str]
     pick: Callable
     after_run: Optional[Callable] = None
     env: Optional[Callable] = None
+    fired: Optional[Callable] = None
 
 
 WORKLOADS: dict[str, Workload] = {}
@@ -352,7 +355,8 @@ class Campaign:
             extra = kind.env(ws, n) if kind.env else None
             status = self._phase(w, ws, "run", seed, fault, extra_env=extra)
             fault_text = _fault_line(ws["log"])
-            injected = bool(fault_text) or (kind.shim == "powerloss" and n is not None)
+            injected = (kind.fired(ws) if kind.fired else
+                        bool(fault_text) or (kind.shim == "powerloss" and n is not None))
             if status.startswith("timeout"):
                 findings.append(Finding("harness", f"the faulted run hung ({status})"))
             if kind.after_run:
