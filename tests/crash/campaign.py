@@ -313,7 +313,9 @@ class Campaign:
 
     def _phase(self, w: Workload, ws: dict, phase: str, seed: int, fault: str = "", trace=False,
                extra_env=None) -> str:
-        env = {"CRASHFS_ROOT": str(ws["root"]), "CRASHFS_SHADOW": str(ws["shadow"]),
+        # The durable shadow only costs: kept for power-loss runs alone.
+        shadow = str(ws["shadow"]) if fault.startswith("powerloss") else ""
+        env = {"CRASHFS_ROOT": str(ws["root"]), "CRASHFS_SHADOW": shadow,
                "CRASHFS_LOG": str(ws["log"]), "CRASHFS_COUNTER": str(ws["counter"]),
                "CRASHFS_SEED": str(seed), "CRASHFS_FAULT": fault, "CRASHFS_TRACE": "1" if trace else ""}
         if phase == "resume":
