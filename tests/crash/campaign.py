@@ -1,7 +1,8 @@
 """cairn's randomized crash campaign: the harness, its registries and its CLI.
 
-    python3 tests/crash/campaign.py --seed 1 --faults 200 [--paths manager,ocdbt_single]
+    python3 tests/crash/campaign.py --seed 1 --faults 200 [--paths manager_sync,ocdbt_single]
                                     [--kinds kill,torn,fail,powerloss] [--orbax-sample 0.2]
+    python3 tests/crash/campaign.py --every --kinds kill,powerloss   (every operation)
 
 For each fault the campaign picks (seeded) a workload (a "path") and a fault
 kind, counts the workload's file operations once with a dry run (cached), picks
@@ -122,6 +123,7 @@ class Workload:
     kinds: tuple = ()
     weight: float = 1.0
     timeout_s: float = 60.0
+    default: bool = True  # drawn when no paths are named
 
 
 @dataclasses.dataclass
@@ -130,13 +132,15 @@ class FaultKind:
     `pick(trace, rng)` chooses operation N from the dry run's trace (list of
     (op, path, path2)); `after_run(ws)` runs after the faulted phase (e.g.
     the power-loss rebuild); `env(ws, n)` adds environment for the run (for
-    kinds outside the shim, e.g. an HTTP fault proxy)."""
+    kinds outside the shim, e.g. an HTTP fault proxy); `fired(ws)` says
+    whether such a kind's fault happened (shim kinds: the shim's log says).
+    `ws` is the run's workspace: base, root, side, shadow, log, counter."""
     name: str
     shim: Optional[str]
     pick: Callable
     after_run: Optional[Callable] = None
     env: Optional[Callable] = None
-    fired: Optional[Callable] = None  # fired(ws) -> what was done (kinds outside the shim)
+    fired: Optional[Callable] = None  # fired(ws) -> what was done, '' if nothing (kinds outside the shim)
 
 
 WORKLOADS: dict[str, Workload] = {}
@@ -201,13 +205,15 @@ class Report:
     def __init__(self, seed: int):
         self.seed = seed
         self.outcomes: list[Outcome] = []
+        self.op_counts: dict[str, int] = {}  # path -> operations of its dry run
 
     @property
     def failures(self) -> list[Outcome]:
         return [o for o in self.outcomes if o.findings]
 
     def _row(self, outs) -> list:
-        count = lambda c: sum(1 for o in outs for f in o.findings if f.clause == c)  # noqa: E731
+        # Faults with at least one finding of the clause.
+        count = lambda c: sum(1 for o in outs if any(f.clause == c for f in o.findings))  # noqa: E731
         return [len(outs), sum(o.injected for o in outs)] + [count(c) for c in CLAUSES]
 
     def table(self) -> str:
@@ -219,8 +225,18 @@ class Report:
                 row = self._row([o for o in self.outcomes if key(o) == name])
                 lines.append(f"{name:<22}" + "".join(f"{v:>13}" for v in row))
         lines.append(f"{'total':<22}" + "".join(f"{v:>13}" for v in self._row(self.outcomes)))
-        for o in self.failures[:20]:
-            lines.append(f"FAILED {o.workload} {o.kind}@{o.n} ({o.fault or 'no fault fired'}; {o.status}):"
+        # How many of each path's operations were a kill or power-loss point.
+        points = []
+        for name, count in sorted(self.op_counts.items()):
+            hit = {o.n for o in self.outcomes if o.workload == name and o.kind in ("kill", "powerloss")}
+            points.append(f"{name} {len(hit & set(range(1, count + 1)))}/{count}")
+        if points:
+            lines.append("operations killed at (kill or power loss), of the dry run's: " + ", ".join(points))
+        serious = [o for o in self.failures if any(f.clause != "leftover" for f in o.findings)]
+        rest = [o for o in self.failures if o not in serious]
+        for o in (serious + rest)[:20]:
+            label = "FAILED" if o in serious else "LEFTOVER"
+            lines.append(f"{label} {o.workload} {o.kind}@{o.n} ({o.fault or 'no fault fired'}; {o.status}):"
                          f" reproduce with {o.repro()}")
             for f in o.findings[:5]:
                 lines.append(f"    {f.clause}: {f.detail[:600]}")
@@ -233,11 +249,12 @@ class Campaign:
     unless `keep`); `orbax_sample`: the share of faults checked with the peer."""
 
     def __init__(self, seed: int, paths=None, kinds=None, work=None, keep=False,
-                 orbax_sample: float = 0.2, log=None):
-        for module in WORKLOAD_MODULES:
+                 orbax_sample: float = 0.2, log=None, modules=()):
+        self.modules = list(dict.fromkeys([*WORKLOAD_MODULES, *modules]))
+        for module in self.modules:
             __import__(module)  # registers its paths
         self.seed = seed
-        self.paths = list(paths or WORKLOADS)
+        self.paths = list(paths or [n for n, w in WORKLOADS.items() if w.default])
         self.kinds = list(kinds or KINDS)
         for p in self.paths:
             if p not in WORKLOADS:
@@ -256,7 +273,8 @@ class Campaign:
         trees_npz = str(self.work / "trees.npz")
         crash_trees.base(trees_npz)  # the harness computes the leaves; the worker loads them
         self.worker = WorkerClient(crash_shim.shim_path(), self.work / "worker.log",
-                                   {"CAIRN_CRASH_TREES": trees_npz})
+                                   {"CAIRN_CRASH_TREES": trees_npz,
+                                    "CAIRN_CRASH_MODULES": ",".join(self.modules)})
         self.counter = 0
         self.failed = False  # a failed fault keeps the scratch directory
 
@@ -295,7 +313,9 @@ class Campaign:
 
     def _phase(self, w: Workload, ws: dict, phase: str, seed: int, fault: str = "", trace=False,
                extra_env=None) -> str:
-        env = {"CRASHFS_ROOT": str(ws["root"]), "CRASHFS_SHADOW": str(ws["shadow"]),
+        # The durable shadow only costs: kept for power-loss runs alone.
+        shadow = str(ws["shadow"]) if fault.startswith("powerloss") else ""
+        env = {"CRASHFS_ROOT": str(ws["root"]), "CRASHFS_SHADOW": shadow,
                "CRASHFS_LOG": str(ws["log"]), "CRASHFS_COUNTER": str(ws["counter"]),
                "CRASHFS_SEED": str(seed), "CRASHFS_FAULT": fault, "CRASHFS_TRACE": "1" if trace else ""}
         if phase == "resume":
@@ -356,12 +376,33 @@ class Campaign:
             import traceback
             findings.append(Finding("harness", "".join(traceback.format_exception(e))[-2000:]))
         out = Outcome(w.name, kind.name, n, seed, injected, fault_text, status, findings)
-        if not findings and not self.keep:
-            shutil.rmtree(ws["base"], ignore_errors=True)
-        elif findings:
-            self.failed = True
+        # Kept for a look: the directories of faults with a finding (leftovers
+        # alone only with `keep`, they are many until the sweeping lands).
+        serious = any(f.clause != "leftover" for f in findings)
+        if serious or (findings and self.keep):
+            self.failed = self.failed or serious
             out.status += f"; kept in {ws['base']}"
+        elif not self.keep:
+            shutil.rmtree(ws["base"], ignore_errors=True)
         return out
+
+    def every(self) -> Report:
+        """Every point: each selected kind at each operation of each selected
+        path's dry run (power loss also after the last), in order, seeded."""
+        rng = random.Random(self.seed)
+        report = Report(self.seed)
+        for name in self.paths:
+            w = WORKLOADS[name]
+            count = len(self.trace(w))
+            report.op_counts[name] = count
+            for kind in [KINDS[k] for k in self.kinds if k in w.kinds]:
+                last = count + 1 if kind.name == "powerloss" else count
+                for n in range(1, last + 1):
+                    o = self.run_one(w, kind, n, rng.getrandbits(48))
+                    report.outcomes.append(o)
+                    self.log(f"{name} {kind.name}@{n}/{count} {o.status}"
+                             f"{' FAILED ' + str([f.clause for f in o.findings]) if o.findings else ''}")
+        return report
 
     def run(self, faults: int) -> Report:
         rng = random.Random(self.seed)
@@ -375,6 +416,7 @@ class Campaign:
             n = kind.pick(self.trace(w), random.Random(fault_seed))
             o = self.run_one(w, kind, n, fault_seed)
             report.outcomes.append(o)
+            report.op_counts[w.name] = len(self.trace(w))
             self.log(f"[{i + 1}/{faults}] {w.name} {kind.name}@{n} {o.status}"
                      f"{' FAILED ' + str([f.clause for f in o.findings]) if o.findings else ''}")
         return report
@@ -399,6 +441,8 @@ def main(argv=None) -> int:
     ap.add_argument("--kinds", default="", help="comma-separated fault kinds (default: all)")
     ap.add_argument("--orbax-sample", type=float, default=0.2)
     ap.add_argument("--work", default=None, help="scratch directory (kept)")
+    ap.add_argument("--every", action="store_true",
+                    help="instead of --faults: each kind at every operation of each path")
     ap.add_argument("--one", default=None, help="workload:kind:N, one fault (with --seed as its seed)")
     ap.add_argument("--list", action="store_true", help="list paths and kinds")
     ap.add_argument("-v", "--verbose", action="store_true")
@@ -415,6 +459,8 @@ def main(argv=None) -> int:
             report = Report(a.seed)
             c.orbax_sample = 1.0
             report.outcomes.append(c.run_one(WORKLOADS[name], KINDS[kind], int(n) if n != "None" else None, a.seed))
+        elif a.every:
+            report = c.every()
         else:
             report = c.run(a.faults)
     print(report.table())

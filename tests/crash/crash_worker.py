@@ -65,6 +65,7 @@ class WorkerClient:
                 self.proc.kill()
                 self.proc.wait()
         if self.proc is not None:
+            self.proc.stdout.close()
             self.log.close()
         self.proc = None
 
@@ -119,7 +120,7 @@ def serve() -> None:
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     shim = ctypes.CDLL(None)  # the preloaded shim's symbols
     import campaign
-    for module in campaign.WORKLOAD_MODULES:
+    for module in os.environ.get("CAIRN_CRASH_MODULES", ",".join(campaign.WORKLOAD_MODULES)).split(","):
         m = __import__(module)
         if hasattr(m, "warm_up"):
             m.warm_up()
