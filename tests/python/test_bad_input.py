@@ -224,3 +224,18 @@ def test_bad_urls():
         assert url.split("|")[0] in str(info.value) or "zarr3:" in str(info.value)
     with pytest.raises(ValueError):
         cairn.create("memory://bad_urls/", shape=[2], dtype="uint8")
+
+
+def test_a_path_or_key_with_a_nul_is_refused_naming_it_whole(tmp_path):
+    """The unsafe-path error shows the whole path, the NUL escaped as \\x00,
+    not the part before the NUL."""
+    with pytest.raises(ValueError) as e:
+        cairn.save(str(tmp_path / "ck\x00pt-tail"), {"a": np.zeros(4, np.float32)})
+    message = str(e.value)
+    assert "ck\\x00pt-tail" in message and "NUL byte" in message, message
+    assert "\x00" not in message
+    with pytest.raises(ValueError) as e:
+        cairn.save(str(tmp_path / "ok"), {"w\x00evil": np.zeros(4, np.float32)})
+    message = str(e.value)
+    assert "w\\x00evil" in message and "NUL byte" in message, message
+    assert not (tmp_path / "ok" / "w").exists()
