@@ -152,9 +152,12 @@ def test_missing_bucket_and_bad_urls(env):
     with pytest.raises(FileNotFoundError, match="no-such-bucket-cairn"):
         store.put("k", b"v")
     assert cairn.kvstore.open(f"gs://{BUCKET}/").keys(fresh("empty")) == []  # control
-    for bad in ["gs://", "gs://UPPER/x/", "gs://b/x/", f"gs://{BUCKET}/../x/"]:
-        with pytest.raises(ValueError):
+    for bad, why in [("gs://", "invalid GCS bucket name ``"), ("gs://UPPER/x/", "invalid GCS bucket name `UPPER`"),
+                     ("gs://b/x/", "invalid GCS bucket name `b`"),
+                     (f"gs://{BUCKET}/../x/", "invalid key `../x`: contains a `.` or `..` component")]:
+        with pytest.raises(ValueError) as e:
             cairn.kvstore.open(bad)
+        assert f"invalid kvstore URL `{bad}`" in str(e.value) and why in str(e.value), str(e.value)
 
 
 _TS_ROUNDTRIP = r"""
