@@ -8,7 +8,7 @@ apt_pkgs=(build-essential cmake ninja-build ccache pkg-config
   libzstd-dev libblosc-dev zlib1g-dev libisal-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev clang libclang-rt-14-dev fio
   libcurl4-openssl-dev libssl-dev  # the s3:// driver: HTTP (libcurl) and SigV4 signing (OpenSSL)
-  libopenmpi-dev openmpi-bin  # optional: the MPI coordinator and its tests under mpirun
+  libopenmpi-dev openmpi-bin  # required by the test build (or -DCAIRN_WITH_MPI=OFF): the MPI coordinator and transport, tested under mpirun
   libzmq3-dev  # required (or -DCAIRN_WITH_ZMQ=OFF): the ZeroMQ peer transport of the emergency checkpoints
   python3-venv)  # python3-venv: tests build an orbax-checkpoint 0.11.33 venv (--system-site-packages)
 missing=()

@@ -71,7 +71,10 @@ int RunInfoOtherFormat(const InfoOptions& opts, const layout::OpenedCheckpoint& 
 }
 
 int RunInfo(const InfoOptions& opts) {
-  if (auto other = OpenOtherFormat(opts.path)) return RunInfoOtherFormat(opts, *other);
+  if (auto other = OpenOtherFormat(opts.path)) {
+    if (!other->ok()) return PrintError("info", "`" + opts.path + "`", other->status(), 1);
+    return RunInfoOtherFormat(opts, **other);
+  }
   auto loc = orbax::OpenLocation(opts.path);
   if (!loc.ok()) return PrintError("info", "`" + opts.path + "`", loc.status(), 1);
   if (auto tiers = DescribeEmergencyTiers(*loc); tiers && tiers->value("kind", "") == "local") {

@@ -32,6 +32,7 @@
 #include "cairn/layout/orbax/step.h"
 #include "cairn/util/json.h"
 #include "cairn/zarr/array_url.h"
+#include "cli_util.h"
 #include "commands/commands.h"
 #include "commands/other_formats.h"
 
@@ -135,8 +136,10 @@ int RunLsCheckpoint(const orbax::Location& loc, bool json) {
 // An AXLearn or safetensors checkpoint at `url`, listed through the
 // checkpoint-format interface; nullopt when there is none.
 std::optional<int> RunLsOtherFormat(const std::string& url, bool json) {
-  std::optional<layout::OpenedCheckpoint> opened = OpenOtherFormat(url);
-  if (!opened) return std::nullopt;
+  auto other = OpenOtherFormat(url);
+  if (!other) return std::nullopt;
+  if (!other->ok()) return PrintError("ls", "`" + url + "`", other->status(), 1);
+  layout::OpenedCheckpoint* opened = &**other;
   Json rows = Json::array();
   for (const layout::ArrayInfo& a : opened->reader->arrays()) {
     if (json) {

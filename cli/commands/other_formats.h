@@ -14,15 +14,18 @@
 
 namespace cairn::cli {
 
-// The AXLearn or safetensors checkpoint at `path_or_url`; nullopt when
-// there is none there (or it is an Orbax checkpoint, or a zarr pipeline URL).
-inline std::optional<layout::OpenedCheckpoint> OpenOtherFormat(const std::string& path_or_url) {
+// The AXLearn or safetensors checkpoint at `path_or_url`: nullopt when there
+// is none there (an Orbax checkpoint, a zarr pipeline URL, nothing); an
+// error when one is there but does not open (a broken AXLearn index: the
+// error names the file and what is wrong), so that it is not taken for "no
+// Orbax checkpoint".
+inline std::optional<Result<layout::OpenedCheckpoint>> OpenOtherFormat(const std::string& path_or_url) {
   if (path_or_url.find('|') != std::string::npos) return std::nullopt;
   auto where = engine::OpenUserLocation(path_or_url);
   if (!where.ok()) return std::nullopt;
-  auto opened = layout::OpenCheckpoint(where->store, where->prefix);
-  if (!opened.ok() || opened->format == "orbax") return std::nullopt;
-  return std::move(*opened);
+  auto format = layout::DetectFormat(*where->store, where->prefix);
+  if (!format.ok() || *format == "orbax") return std::nullopt;
+  return layout::OpenCheckpoint(where->store, where->prefix, *format);
 }
 
 // The tiers of an emergency run (emergency/tier_info.h) when `loc` is one's

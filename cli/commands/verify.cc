@@ -71,8 +71,28 @@ int RunVerifyOtherFormat(const VerifyCliOptions& opts, layout::OpenedCheckpoint&
   return problems.empty() ? 0 : 1;
 }
 
+// An AXLearn or safetensors checkpoint that does not open (a broken or
+// duplicated AXLearn index entry): damage, reported as one problem.
+int ReportUnopenable(const VerifyCliOptions& opts, const Status& status) {
+  const std::string message = status.ToString();
+  if (opts.json) {
+    std::printf("%s\n", DumpLine({{"path", opts.path}, {"ok", false},
+                                  {"problems", Json::array({{{"kind", "unreadable_checkpoint"}, {"array", ""},
+                                                             {"key", ""}, {"file", opts.path},
+                                                             {"message", message}}})}})
+                            .c_str());
+  } else {
+    std::printf("unreadable_checkpoint: %s: %s\n1 problems in %s\n", opts.path.c_str(), message.c_str(),
+                opts.path.c_str());
+  }
+  return 1;
+}
+
 int RunVerify(const VerifyCliOptions& opts) {
-  if (auto other = OpenOtherFormat(opts.path)) return RunVerifyOtherFormat(opts, *other);
+  if (auto other = OpenOtherFormat(opts.path)) {
+    if (!other->ok()) return ReportUnopenable(opts, other->status());
+    return RunVerifyOtherFormat(opts, **other);
+  }
   auto loc = orbax::OpenLocation(opts.path);
   if (!loc.ok()) return PrintError("verify", "`" + opts.path + "`", loc.status(), 2);
   Result<inspect::VerifyReport> report = [&] {

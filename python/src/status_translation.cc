@@ -56,8 +56,14 @@ void RegisterExceptions(nb::module_& m) {
 }
 
 void ThrowStatus(const Status& status) {
-  std::string message(status.message());
-  PyErr_SetString(ExceptionFor(status.code()), message.c_str());
+  // The whole message, by its length (a NUL inside does not cut it), and
+  // any byte that is not UTF-8 as a backslash escape.
+  const std::string_view message = status.message();
+  PyObject* text = PyUnicode_DecodeUTF8(message.data(), static_cast<Py_ssize_t>(message.size()),
+                                        "backslashreplace");
+  if (text == nullptr) throw nb::python_error();
+  PyErr_SetObject(ExceptionFor(status.code()), text);
+  Py_DECREF(text);
   throw nb::python_error();
 }
 

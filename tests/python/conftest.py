@@ -192,3 +192,19 @@ def v2_typestr(name: str, big_endian: bool = False) -> str:
 
 
 __all__ = [name for name in dir() if not name.startswith("_")] + ["cairn", "ts"]
+
+
+@pytest.fixture
+def peer_transports():
+    """The tests of the emergency checkpoints and of MPI jobs need cairn's MPI
+    and ZeroMQ transports: a build without them fails these tests (it would
+    otherwise fall back to no peer transport and test less), naming what to
+    install."""
+    import shutil
+    assert cairn._core._emergency_zmq_available(), (
+        "cairn was built without the ZeroMQ peer transport: install libzmq3-dev "
+        "(scripts/install-deps.sh) and pip install . again")
+    assert cairn._core.mpi_available, (
+        "cairn was built without MPI: install libopenmpi-dev openmpi-bin (scripts/install-deps.sh) "
+        "and pip install . again")
+    assert shutil.which("mpirun"), "mpirun is not on PATH: install openmpi-bin"

@@ -157,9 +157,10 @@ def test_a_step_without_index_is_not_converted(axlearn_saved, tmp_path):
     shutil.copytree(base, copy)
     assert cairn.convert(copy, tmp_path / "ok", to="safetensors")["arrays"] > 0  # control
     (copy / f"step_{STEP:08d}" / "index").unlink()  # AXLearn's "incomplete" step
-    with pytest.raises(Exception) as err:
+    with pytest.raises(FileNotFoundError) as err:
         cairn.convert(copy, tmp_path / "st", to="safetensors")
-    assert "index" in str(err.value) or "step" in str(err.value), str(err.value)
+    assert f"no checkpoint at key `` of file://{copy}/" in str(err.value), str(err.value)
+    assert "no AXLearn index" in str(err.value), str(err.value)
 
 
 def test_axlearn_restores_cairns_axlearn_to_axlearn_copy(axlearn_python, axlearn_saved, tmp_path):

@@ -217,10 +217,27 @@ def test_out_of_bounds_and_rank(tmp_path):
 
 
 def test_bad_urls():
-    for url in ["file:///tmp/x/|zarr3:|zarr3:", "zarr3:", "nosuchscheme://x/|zarr3:",
-                "file:///tmp/|zarr3:a?b"]:
+    for url, why in [("file:///tmp/x/|zarr3:|zarr3:", "the driver part `zarr3:` must be the last part"),
+                     ("zarr3:", "the driver part `zarr3:` needs a kvstore before it"),
+                     ("nosuchscheme://x/|zarr3:", "unknown kvstore scheme `nosuchscheme`"),
+                     ("file:///tmp/|zarr3:a?b", "query strings are not supported")]:
         with pytest.raises(ValueError) as info:
             cairn.open(url)
-        assert url.split("|")[0] in str(info.value) or "zarr3:" in str(info.value)
-    with pytest.raises(ValueError):
+        assert f"`{url}`" in str(info.value) and why in str(info.value), str(info.value)
+    with pytest.raises(ValueError, match=r"creating array memory://bad_urls/: say the format with a `\|zarr3:`"):
         cairn.create("memory://bad_urls/", shape=[2], dtype="uint8")
+
+
+def test_a_path_or_key_with_a_nul_is_refused_naming_it_whole(tmp_path):
+    """The unsafe-path error shows the whole path, the NUL escaped as \\x00,
+    not the part before the NUL."""
+    with pytest.raises(ValueError) as e:
+        cairn.save(str(tmp_path / "ck\x00pt-tail"), {"a": np.zeros(4, np.float32)})
+    message = str(e.value)
+    assert "ck\\x00pt-tail" in message and "NUL byte" in message, message
+    assert "\x00" not in message
+    with pytest.raises(ValueError) as e:
+        cairn.save(str(tmp_path / "ok"), {"w\x00evil": np.zeros(4, np.float32)})
+    message = str(e.value)
+    assert "w\\x00evil" in message and "NUL byte" in message, message
+    assert not (tmp_path / "ok" / "w").exists()

@@ -242,7 +242,7 @@ def test_errors_name_the_step_with_controls(tmp_path):
     with pytest.raises(ValueError, match="keep_period"):
         cairn.CheckpointManager(tmp_path / "other", keep_period=0)
     mngr.close()
-    with pytest.raises(RuntimeError, match="closed"):
+    with pytest.raises(RuntimeError, match=r"cairn\.CheckpointManager: saving step 4 under .*: the manager is closed"):
         mngr.save(4, step_tree(4))
 
 

@@ -159,3 +159,33 @@ def test_verify_finds_a_truncated_safetensors_file(checkpoints, tmp_path):
     assert r.returncode in (1, 2), r.stdout
     assert "cut.safetensors" in r.stdout + r.stderr
     assert run_cli("verify", str(checkpoints["safetensors"])).returncode == 0
+
+
+def test_verify_reports_a_broken_or_duplicated_axlearn_index_as_convert_refuses_it(checkpoints, tmp_path):
+    """`verify` recognises the AXLearn layout even when its index is broken,
+    and names the index and what is wrong; an entry given twice is refused
+    by verify, convert and ls alike (one parser for all)."""
+    import shutil
+    axl = tmp_path / "axl"
+    shutil.copytree(checkpoints["axlearn"], axl)
+    index = axl / "step_00000005" / "index"
+    entries = json.loads(index.read_text())
+    tensor = next(e for e in entries if e[0] != "step")
+    index.write_text(json.dumps(entries + [tensor]))
+    where = f"key `step_00000005/index` of file://{axl}/"
+    duplicated = f"entry {len(entries)}: path `{tensor[0]}` is already entry {entries.index(tensor)}"
+    r = run_cli("verify", str(axl), "--json")
+    assert r.returncode == 1, r.stdout + r.stderr
+    (p,) = json.loads(r.stdout)["problems"]
+    assert p["kind"] == "unreadable_checkpoint" and where in p["message"] and duplicated in p["message"], p
+    r = run_cli("convert", str(axl), str(tmp_path / "out.safetensors"), "--to", "safetensors")
+    assert r.returncode == 1 and where in r.stderr and duplicated in r.stderr, r.stderr
+    r = run_cli("ls", str(axl))
+    assert r.returncode == 1 and where in r.stderr and duplicated in r.stderr, r.stderr
+    index.write_text(json.dumps(entries)[:-3])  # cut short: not JSON
+    r = run_cli("verify", str(axl))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "no Orbax checkpoint" not in r.stdout + r.stderr
+    assert where in r.stdout and "not valid JSON" in r.stdout, r.stdout
+    index.write_text(json.dumps(entries))  # control: the index as written
+    assert run_cli("verify", str(axl)).returncode == 0

@@ -201,7 +201,7 @@ def test_peak_memory_stays_near_the_budget(tmp_path):
     assert got[8191, 8190:].read().result().tolist() == [8192 * 8192 - 2, 8192 * 8192 - 1]
 
 
-def test_mpirun_splits_the_work_and_commits_once(tmp_path):
+def test_mpirun_splits_the_work_and_commits_once(tmp_path, peer_transports):
     rng = np.random.default_rng(3)
     arrays = {f"layers.{i}.w": rng.standard_normal((256, 128), dtype=np.float32) for i in range(6)}
     save_file(arrays, str(tmp_path / "model.safetensors"))

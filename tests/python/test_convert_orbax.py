@@ -139,7 +139,7 @@ def test_an_orbax_destination_that_exists_is_refused_unless_overwrite(tmp_path):
     assert_tree_bits(ocp.PyTreeCheckpointer().restore(tmp_path / "ckpt/0/default"), nest(st_arrays()))
 
 
-def test_mpirun_writes_one_orbax_checkpoint(tmp_path):
+def test_mpirun_writes_one_orbax_checkpoint(tmp_path, peer_transports):
     rng = np.random.default_rng(3)
     arrays = {f"layers.{i}.w": rng.standard_normal((256, 128), dtype=np.float32) for i in range(6)}
     save_file(arrays, str(tmp_path / "model.safetensors"))

@@ -92,7 +92,7 @@ def test_single_process_coordinator():
     c.barrier("b", timeout_s=0)
     assert c.all_gather("g", b"\x00abc") == [b"\x00abc"]
     assert c.broadcast("x", 0, b"v") == b"v"
-    with pytest.raises(ValueError, match="root 1"):
+    with pytest.raises(ValueError, match="broadcast `x`: root 1 is not a process of a one-process job"):
         c.broadcast("x", 1, b"v")
     c.agree("ok")
     with pytest.raises(RuntimeError, match="process 0 of 1: disk on fire"):

@@ -19,6 +19,9 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 import cairn
 
+# ZeroMQ and MPI are required, not optional (conftest.peer_transports).
+pytestmark = pytest.mark.usefixtures("peer_transports")
+
 
 def state_at(step, m):
     rng = np.random.default_rng(step)

@@ -17,8 +17,12 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from conftest import wait_processes
+
+# ZeroMQ and MPI are required, not optional (conftest.peer_transports).
+pytestmark = pytest.mark.usefixtures("peer_transports")
 
 WORKER = r"""
 import json, os, sys
@@ -32,6 +36,7 @@ phase, address, i, root, host_dir = sys.argv[1], sys.argv[2], int(sys.argv[3]), 
 want_step = int(sys.argv[6])
 jax.distributed.initialize(coordinator_address=address, num_processes=4, process_id=i)
 import cairn
+
 
 mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("replica", "data"))
 sharding = NamedSharding(mesh, P("data", None))

@@ -36,6 +36,9 @@ import pytest
 
 from mp_workers import launch
 
+# ZeroMQ and MPI are required, not optional (conftest.peer_transports).
+pytestmark = pytest.mark.usefixtures("peer_transports")
+
 WORKER = launch.HERE / "emergency_worker.py"
 
 

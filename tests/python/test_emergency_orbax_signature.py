@@ -23,6 +23,9 @@ from orbax.checkpoint.experimental.emergency import checkpoint_manager as em  # 
 
 import cairn.emergency  # noqa: E402
 
+# ZeroMQ and MPI are required, not optional (conftest.peer_transports).
+pytestmark = pytest.mark.usefixtures("peer_transports")
+
 
 def options():
     return em.CheckpointManagerOptions(

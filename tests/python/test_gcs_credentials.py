@@ -264,11 +264,12 @@ def test_metadata_server(env, world):
     roundtrip(fresh("md"))
     (header,) = set(world["proxy"].auth)
     assert header.startswith("Bearer md-token-") and header[len("Bearer "):] in world["tokens"].issued
-    # GCE_METADATA_ROOT spelled as a URL, answering 500 until the budget is spent.
+    # GCE_METADATA_ROOT spelled as a URL, found (it answers the probe when the
+    # store is opened), then answering 500 until the budget is spent.
     env.delenv("GCE_METADATA_HOST")
     env.setenv("GCE_METADATA_ROOT", f"http://127.0.0.1:{world['tokens'].port}/")
-    world["tokens"].fail_with = 500
     store = cairn.kvstore.open(f"gs://{BUCKET}/{fresh('md500')}")
+    world["tokens"].fail_with = 500
     with pytest.raises(OSError) as e:
         store.keys()
     msg = str(e.value)

@@ -152,6 +152,71 @@ def test_missing_bucket_and_bad_urls(env):
     with pytest.raises(FileNotFoundError, match="no-such-bucket-cairn"):
         store.put("k", b"v")
     assert cairn.kvstore.open(f"gs://{BUCKET}/").keys(fresh("empty")) == []  # control
-    for bad in ["gs://", "gs://UPPER/x/", "gs://b/x/", f"gs://{BUCKET}/../x/"]:
-        with pytest.raises(ValueError):
+    for bad, why in [("gs://", "invalid GCS bucket name ``"), ("gs://UPPER/x/", "invalid GCS bucket name `UPPER`"),
+                     ("gs://b/x/", "invalid GCS bucket name `b`"),
+                     (f"gs://{BUCKET}/../x/", "invalid key `../x`: contains a `.` or `..` component")]:
+        with pytest.raises(ValueError) as e:
             cairn.kvstore.open(bad)
+        assert f"invalid kvstore URL `{bad}`" in str(e.value) and why in str(e.value), str(e.value)
+
+
+_TS_ROUNDTRIP = r"""
+import sys
+import numpy as np
+import tensorstore as ts
+bucket, path = sys.argv[1:]
+t = ts.open({"driver": "zarr3", "kvstore": {"driver": "gcs", "bucket": bucket, "path": path}},
+            create=True, dtype=ts.float32, shape=[6]).result()
+t.write(np.arange(6, dtype=np.float32) * 1.5).result()
+assert (t.read().result() == np.arange(6, dtype=np.float32) * 1.5).all()
+print("tensorstore ok")
+"""
+
+_CAIRN_ROUNDTRIP = r"""
+import sys
+import numpy as np
+import cairn
+bucket, path = sys.argv[1:]
+tree = {"w": np.arange(12, dtype=np.float32).reshape(3, 4), "b": np.ones(2, np.int32)}
+cairn.save(f"gs://{bucket}/{path}", tree)
+back = cairn.restore(f"gs://{bucket}/{path}")
+assert all((np.asarray(back[k]) == v).all() for k, v in tree.items())
+print("cairn ok")
+"""
+
+
+@pytest.mark.parametrize("variable", ["GCE_METADATA_HOST", "GCE_METADATA_ROOT"])
+@pytest.mark.parametrize("metadata", ["refused", "silent"])
+def test_an_unanswering_metadata_server_falls_through_to_anonymous_as_tensorstore_does(gcs, tmp_path,
+                                                                                       variable, metadata):
+    """A named GCE metadata server that refuses connections, or accepts and
+    never answers, is no credential source: with STORAGE_EMULATOR_HOST set
+    the next one is anonymous, for TensorStore and for cairn alike (each in
+    a process of its own: both cache their credentials per process)."""
+    import socket
+    import subprocess
+    import sys
+    import time
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    if metadata == "refused":
+        listener.close()  # nothing listens on the port
+    else:
+        listener.listen(16)  # connections are accepted, and never answered
+    host = f"127.0.0.1:{port}" if variable == "GCE_METADATA_HOST" else f"http://127.0.0.1:{port}/"
+    env = dict(os.environ, STORAGE_EMULATOR_HOST=gcs[0], TENSORSTORE_GCS_HTTP_URL=gcs[0],
+               HOME=str(tmp_path), CAIRN_HTTP_INITIAL_BACKOFF_MS="5", **{variable: host})
+    for name in ("GOOGLE_AUTH_TOKEN_FOR_TESTING", "GOOGLE_APPLICATION_CREDENTIALS", "CLOUDSDK_CONFIG",
+                 "GCE_METADATA_HOST", "GCE_METADATA_ROOT", "CAIRN_GCS_BEARER_TOKEN"):
+        if name != variable:
+            env.pop(name, None)
+    try:
+        for who, program in (("tensorstore", _TS_ROUNDTRIP), ("cairn", _CAIRN_ROUNDTRIP)):
+            start = time.monotonic()
+            r = subprocess.run([sys.executable, "-c", program, BUCKET, fresh(f"md-{metadata}-{who}")],
+                               env=env, capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0 and f"{who} ok" in r.stdout, f"{who}: {r.stdout}{r.stderr[-2000:]}"
+            assert time.monotonic() - start < 30, f"{who} waited on the metadata server"
+    finally:
+        listener.close()

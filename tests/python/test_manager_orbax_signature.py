@@ -81,7 +81,7 @@ def test_default_item_with_standard_args_and_force(tmp_path):
         assert not mngr.save(1, args=ocp.args.StandardSave(state))  # not above the latest step
         assert mngr.save(5, args=ocp.args.StandardSave(state))  # save_on_steps
         mngr.wait_until_finished()
-        with pytest.raises(FileExistsError):
+        with pytest.raises(FileExistsError, match=f"saving step 5: {tmp_path / '5'} is already committed"):
             mngr.save(5, args=ocp.args.StandardSave(state), force=True)
         back = mngr.restore(5, args=ocp.args.StandardRestore(abstract_of(state)))
     assert_same_tree(back, state)

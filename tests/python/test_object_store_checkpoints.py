@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -148,7 +149,8 @@ def test_save_is_read_by_tensorstore_and_restored(store):
         assert got.dtype == expected.dtype and got.tobytes() == expected.tobytes(), param
     assert_tree_equal(tree, cairn.restore(store.url(p)))
     # Control: the same save again is refused, the committed one stays.
-    with pytest.raises(FileExistsError):
+    with pytest.raises(FileExistsError,
+                       match=f"checkpoint directory {re.escape(store.url(p).rstrip('/'))} already exists"):
         cairn.save(store.url(p), step_tree(2))
     assert_tree_equal(tree, cairn.restore(store.url(p)))
 
@@ -377,5 +379,6 @@ def test_convert_to_axlearn_locally_and_back_to_the_store(store, tmp_path):
     r = run_cli("diff", store.url(ax_back), str(ax))
     assert r.returncode == 0, r.stdout + r.stderr
     # Control: converting onto a committed destination is refused.
-    with pytest.raises(FileExistsError):
+    with pytest.raises(FileExistsError, match=re.escape(f"{store.url(back).rstrip('/')}/step_00000007 exists: "
+                                                        "the destination holds a committed checkpoint")):
         cairn.convert(str(ax), store.url(back), to="orbax")

@@ -118,7 +118,7 @@ def test_merge_collision_names_key_and_children(tmp_path):
     item = tmp_path / "state"
     cairn_open(item / "ocdbt.process_0").put_many({"a": b"1", "dup/key": b"x" * 2000})
     cairn_open(item / "ocdbt.process_7").put_many({"dup/key": b"2"})
-    with pytest.raises(Exception, match=r"dup/key.*ocdbt\.process_0/.*ocdbt\.process_7/"):
+    with pytest.raises(RuntimeError, match=r"dup/key.*ocdbt\.process_0/.*ocdbt\.process_7/"):
         cairn.kvstore.merge_ocdbt(f"file://{item}/")
     assert not (item / "manifest.ocdbt").exists()
 

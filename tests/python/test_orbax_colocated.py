@@ -154,12 +154,12 @@ def test_a_differing_target_and_auto_compression_are_refused(tmp_path):
         ours.save(directory, args=ocp.args.PyTreeSave(tree))
         target = abstract_of(tree)
         del target["mask"]
-        with pytest.raises(ValueError, match="mask"):
+        with pytest.raises(ValueError, match=r"holds an array \(np\.ndarray\) at \('mask',\), which the target does not have"):
             ours.restore(directory, args=ocp.args.PyTreeRestore(item=target))
         partial = ours.restore(directory, args=ocp.args.PyTreeRestore(item=target, partial_restore=True))
         assert_same_tree(partial, {k: v for k, v in tree.items() if k != "mask"})
     with ocp.Checkpointer(cairn.orbax.PyTreeCheckpointHandler(colocated=True, compression="auto")) as auto:
-        with pytest.raises(ValueError, match="auto"):
+        with pytest.raises(ValueError, match=r"cairn\.orbax \(colocated\): compression 'auto' needs every host's samples"):
             auto.save(tmp_path / "auto", args=ocp.args.PyTreeSave(tree))
 
 

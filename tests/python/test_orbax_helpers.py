@@ -30,11 +30,11 @@ import orbax_helpers as h
         "int-vs-float", "float-vs-np-f32", "bool-vs-int", "negzero"])
 def test_scalar_and_0d_comparison(expected, same, different):
     h.assert_bit_equal({"x": expected}, {"x": same})  # control
-    with pytest.raises(AssertionError):
+    with pytest.raises(AssertionError, match=r"\('x',\)"):
         h.assert_bit_equal({"x": expected}, {"x": different})
 
 
 def test_strict_scalars_need_the_dtype():
     h.assert_bit_equal(np.uint8(3), np.uint8(3), scalars_loose=False)
-    with pytest.raises(AssertionError):
+    with pytest.raises(AssertionError, match=r"^\(\(\), <class 'int'>, .*<class 'numpy\.uint8'>"):
         h.assert_bit_equal(np.uint8(3), 3, scalars_loose=False)

@@ -108,7 +108,7 @@ def test_step_layout_restored_by_checkpoint_manager_without_args(tmp_path, mesh)
         assert mngr.latest_step() == 20
         restored = mngr.restore(20)
     h.assert_bit_equal(tree, restored["default"] if "default" in restored else restored)
-    with pytest.raises(FileExistsError):
+    with pytest.raises(FileExistsError, match=f"checkpoint directory {tmp_path / 'run' / 'ckpt_00020'} already exists"):
         cairn.save(tmp_path / "run", tree, step=20, step_prefix="ckpt", step_format_fixed_length=5)
 
 

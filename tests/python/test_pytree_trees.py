@@ -112,7 +112,7 @@ def test_assorted_tree_both_ways(tmp_path):
 def test_save_and_restore_take_orbax_args(tmp_path):
     state = train_state_tree()
     cairn.save(tmp_path / "ck", args=ocp.args.StandardSave(state))
-    with pytest.raises(FileExistsError):
+    with pytest.raises(FileExistsError, match=f"checkpoint directory {tmp_path / 'ck'} already exists"):
         cairn.save(tmp_path / "ck", args=ocp.args.StandardSave(state))
     cairn.save(tmp_path / "ck", args=ocp.args.PyTreeSave(state, custom_metadata={"run": 7}), force=True)
     md = json.loads((tmp_path / "ck" / "_METADATA").read_text())

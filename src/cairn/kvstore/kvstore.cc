@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cairn/util/hex.h"
+
 namespace cairn {
 
 std::string ByteRange::ToString() const {
@@ -141,7 +143,7 @@ Result<std::unique_ptr<KvWriter>> KvStore::OpenWriter(std::string_view key) {
 
 std::string KvStore::Describe(std::string_view key) const {
   std::string s = "key `";
-  s += key;
+  s += Printable(key);
   s += "` of ";
   s += url();
   return s;
@@ -149,11 +151,9 @@ std::string KvStore::Describe(std::string_view key) const {
 
 Status ValidateKey(std::string_view key) {
   auto bad = [&](std::string_view why) {
-    std::string k(key.substr(0, 200));
-    for (char& c : k) {
-      if (c == '\0') c = '?';
-    }
-    return InvalidArgumentError("invalid key `" + k + "`: " + std::string(why));
+    return InvalidArgumentError("invalid key `" + Printable(key.substr(0, 1024)) + "`" +
+                                (key.size() > 1024 ? " (" + std::to_string(key.size()) + " bytes)" : "") +
+                                ": " + std::string(why));
   };
   if (key.empty()) return bad("empty");
   if (key.front() == '/') return bad("absolute path");

@@ -15,6 +15,7 @@
 // it. Drivers that can rename (file, memory) override all of this.
 #include "cairn/kvstore/child_entries.h"
 #include "cairn/kvstore/kvstore.h"
+#include "cairn/util/hex.h"
 
 namespace cairn {
 
@@ -24,10 +25,10 @@ Status ValidatePrefix(std::string_view prefix, std::string_view what, bool allow
     return InvalidArgumentError(std::string(what) + " must not be empty");
   }
   if (prefix.back() != '/') {
-    return InvalidArgumentError(std::string(what) + " `" + std::string(prefix) + "` must end with '/'");
+    return InvalidArgumentError(std::string(what) + " `" + Printable(prefix) + "` must end with '/'");
   }
   return ValidateKey(prefix.substr(0, prefix.size() - 1))
-      .Annotate(std::string(what) + " `" + std::string(prefix) + "`");
+      .Annotate(std::string(what) + " `" + Printable(prefix) + "`");
 }
 
 Result<std::vector<ChildEntry>> KvStore::ListChildren(std::string_view prefix) {

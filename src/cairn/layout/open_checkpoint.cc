@@ -189,39 +189,61 @@ Result<std::vector<int64_t>> ListAxlearnSteps(KvStore& store, const std::string&
   return steps;
 }
 
+namespace {
+
+// The keys under `location` (none for a file).
+Result<std::vector<KeyInfo>> KeysAt(KvStore& store, const std::string& location, bool is_file) {
+  if (is_file) return std::vector<KeyInfo>();
+  auto listed = store.List(WithSlash(location));
+  if (!listed.ok()) return listed.status().Annotate("listing " + store.Describe(location));
+  return std::move(*listed);
+}
+
+bool IsFileLocation(const std::string& location) {
+  return EndsWith(location, ".safetensors") || EndsWith(location, ".json");
+}
+
+// DetectFormat over the keys listed.
+std::string DetectFrom(KvStore& store, const std::string& location, bool is_file,
+                       const std::vector<KeyInfo>& keys) {
+  const std::string dir = WithSlash(location);
+  const bool safetensors = is_file || std::any_of(keys.begin(), keys.end(), [&](const KeyInfo& k) {
+    return EndsWith(k.key, ".safetensors") && k.key.find('/', dir.size()) == std::string::npos;
+  });
+  if (safetensors) return "safetensors";
+  if (HasKey(keys, dir + std::string(axlearn::kIndexFile))) return "axlearn";
+  auto axlearn_steps = ListAxlearnSteps(store, dir);
+  if (axlearn_steps.ok() && !axlearn_steps->empty()) return "axlearn";
+  return "orbax";
+}
+
+}  // namespace
+
+Result<std::string> DetectFormat(KvStore& store, const std::string& location) {
+  const bool is_file = IsFileLocation(location);
+  CAIRN_ASSIGN_OR_RETURN(std::vector<KeyInfo> keys, KeysAt(store, location, is_file));
+  return DetectFrom(store, location, is_file, keys);
+}
+
 Result<OpenedCheckpoint> OpenCheckpoint(std::shared_ptr<KvStore> store, std::string location,
                                         std::string_view format, std::optional<int64_t> step) {
   if (format == "orbax") return OpenOrbax(store, location, step);
-  const bool is_file = EndsWith(location, ".safetensors") || EndsWith(location, ".json");
-  std::vector<KeyInfo> keys;
-  if (!is_file) {
-    auto listed = store->List(WithSlash(location));
-    if (!listed.ok()) return listed.status().Annotate("listing " + store->Describe(location));
-    keys = std::move(*listed);
+  const bool is_file = IsFileLocation(location);
+  CAIRN_ASSIGN_OR_RETURN(std::vector<KeyInfo> keys, KeysAt(*store, location, is_file));
+  if (!format.empty() && format != "safetensors" && format != "axlearn") {
+    return Status(StatusCode::kInvalidArgument,
+                  "unknown checkpoint format `" + std::string(format) +
+                      "` (known: safetensors, axlearn, orbax)");
   }
-  const std::string dir = WithSlash(location);
-  auto has_suffix = [&](std::string_view suffix) {
-    return std::any_of(keys.begin(), keys.end(), [&](const KeyInfo& k) {
-      return EndsWith(k.key, suffix) && k.key.find('/', dir.size()) == std::string::npos;
-    });
-  };
-  if (format == "safetensors" || (format.empty() && (is_file || has_suffix(".safetensors")))) {
+  const std::string detected = format.empty() ? DetectFrom(*store, location, is_file, keys) : std::string(format);
+  if (detected == "safetensors") {
     OpenedCheckpoint out;
     out.format = "safetensors";
     out.location = store->url() + location;
     CAIRN_ASSIGN_OR_RETURN(out.reader, safetensors::OpenReader(store, location));
     return out;
   }
-  if (format == "axlearn") return OpenAxlearn(store, location, step, keys);
-  if (!format.empty()) {
-    return Status(StatusCode::kInvalidArgument,
-                  "unknown checkpoint format `" + std::string(format) +
-                      "` (known: safetensors, axlearn, orbax)");
-  }
-  const bool axlearn_step = HasKey(keys, dir + std::string(axlearn::kIndexFile));
-  if (axlearn_step) return OpenAxlearn(store, location, step, keys);
-  auto axlearn_steps = ListAxlearnSteps(*store, dir);
-  if (axlearn_steps.ok() && !axlearn_steps->empty()) return OpenAxlearn(store, location, step, keys);
+  if (detected == "axlearn") return OpenAxlearn(store, location, step, keys);
   auto orbax = OpenOrbax(store, location, step);
   if (orbax.ok() || orbax.status().code() != StatusCode::kNotFound) return orbax;
   return Status(StatusCode::kNotFound,

@@ -42,6 +42,11 @@ Result<OpenedCheckpoint> OpenCheckpoint(std::shared_ptr<KvStore> store, std::str
                                         std::string_view format = "",
                                         std::optional<int64_t> step = std::nullopt);
 
+// The format at `location` by what is stored, as OpenCheckpoint detects it,
+// without opening (so without validating) it: "safetensors", "axlearn", or
+// "orbax" for anything else (which may be no checkpoint at all).
+Result<std::string> DetectFormat(KvStore& store, const std::string& location);
+
 // The AXLearn step directories (`step_XXXXXXXX/`) under `prefix` that hold
 // an `index`, by step number.
 Result<std::vector<int64_t>> ListAxlearnSteps(KvStore& store, const std::string& prefix);

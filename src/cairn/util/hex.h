@@ -1,11 +1,12 @@
 // Lower-case hex of bytes, and the value of one hex digit: the one place
 // cairn writes and reads hex (SigV4 digests, S3 multipart ETags, OCDBT
-// uuids).
+// uuids); and keys and paths made printable for error messages.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace cairn {
 
@@ -26,6 +27,27 @@ inline int HexDigit(char c) {
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
+}
+
+// `text` for an error message: every control byte (below 0x20, and 0x7f)
+// as `\xNN` (a NUL as `\x00`), everything else as is, so that the whole
+// key or path is shown, and nothing reading the message as a C string cuts
+// it at a NUL.
+inline std::string Printable(std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    } else {
+      out += c;
+    }
+  }
+  return out;
 }
 
 }  // namespace cairn

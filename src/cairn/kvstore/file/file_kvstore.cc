@@ -54,6 +54,7 @@
 #include <cstring>
 
 #include "cairn/kvstore/file/posix_io.h"
+#include "cairn/util/hex.h"
 #include "cairn/util/thread_pool.h"
 
 namespace cairn {
@@ -77,7 +78,7 @@ std::string NormalizeRoot(std::string root) {
 Status ValidateFileKey(std::string_view key) {
   CAIRN_RETURN_IF_ERROR(ValidateKey(key));
   auto bad = [&](std::string_view why) {
-    return InvalidArgumentError("invalid key `" + std::string(key.substr(0, 200)) + "`: " +
+    return InvalidArgumentError("invalid key `" + Printable(key.substr(0, 1024)) + "`: " +
                                 std::string(why));
   };
   if (key.back() == '/') return bad("trailing `/`");

@@ -147,6 +147,22 @@ TEST(FileKvStoreTest, FileSpecificKeyRules) {
   }
 }
 
+TEST(FileKvStoreTest, AKeyWithANulIsShownWholeWithTheNulEscaped) {
+  auto store = MakeStore();
+  ASSERT_TRUE(store);
+  using namespace std::string_literals;
+  const std::string key = "dir/a\0b/tail\x01"s + "end";
+  for (const Status& s : {store->Put(key, AsBytes("v")), store->Get(key).status(), ValidateKey(key),
+                          ValidatePrefix(key + "/", "checkpoint prefix", false)}) {
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+    // Nothing after the NUL is lost, and the message holds no NUL itself.
+    EXPECT_NE(s.message().find("dir/a\\x00b/tail\\x01end"), std::string_view::npos) << s.ToString();
+    EXPECT_EQ(s.message().find('\0'), std::string_view::npos) << s.ToString();
+    EXPECT_NE(s.message().find("NUL byte"), std::string_view::npos) << s.ToString();
+  }
+  EXPECT_EQ(store->Describe(key), "key `dir/a\\x00b/tail\\x01end` of " + store->url());
+}
+
 TEST(FileKvStoreTest, KeyUnderAFileIsAnErrorNamingTheKey) {
   auto store = MakeStore();
   ASSERT_TRUE(store);

@@ -190,27 +190,26 @@ std::string MetadataRoot(std::string host) {
   return host.find("://") == std::string::npos ? "http://" + host : host;
 }
 
-// Whether metadata.google.internal answers like a metadata server (once per
-// process, a second at most).
-bool ProbeMetadataServer(const std::string& root) {
-  static std::once_flag once;
-  static bool found = false;
-  std::call_once(once, [&] {
-    http::HttpClientOptions o;
-    o.max_in_flight = 1;
-    o.connect_timeout = std::chrono::milliseconds(1000);
-    o.attempt_timeout = std::chrono::milliseconds(1000);
-    HttpClient probe(o);
-    HttpCall call;
-    call.request.url = root + "/";
-    call.request.headers = {"metadata-flavor: Google"};
-    call.operation = "probing for the GCE metadata server";
-    call.retry.max_attempts = 1;
-    call.max_response_bytes = 1 << 16;
-    Result<HttpResponse> r = probe.Execute(std::move(call));
-    found = r.ok() && r->Header("metadata-flavor").value_or("") == "Google";
-  });
-  return found;
+// Whether the metadata server at `root` answers: an HTTP response (not a
+// refused or silent connection, nor a 5xx) within a second, one attempt;
+// with `require_flavor`, one carrying `Metadata-Flavor: Google` (how
+// metadata.google.internal is told from a resolver's catch-all host).
+// Callers cache the answer (GcsCredentialsFromEnvironment, per environment).
+bool ProbeMetadataServer(const std::string& root, bool require_flavor) {
+  http::HttpClientOptions o;
+  o.max_in_flight = 1;
+  o.connect_timeout = std::chrono::milliseconds(1000);
+  o.attempt_timeout = std::chrono::milliseconds(1000);
+  HttpClient probe(o);
+  HttpCall call;
+  call.request.url = root + "/";
+  call.request.headers = {"metadata-flavor: Google"};
+  call.operation = "probing for the GCE metadata server";
+  call.retry.max_attempts = 1;
+  call.max_response_bytes = 1 << 16;
+  Result<HttpResponse> r = probe.Execute(std::move(call));
+  if (!r.ok()) return false;
+  return !require_flavor || r->Header("metadata-flavor").value_or("") == "Google";
 }
 
 bool FileExists(const std::string& path) {
@@ -342,8 +341,14 @@ Result<std::shared_ptr<GcsCredentials>> GcsCredentialsFromEnvironment(bool emula
              !emulator && !gcloud_dir.empty() && FileExists(adc)) {
     CAIRN_ASSIGN_OR_RETURN(found, GcsCredentialsFromFile(adc, client, retry));
   } else if (!metadata.empty()) {
-    found = MetadataServerCredentials(metadata, client, retry);
-  } else if (!emulator && ProbeMetadataServer("http://metadata.google.internal")) {
+    // As TensorStore, google-auth and gcsfs: a named metadata server that
+    // does not answer is no source; the next one (anonymous) is used.
+    if (ProbeMetadataServer(MetadataRoot(metadata), /*require_flavor=*/false)) {
+      found = MetadataServerCredentials(metadata, client, retry);
+    } else {
+      found = AnonymousGcsCredentials();
+    }
+  } else if (!emulator && ProbeMetadataServer("http://metadata.google.internal", /*require_flavor=*/true)) {
     found = MetadataServerCredentials("metadata.google.internal", client, retry);
   } else {
     found = AnonymousGcsCredentials();

@@ -12,9 +12,13 @@
 //      $CLOUDSDK_CONFIG/application_default_credentials.json (default
 //      ~/.config/gcloud/), read as in 2, when it exists.
 //   4. The GCE metadata server: GCE_METADATA_HOST (or GCE_METADATA_ROOT),
-//      "host[:port]" or a URL, used as given; else metadata.google.internal
-//      when it answers a probe (1 s at most, once per process) with
-//      `Metadata-Flavor: Google`. Tokens come from
+//      "host[:port]" or a URL, when it answers a probe (an HTTP response
+//      other than 5xx within 1 s, one attempt); else metadata.google.internal
+//      when it answers a probe with `Metadata-Flavor: Google`. A metadata
+//      server that does not answer (refused, unreachable, silent) is no
+//      source, as for TensorStore, google-auth and gcsfs: the next one is
+//      used. Each probe runs once per set of these variables in a process.
+//      Tokens come from
 //      /computeMetadata/v1/instance/service-accounts/default/token.
 //   5. Anonymous: no Authorization header.
 // With STORAGE_EMULATOR_HOST set (an emulator), 3 and the probe of 4 are

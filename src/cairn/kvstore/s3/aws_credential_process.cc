@@ -15,9 +15,12 @@ extern char** environ;
 namespace cairn::s3 {
 namespace {
 
-// Kills (when `kill_first`) and reaps `pid`; the wait status, or -1.
+// Kills (when `kill_first`) the process group `pid` leads (the shell, the
+// command and every child they started), then reaps `pid`; the wait status,
+// or -1. `pid` is not reaped before the kill, so its group id cannot have
+// been reused.
 int Reap(pid_t pid, bool kill_first) {
-  if (kill_first) kill(pid, SIGKILL);
+  if (kill_first) kill(-pid, SIGKILL);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) return -1;
@@ -70,9 +73,15 @@ Result<ExpiringAwsCredentials> RunCredentialProcess(const std::string& command,
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  // Its own process group, so that a kill reaches whatever it started.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
   const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
   pid_t pid = 0;
-  int spawned = posix_spawn(&pid, "/bin/sh", &actions, nullptr, const_cast<char* const*>(argv), environ);
+  int spawned = posix_spawn(&pid, "/bin/sh", &actions, &attr, const_cast<char* const*>(argv), environ);
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&actions);
   close(out[1]);
   if (spawned != 0) {

@@ -8,7 +8,9 @@
 //   2. Its stdout is read until it closes, at most
 //      kCredentialProcessMaxOutput bytes within kCredentialProcessTimeout;
 //      past either the command is killed and the run fails
-//      (InvalidArgument / Unavailable).
+//      (InvalidArgument / Unavailable). The command runs in a process group
+//      of its own, and the whole group is killed: the shell, the command
+//      and every process they started.
 //   3. An exit status other than 0 (or death by a signal) is
 //      FailedPrecondition with the status.
 //   4. The output is a JSON object {"Version": 1, "AccessKeyId",

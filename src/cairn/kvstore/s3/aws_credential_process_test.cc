@@ -7,11 +7,14 @@
 #include "cairn/kvstore/s3/aws_credential_process.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <thread>
 
 #include "cairn/kvstore/s3/aws_credentials.h"
 
@@ -86,6 +89,52 @@ TEST(CredentialProcessTest, RunsTheCommandAndNamesItsFailures) {
   auto stdin_closed = RunCredentialProcess("cat", "w");  // stdin is /dev/null: no hang
   ASSERT_FALSE(stdin_closed.ok());
   EXPECT_TRUE(Contains(stdin_closed.status(), "not a JSON object (0 bytes)")) << stdin_closed.status().ToString();
+}
+
+// True while `pid` runs (a zombie, or no process, is not running).
+bool Running(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return false;
+  const size_t paren = text.rfind(')');
+  return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] != 'Z';
+}
+
+pid_t ReadPid(const std::string& path) {
+  long pid = 0;
+  std::ifstream(path) >> pid;
+  return static_cast<pid_t>(pid);
+}
+
+TEST(CredentialProcessTest, TimeoutKillsTheCommandAndEveryChildItStarted) {
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("cairn-aws-group-" + std::to_string(getpid()))).string();
+  std::filesystem::create_directories(dir);
+  const std::string script = dir + "/slow.sh";
+  // The script starts a child in the background, writes both pids, and
+  // waits (the shell, not exec'd: a process of its own).
+  std::ofstream(script) << "sleep 300 &\necho $! > " << dir << "/child.pid\necho $$ > " << dir
+                        << "/script.pid\nsleep 300\necho done\n";
+  auto start = std::chrono::steady_clock::now();
+  auto slow = RunCredentialProcess("sh " + script, "w", std::chrono::milliseconds(500));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  ASSERT_FALSE(slow.ok());
+  EXPECT_EQ(slow.status().code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(Contains(slow.status(), "credential_process of w: the command printed no complete answer"))
+      << slow.status().ToString();
+  const pid_t child = ReadPid(dir + "/child.pid");
+  const pid_t script_pid = ReadPid(dir + "/script.pid");
+  ASSERT_GT(child, 0) << "the script did not run";
+  ASSERT_GT(script_pid, 0) << "the script did not run";
+  // SIGKILL is delivered asynchronously: give it a moment.
+  for (int i = 0; i < 100 && (Running(child) || Running(script_pid)); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_FALSE(Running(script_pid)) << "the script " << script_pid << " survived the timeout";
+  EXPECT_FALSE(Running(child)) << "the script's child " << child << " survived the timeout";
+  if (Running(child)) kill(child, SIGKILL);
+  if (Running(script_pid)) kill(script_pid, SIGKILL);
+  std::filesystem::remove_all(dir);
 }
 
 // The AWS variables of one test, restored after.

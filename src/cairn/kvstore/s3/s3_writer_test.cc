@@ -15,6 +15,7 @@
 #include <atomic>
 #include <random>
 
+#include "cairn/kvstore/s3/s3_multipart.h"
 #include "cairn/kvstore/s3/s3_xml.h"
 #include "cairn/kvstore/testing/conformance.h"
 #include "cairn/kvstore/testing/emulator_server.h"
@@ -218,6 +219,62 @@ TEST(S3WriterTest, UploadLostHalfWayFailsCommitNamingKeyUrlAndStatus) {
   auto back = store->Get("victim");
   ASSERT_TRUE(back.ok() && back->has_value());
   EXPECT_EQ((*back)->ToString(), "old");
+  EXPECT_TRUE(PendingUploads(*store).empty());
+}
+
+}  // namespace
+}  // namespace cairn::s3
+
+namespace cairn::s3 {
+namespace {
+
+// Starts an upload of `value` to `key` and sends its parts (kPart each).
+int UploadParts(S3KvStore& store, S3MultipartUpload& upload, ByteView value) {
+  EXPECT_TRUE(upload.Start().ok());
+  int parts = 0;
+  for (uint64_t offset = 0; offset < value.size(); offset += kPart) {
+    ++parts;
+    http::HttpCall call = upload.PartCall(parts, value.subspan(offset, std::min<uint64_t>(kPart, value.size() - offset)));
+    auto answer = store.options().http->Execute(call);
+    EXPECT_TRUE(upload.RecordPart(parts, call, std::move(answer)).ok()) << parts;
+  }
+  return parts;
+}
+
+// CompletedBefore (s3_multipart.cc, step 3b): a completion whose answer is
+// lost (S3: 404 NoSuchUpload, the upload being already completed) is taken
+// as done only when the key holds the object these parts make (its ETag),
+// never when a different object is there. Completing the same upload again
+// reproduces the lost answer: moto answers it as lost once another object
+// replaced ours (a CompletedBefore that trusts any object at the key fails
+// this test), and with 200 while ours is still there (the control).
+TEST(S3MultipartTest, ALostCompletionIsSettledByItsOwnObjectNeverByADifferentOne) {
+  auto store = Store();
+  ASSERT_NE(store, nullptr);
+  Buffer value = TestBytes(kPart + 17, 11);
+  // Control: the object the parts make is at the key: settled as done.
+  S3MultipartUpload same(*store, "mine", "multipart upload");
+  const int parts = UploadParts(*store, same, value.view());
+  ASSERT_EQ(parts, 2);
+  ASSERT_TRUE(same.Complete(parts).ok());
+  Status again = same.Complete(parts);
+  EXPECT_TRUE(again.ok()) << again.ToString();
+
+  // A different object at the key (another writer's, written after ours):
+  // the lost completion is not taken as done.
+  S3MultipartUpload other(*store, "theirs", "multipart upload");
+  ASSERT_EQ(UploadParts(*store, other, value.view()), 2);
+  ASSERT_TRUE(other.Complete(2).ok());
+  ASSERT_TRUE(store->Put("theirs", AsBytes("a different object")).ok());
+  Status lost = other.Complete(2);
+  ASSERT_FALSE(lost.ok()) << "a different object was taken for the completed upload";
+  const std::string msg(lost.message());
+  EXPECT_NE(msg.find("key `theirs`"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("s3://" + std::string(kBucket) + "/"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("POST http://"), std::string::npos) << msg;
+  auto back = store->Get("theirs");
+  ASSERT_TRUE(back.ok() && back->has_value());
+  EXPECT_EQ((*back)->ToString(), "a different object");
   EXPECT_TRUE(PendingUploads(*store).empty());
 }
 

@@ -6,6 +6,7 @@
 #include "cairn/zarr/array.h"
 #include "cairn/zarr/chunk_check.h"
 #include "cairn/zarr/chunk_encoder.h"
+#include "cairn/zarr/stored_chunks.h"
 
 namespace cairn::axlearn {
 namespace {
@@ -58,11 +59,15 @@ class AxlearnReader final : public layout::CheckpointReader {
     return got;
   }
 
-  // Every chunk of every tensor through the zarr layer's check; JAX stores
-  // every chunk, so a missing one is damage.
+  // Every stored chunk of every tensor through the zarr layer's check; JAX
+  // stores every chunk, so a missing one is damage. The chunks are listed
+  // (zarr/stored_chunks.h): the work is bounded by what is stored, and
+  // beyond the first kMaxListedMissing missing chunks of a tensor the rest
+  // are counted in one problem, as ranges.
   Result<layout::VerifyStoredStats> VerifyStored(
       const std::function<void(layout::StoredProblem)>& problem,
       const std::function<void(uint64_t, uint64_t)>& progress) override {
+    constexpr size_t kMaxListedMissing = 20;
     layout::VerifyStoredStats stats;
     uint64_t total = 0;
     for (const layout::ArrayInfo& a : arrays_) total += NumElements(a.shape) * DTypeSize(a.dtype);
@@ -70,14 +75,13 @@ class AxlearnReader final : public layout::CheckpointReader {
       ++stats.arrays;
       const ZarrArray& array = *zarr_.at(a.path);
       const ArrayMetadata& md = array.metadata();
-      if (NumElements(md.shape) == 0 && !md.shape.empty()) continue;
       const std::string prefix = ArrayPrefix(step_prefix_, a.path);
-      std::vector<Index> cell(md.shape.size(), 0), grid(md.shape.size());
-      for (size_t d = 0; d < md.shape.size(); ++d) {
-        const Index c = std::max<Index>(md.chunk_shape[d], 1);
-        grid[d] = (md.shape[d] + c - 1) / c;
+      auto chunks = ListStoredChunks(*store_, prefix, md);
+      if (!chunks.ok()) {
+        problem({"unreadable", a.path, prefix, store_->url() + prefix, chunks.status().ToString()});
+        continue;
       }
-      for (;;) {
+      for (const GridCell& cell : chunks->stored) {
         const std::string key = prefix + array.ChunkKey(cell);
         auto stored = store_->Get(key);
         ++stats.pieces;
@@ -92,9 +96,15 @@ class AxlearnReader final : public layout::CheckpointReader {
           }
         }
         if (progress) progress(std::min(stats.bytes, total), total);
-        size_t d = cell.size();
-        while (d > 0 && ++cell[d - 1] == grid[d - 1]) cell[--d] = 0;
-        if (d == 0) break;
+      }
+      if (chunks->missing() == 0) continue;
+      const ChunkCheck absent = CheckStoredChunk(md, std::nullopt, /*require_all=*/true);
+      for (const GridCell& cell : FirstMissingCells(*chunks, kMaxListedMissing)) {
+        const std::string key = prefix + array.ChunkKey(cell);
+        problem({ChunkCheckKindName(absent.kind), a.path, key, store_->url() + key, absent.message});
+      }
+      if (chunks->missing() > kMaxListedMissing) {
+        problem({"more", a.path, "", store_->url() + prefix, DescribeMissing(*chunks, md)});
       }
     }
     return stats;

@@ -1,6 +1,7 @@
 #include "cairn/layout/axlearn/axlearn_index.h"
 
 #include <cstdio>
+#include <unordered_map>
 
 #include "cairn/layout/orbax/py_json.h"
 
@@ -61,6 +62,8 @@ Result<StepIndex> ParseIndex(std::string_view text, std::string_view what) {
   if (!json->is_array()) return Corrupt(what, "not a JSON list");
   StepIndex index;
   bool have_step = false;
+  // Entry of each path: AXLearn writes a dict, so a path appears once.
+  std::unordered_map<std::string, size_t> seen;
   for (size_t i = 0; i < json->size(); ++i) {
     const Json& pair = (*json)[i];
     if (!pair.is_array() || pair.size() != 2 || !pair[0].is_string()) {
@@ -69,6 +72,14 @@ Result<StepIndex> ParseIndex(std::string_view text, std::string_view what) {
     IndexEntry e;
     e.path = pair[0].get<std::string>();
     const Json& v = pair[1];
+    // The first "step" is the step number; a tree may hold a leaf named
+    // "step" too (AXLearn lists the step before the tree's leaves).
+    if (e.path != "step" || have_step) {
+      if (auto [it, fresh] = seen.emplace(e.path, i); !fresh) {
+        return Corrupt(what, "entry " + std::to_string(i) + ": path `" + e.path + "` is already entry " +
+                                 std::to_string(it->second) + " (a path appears once)");
+      }
+    }
     if (e.path == "step" && !have_step) {
       auto step = JsonToInt(v, "step");
       if (!step.ok() || *step < 0) return Corrupt(what, "`step` is not a non-negative integer");

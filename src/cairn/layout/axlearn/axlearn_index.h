@@ -47,7 +47,10 @@ struct StepIndex {
 Result<Shape> ParseTupleShape(std::string_view text);
 std::string FormatTupleShape(const Shape& shape);
 
-// Parses the file; DataLoss naming `what` and the entry on anything else.
+// Parses the file; DataLoss naming `what` and the entry on anything else,
+// a path given twice included (AXLearn writes a dict). The one parser and
+// validator of the file: convert, restore, ls/info and verify all read an
+// index through it (ReadIndex in axlearn_checkpoint.h).
 Result<StepIndex> ParseIndex(std::string_view text, std::string_view what);
 // The file as AXLearn writes it (Python json.dumps layout).
 std::string FormatIndex(const StepIndex& index);

@@ -43,6 +43,8 @@ TEST(AxlearnIndex, TupleShapes) {
 
 TEST(AxlearnIndex, RejectsMalformedIndexes) {
   ASSERT_TRUE(ParseIndex("[[\"step\", 1]]", "i").ok());  // control
+  // A leaf named "step" beside the step number (AXLearn lists the step first).
+  ASSERT_TRUE(ParseIndex("[[\"step\", 1], [\"step\", {\"dtype\": \"int32\", \"shape\": \"()\"}]]", "i").ok());
   struct Case { const char* text; const char* message; };
   for (const Case& c : std::vector<Case>{
            {"{}", "not a JSON list"},
@@ -51,7 +53,13 @@ TEST(AxlearnIndex, RejectsMalformedIndexes) {
            {"[[\"step\", 1], [\"w\"]]", "entry 1"},
            {"[[\"step\", 1], [\"w\", {\"dtype\": \"float99\", \"shape\": \"(1,)\"}]]", "float99"},
            {"[[\"step\", 1], [\"w\", {\"dtype\": \"float32\", \"shape\": \"[1]\"}]]", "tuple"},
-           {"[[\"step\", 1", "AXLearn index"}}) {
+           {"[[\"step\", 1", "AXLearn index"},
+           // A path given twice (AXLearn writes a dict), a tensor or not.
+           {"[[\"step\", 1], [\"w\", {\"dtype\": \"float32\", \"shape\": \"(1,)\"}], "
+            "[\"w\", {\"dtype\": \"float32\", \"shape\": \"(1,)\"}]]",
+            "entry 2: path `w` is already entry 1"},
+           {"[[\"step\", 1], [\"note\", 1], [\"note\", 2]]", "entry 2: path `note` is already entry 1"},
+           {"[[\"step\", 1], [\"step\", 2], [\"step\", 3]]", "entry 2: path `step` is already entry 1"}}) {
     auto r = ParseIndex(c.text, "ckpt/step_00000001/index");
     ASSERT_FALSE(r.ok()) << c.text;
     EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);

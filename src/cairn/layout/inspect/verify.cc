@@ -15,6 +15,7 @@
 #include "cairn/util/thread_pool.h"
 #include "cairn/zarr/chunk_check.h"
 #include "cairn/zarr/shard_io.h"
+#include "cairn/zarr/stored_chunks.h"
 
 namespace cairn::inspect {
 namespace {
@@ -227,47 +228,77 @@ void Verifier::VerifyArray(const orbax::OrbaxItem& item, const std::string& para
   }
   ++report_.arrays;
   const ArrayMetadata& md = (*array)->metadata();
-  const Shape grid = ChunkGridShape(md);
-  const uint64_t cells = NumCells(grid);
-  if (cells == 0) return;
+  const std::string prefix = param + "/";
+  // The chunks actually stored, from one listing: the work is bounded by
+  // them, never by the chunk count the metadata declares.
+  auto chunks = ListStoredChunks(*item.store, prefix, md);
+  if (!chunks.ok()) {
+    Add({"unreadable", param, prefix, FileOf(item, prefix), chunks.status().ToString()});
+    return;
+  }
+  if (chunks->cells == 0) return;
   const bool require_all = item.metadata.store_array_data_equal_to_fill_value;
   const uint64_t chunk_bytes = md.chunk_spec().num_bytes();
   const size_t workers = ThreadPool::Default().size();
-  const std::string prefix = param + "/";
-  size_t found = 0;
-  std::vector<Index> cell(grid.size(), 0);
-  bool more = true;
-  while (more) {
+  const size_t max_problems = options_.max_problems_per_array;
+  // The first problems in row-major order, with the cell each concerns.
+  std::vector<std::pair<GridCell, Problem>> damaged;
+  uint64_t damaged_count = 0;
+  const std::vector<GridCell>& stored = chunks->stored;
+  for (size_t begin = 0; begin < stored.size(); begin += workers) {
     // One batch: one chunk per worker.
-    std::vector<std::string> keys;
-    while (more && keys.size() < workers) {
-      keys.push_back(prefix + (*array)->ChunkKey(cell));
-      more = NextGridCell(cell, grid);
-    }
-    std::vector<std::optional<Problem>> results(keys.size());
-    std::vector<uint64_t> sizes(keys.size(), 0);
+    const size_t n = std::min(workers, stored.size() - begin);
+    std::vector<std::optional<Problem>> results(n);
+    std::vector<uint64_t> sizes(n, 0);
     TaskGroup group;
-    for (size_t i = 0; i < keys.size(); ++i) {
+    for (size_t i = 0; i < n; ++i) {
       group.Run([&, i] {
-        results[i] = CheckChunk(item, **array, param, keys[i], require_all, &sizes[i]);
+        const std::string key = prefix + (*array)->ChunkKey(stored[begin + i]);
+        results[i] = CheckChunk(item, **array, param, key, require_all, &sizes[i]);
         return Status::OK();
       });
     }
     group.Wait().IgnoreError();  // jobs report through `results`
-    for (size_t i = 0; i < keys.size(); ++i) {
+    for (size_t i = 0; i < n; ++i) {
       ++report_.chunks;
       report_.bytes_read += sizes[i];
       if (!results[i]) continue;
-      if (++found <= options_.max_problems_per_array) Add(std::move(*results[i]));
+      if (++damaged_count <= max_problems) damaged.emplace_back(stored[begin + i], std::move(*results[i]));
     }
-    done_ += chunk_bytes * keys.size();
+    done_ += chunk_bytes * n;
     if (options_.progress) options_.progress(done_, total_);
   }
-  if (found > options_.max_problems_per_array) {
-    Add({"more", param, "", item.dir,
-         std::to_string(found - options_.max_problems_per_array) +
-             " more damaged or missing chunks in this array"});
+  // Missing chunks: the first few named, the rest counted (never walked).
+  const uint64_t missing_count = require_all ? chunks->missing() : 0;
+  std::vector<std::pair<GridCell, Problem>> missing;
+  if (missing_count > 0) {
+    const ChunkCheck absent = CheckStoredChunk(md, std::nullopt, /*require_all=*/true);
+    for (GridCell& cell : FirstMissingCells(*chunks, max_problems)) {
+      const std::string key = prefix + (*array)->ChunkKey(cell);
+      missing.emplace_back(std::move(cell), Problem{ChunkCheckKindName(absent.kind), param, key,
+                                                    FileOf(item, key), absent.message});
+    }
   }
+  std::vector<std::pair<GridCell, Problem>> merged(damaged.size() + missing.size());
+  std::merge(std::make_move_iterator(damaged.begin()), std::make_move_iterator(damaged.end()),
+             std::make_move_iterator(missing.begin()), std::make_move_iterator(missing.end()),
+             merged.begin(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  size_t listed_missing = 0;
+  for (size_t i = 0; i < merged.size() && i < max_problems; ++i) {
+    if (merged[i].second.kind == "missing_chunk") ++listed_missing;
+    Add(std::move(merged[i].second));
+  }
+  const uint64_t found = damaged_count + missing_count;
+  if (found > max_problems) {
+    std::string message = std::to_string(found - max_problems) + " more damaged or missing chunks in this array";
+    if (missing_count > listed_missing) message += "; " + DescribeMissing(*chunks, md);
+    Add({"more", param, "", item.dir, std::move(message)});
+  }
+  // The missing chunks count as checked, for progress.
+  const uint64_t absent_bytes =
+      chunks->missing() > UINT64_MAX / std::max<uint64_t>(chunk_bytes, 1) ? UINT64_MAX : chunks->missing() * chunk_bytes;
+  done_ = absent_bytes > UINT64_MAX - done_ ? UINT64_MAX : done_ + absent_bytes;
+  if (options_.progress) options_.progress(std::min(done_, total_), total_);
 }
 
 void Verifier::VerifyItem(const Location& loc, bool expect_pytree) {
@@ -344,7 +375,11 @@ uint64_t DecodedBytesOf(const std::vector<Location>& item_dirs) {
       auto array = orbax::OpenItemArray(*item, orbax::ParamName(e.path));
       if (!array.ok()) continue;
       const ArrayMetadata& md = (*array)->metadata();
-      total += NumCells(ChunkGridShape(md)) * md.chunk_spec().num_bytes();
+      // Saturating: a hostile shape may declare more than 2^64 bytes.
+      const uint64_t cells = NumCells(ChunkGridShape(md));
+      const uint64_t bytes = std::max<uint64_t>(md.chunk_spec().num_bytes(), 1);
+      const uint64_t array_bytes = cells > UINT64_MAX / bytes ? UINT64_MAX : cells * bytes;
+      total = array_bytes > UINT64_MAX - total ? UINT64_MAX : total + array_bytes;
     }
   }
   return total;

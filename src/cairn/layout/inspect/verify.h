@@ -12,11 +12,15 @@
 //   2. OCDBT items: the root manifest decodes (CRC-32C), every version and
 //      B+tree node is read and decoded (CRC-32C), and every data-file
 //      reference (nodes and values) lies inside a data file that exists.
-//   3. Every chunk the array's shape implies is read and decoded through the
-//      codec chain (zstd frame checksums, crc32c codecs, shard index CRCs);
-//      when `_METADATA` says data equal to the fill value is stored (Orbax
-//      always stores it), a missing chunk or a missing inner chunk of a
-//      shard is damage.
+//   3. The array's keys are listed once (zarr/stored_chunks.h) and every
+//      stored chunk is read and decoded through the codec chain (zstd frame
+//      checksums, crc32c codecs, shard index CRCs); when `_METADATA` says
+//      data equal to the fill value is stored (Orbax always stores it), a
+//      missing chunk or a missing inner chunk of a shard is damage. Missing
+//      chunks are never walked one by one: the first
+//      `max_problems_per_array` are named, the rest counted and given as
+//      row-major ranges in the `more` problem. So the work is bounded by
+//      the chunks stored, not by the chunk count the metadata declares.
 // Uncommitted `.orbax-checkpoint-tmp` directories (steps, or items inside a
 // step) are problems too.
 //
@@ -61,7 +65,7 @@ struct VerifyReport {
   std::string path;
   size_t items = 0;
   size_t arrays = 0;
-  uint64_t chunks = 0;      // chunks (or shards) read
+  uint64_t chunks = 0;      // stored chunks (or shards) read
   uint64_t bytes_read = 0;  // stored bytes read
   std::vector<Problem> problems;
   bool ok() const { return problems.empty(); }

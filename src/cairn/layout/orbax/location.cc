@@ -7,6 +7,7 @@
 #include "cairn/kvstore/file/file_kvstore.h"
 #include "cairn/kvstore/prefix/prefix_kvstore.h"
 #include "cairn/kvstore/url.h"
+#include "cairn/util/hex.h"
 
 namespace cairn::orbax {
 namespace {
@@ -42,7 +43,7 @@ Result<Location> OpenLocalPath(const std::string& path) {
   size_t slash = abs.rfind('/');
   std::string parent = slash == 0 ? "/" : abs.substr(0, slash);
   std::string name = abs.substr(slash + 1);
-  CAIRN_RETURN_IF_ERROR(ValidateFileKey(name).Annotate("path " + path));
+  CAIRN_RETURN_IF_ERROR(ValidateFileKey(name).Annotate("path " + Printable(path)));
   return Location{std::make_shared<FileKvStore>(parent), name + "/", parent};
 }
 

@@ -136,7 +136,7 @@ class OcdbtBatchWriter final : public KvBatchWriter {
   }
 
   Status Add(std::string key, ByteView value) override {
-    CAIRN_RETURN_IF_ERROR(ValidateKey(key));
+    CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate(store_->url()));
     uint64_t inline_limit;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -170,7 +170,7 @@ class OcdbtBatchWriter final : public KvBatchWriter {
   }
 
   Status Delete(std::string key) override {
-    CAIRN_RETURN_IF_ERROR(ValidateKey(key));
+    CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate(store_->url()));
     std::lock_guard<std::mutex> lock(mu_);
     entries_.push_back({std::move(key), std::nullopt});
     return Status::OK();

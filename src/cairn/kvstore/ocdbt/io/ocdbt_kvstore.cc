@@ -255,7 +255,7 @@ Result<std::shared_ptr<OcdbtKvStore>> OcdbtKvStore::PinLatest() {
 }
 
 Result<std::optional<Buffer>> OcdbtKvStore::Get(std::string_view key, const ByteRange& range) {
-  CAIRN_RETURN_IF_ERROR(ValidateKey(key));
+  CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate(url()));
   auto read = Reader();
   CAIRN_ASSIGN_OR_RETURN(ReadView view, ReadViewNow());
   const auto& root = view.root;
@@ -269,7 +269,7 @@ Result<std::optional<Buffer>> OcdbtKvStore::Get(std::string_view key, const Byte
 }
 
 Status OcdbtKvStore::GetMany(const std::vector<KeyRead>& reads, const KeyReadFn& fn) {
-  for (const KeyRead& r : reads) CAIRN_RETURN_IF_ERROR(ValidateKey(r.key));
+  for (const KeyRead& r : reads) CAIRN_RETURN_IF_ERROR(ValidateKey(r.key).Annotate(url()));
   if (reads.empty()) return Status::OK();
   CAIRN_ASSIGN_OR_RETURN(ReadView view, ReadViewNow());
   if (!view.root) {
@@ -321,7 +321,7 @@ Status OcdbtKvStore::GetMany(const std::vector<KeyRead>& reads, const KeyReadFn&
 
 Result<std::vector<std::optional<SharedBytes>>> OcdbtKvStore::GetMany(
     const std::vector<std::string>& keys) {
-  for (const auto& k : keys) CAIRN_RETURN_IF_ERROR(ValidateKey(k));
+  for (const auto& k : keys) CAIRN_RETURN_IF_ERROR(ValidateKey(k).Annotate(url()));
   std::vector<std::optional<SharedBytes>> out(keys.size());
   CAIRN_ASSIGN_OR_RETURN(ReadView view, ReadViewNow());
   const auto& root = view.root;
@@ -382,7 +382,7 @@ Result<bool> OcdbtKvStore::PutIfAbsent(std::string_view key, ByteView value) {
 
 Result<bool> OcdbtKvStore::CompareAndPut(std::string_view key, std::optional<ByteView> expected,
                                          ByteView value) {
-  CAIRN_RETURN_IF_ERROR(ValidateKey(key));
+  CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate(url()));
   auto read = Reader();
   std::string k(key);
   // Checked against the tree each attempt commits on top of (step 7).
@@ -440,7 +440,7 @@ Status OcdbtKvStore::ApplyBatch(std::vector<KvMutation> mutations) {
 }
 
 Status OcdbtKvStore::ApplyBatchViews(std::vector<KvMutationView> mutations) {
-  for (const auto& m : mutations) CAIRN_RETURN_IF_ERROR(ValidateKey(m.key));
+  for (const auto& m : mutations) CAIRN_RETURN_IF_ERROR(ValidateKey(m.key).Annotate(url()));
   // Sort by key; for equal keys the later mutation wins.
   std::stable_sort(mutations.begin(), mutations.end(),
                    [](const KvMutationView& a, const KvMutationView& b) { return a.key < b.key; });
@@ -536,7 +536,7 @@ Result<bool> OcdbtKvStore::CommitLocked(std::vector<KvMutationView> mutations,
 
 Status OcdbtKvStore::CommitEntries(std::vector<BtreeMutation> entries) {
   for (size_t i = 0; i < entries.size(); ++i) {
-    CAIRN_RETURN_IF_ERROR(ValidateKey(entries[i].key));
+    CAIRN_RETURN_IF_ERROR(ValidateKey(entries[i].key).Annotate(url()));
     if (i > 0 && !(entries[i - 1].key < entries[i].key)) {
       return InvalidArgumentError("CommitEntries of " + url() + ": key `" + entries[i].key +
                                   "` out of order or repeated");
