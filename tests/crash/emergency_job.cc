@@ -81,13 +81,7 @@ EmergencyOptions Options(const std::string& root, int p) {
 }
 
 void RunJob(const std::function<void(Coordinator&, std::shared_ptr<PeerTransport>, int)>& body) {
-  engine::testing::ThreadGroup group(kProcesses);
-  InProcessNetwork network(kProcesses);
-  std::vector<std::thread> threads;
-  for (int p = 0; p < kProcesses; ++p) {
-    threads.emplace_back([&, p] { body(group.Member(p), network.Endpoint(p), p); });
-  }
-  for (std::thread& t : threads) t.join();
+  testing::RunThreadJob(body);
 }
 
 int Save(const std::string& root, int64_t first, int64_t last, const std::string& committed_log) {

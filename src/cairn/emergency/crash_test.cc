@@ -30,13 +30,7 @@ namespace fs = std::filesystem;
 using testing::kProcesses;
 
 void RunJob(const std::function<void(Coordinator&, std::shared_ptr<PeerTransport>, int)>& body) {
-  engine::testing::ThreadGroup group(kProcesses);
-  InProcessNetwork network(kProcesses);
-  std::vector<std::thread> threads;
-  for (int p = 0; p < kProcesses; ++p) {
-    threads.emplace_back([&, p] { body(group.Member(p), network.Endpoint(p), p); });
-  }
-  for (std::thread& t : threads) t.join();
+  testing::RunThreadJob(body);
 }
 
 using HeldList = std::vector<std::tuple<int, int, int64_t>>;

@@ -13,16 +13,32 @@
 
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cairn/emergency/manager.h"
+#include "cairn/emergency/transport.h"
 #include "cairn/engine/testing/random_data.h"
+#include "cairn/engine/testing/thread_coordinator.h"
 
 namespace cairn::emergency::testing {
 
 inline constexpr int kProcesses = 4;
 inline constexpr int kReplicas = 2;
+
+// Runs `body(coordinator, transport, p)` for every process p on a thread of
+// its own, with a fresh in-process network; returns once all are done.
+inline void RunThreadJob(const std::function<void(Coordinator&, std::shared_ptr<PeerTransport>, int)>& body) {
+  engine::testing::ThreadGroup group(kProcesses);
+  InProcessNetwork network(kProcesses);
+  std::vector<std::thread> threads;
+  for (int p = 0; p < kProcesses; ++p) {
+    threads.emplace_back([&, p] { body(group.Member(p), network.Endpoint(p), p); });
+  }
+  for (std::thread& t : threads) t.join();
+}
 
 struct JobState {
   std::vector<uint8_t> w;  // the whole [8, 6] array
