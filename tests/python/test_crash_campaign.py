@@ -26,7 +26,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "crash"))
 import campaign  # noqa: E402
 
 SEED = int(os.environ.get("CAIRN_CRASH_SEED", "26"))
-FAULTS = int(os.environ.get("CAIRN_CRASH_FAULTS", "220"))
+FAULTS = int(os.environ.get("CAIRN_CRASH_FAULTS", "200"))
 # Every clause fails the slice but `leftover`: temporary step directories of
 # killed saves are swept by the owner records of issue 26's other part; until
 # then the slice reports them in its table (a warning) instead.
