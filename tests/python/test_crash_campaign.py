@@ -26,7 +26,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "crash"))
 import campaign  # noqa: E402
 
 SEED = int(os.environ.get("CAIRN_CRASH_SEED", "26"))
-FAULTS = int(os.environ.get("CAIRN_CRASH_FAULTS", "220"))
+FAULTS = int(os.environ.get("CAIRN_CRASH_FAULTS", "200"))
 # Every clause fails the slice, `leftover` too: temporaries of dead owners
 # are removed by the next run (temp_owner.h, step.h step 6, retention).
 FAILING = ("loss", "half_written", "next_save", "leftover", "harness")
