@@ -18,7 +18,6 @@ namespace {
 constexpr size_t kFrameBytes = 20;
 constexpr size_t kMaxHeaderBytes = size_t{64} << 20;
 constexpr size_t kMaxFiles = size_t{1} << 20;
-constexpr std::string_view kResumableId = "resumable";
 constexpr std::string_view kRecordFile = "cairn_transfer.json";
 constexpr std::string_view kPartsDir = "cairn_transfer_parts";
 constexpr std::string_view kCompleteMarker = "complete";
@@ -413,7 +412,7 @@ Result<Destination> PrepareDestination(const Header& h, const std::string& name,
   const std::vector<FileEntry>& files = h.files;
   const std::string record = DumpJson({{"transfer", name}, {"source", h.source_crc}, {"files", h.list}});
   Destination d;
-  d.pending = orbax::PendingCommitFor(dst, kResumableId);
+  d.pending = orbax::PendingCommitFor(dst, kReceiptSaveId);
   d.in_place = options.write_in_place ? AsPositionalWriteStore(d.pending.location.store.get()) : nullptr;
   d.have.assign(files.size(), 0);
   d.committed.assign(files.size(), false);
@@ -422,7 +421,7 @@ Result<Destination> PrepareDestination(const Header& h, const std::string& name,
   const bool resume = stored.ok() && stored->has_value() && AsText(**stored) == record;
   if (!resume) {
     if (orbax::Exists(dst)) CAIRN_RETURN_IF_ERROR(dst.store->DeletePrefix(dst.prefix).Annotate(what));
-    CAIRN_ASSIGN_OR_RETURN(d.pending, orbax::BeginCommit(dst, kResumableId));
+    CAIRN_ASSIGN_OR_RETURN(d.pending, orbax::BeginCommit(dst, kReceiptSaveId));
     CAIRN_RETURN_IF_ERROR(
         d.pending.location.store->Put(d.pending.location.Key(kRecordFile), AsBytes(record)).Annotate(what));
     return d;
@@ -516,24 +515,6 @@ Result<uint64_t> ReceiveDirectory(PeerTransport& transport, int source, int tag,
   const std::string done = DumpJson({{"done", true}});
   transport.Send(source, tag + PeerTransport::kMaxTransferTag, AsBytes(done), options.timeout).IgnoreError();
   return received;
-}
-
-Status RemoveUnfinishedReceipts(const orbax::Location& dir, int64_t up_to_step) {
-  auto entries = orbax::ListEntries(dir);
-  if (!entries.ok()) return entries.status().code() == StatusCode::kNotFound ? Status::OK() : entries.status();
-  Status first;
-  for (const ChildEntry& e : *entries) {
-    const size_t dot = e.name.find('.');
-    if (e.kind != ChildEntry::Kind::kPrefix || dot == 0 || dot == std::string::npos) continue;
-    const std::string step_name = e.name.substr(0, dot);
-    if (step_name.find_first_not_of("0123456789") != std::string::npos || step_name.size() > 18) continue;
-    const orbax::PendingCommit pending = orbax::PendingCommitFor(dir.Child(step_name), kResumableId);
-    if (pending.location.Name() != e.name || std::stoll(step_name) > up_to_step) continue;
-    Status s = pending.location.store->DeletePrefix(pending.location.prefix)
-                   .Annotate("removing the unfinished receipt " + pending.location.Path());
-    if (first.ok()) first = s;
-  }
-  return first;
 }
 
 }  // namespace cairn::emergency

@@ -100,6 +100,10 @@ struct TransferOptions {
 inline constexpr std::string_view kPointTransferHalfSent = "transfer_half_sent";
 inline constexpr std::string_view kPointTransferHalfReceived = "transfer_half_received";
 
+// The save id of a receipt's pending directory (step 2):
+// `<dst>.orbax-checkpoint-tmp-resumable`.
+inline constexpr std::string_view kReceiptSaveId = "resumable";
+
 // Sends the directory `src` (or, with `!source_status.ok()`, only a header
 // carrying that error). Returns the bytes of file data sent (without what
 // the receiver already held).
@@ -112,14 +116,5 @@ Result<uint64_t> SendDirectory(PeerTransport& transport, int dest, int tag, cons
 // data received in this attempt.
 Result<uint64_t> ReceiveDirectory(PeerTransport& transport, int source, int tag, const std::string& name,
                                   const orbax::Location& dst, const TransferOptions& options);
-
-// Removes the pending directories of interrupted receipts (step 2's
-// `<step>.orbax-checkpoint-tmp-resumable`) directly under `dir` (one
-// owner's peer copies) for steps up to `up_to_step`. The emergency manager
-// calls it at retention, once its receipts of `up_to_step` have ended: no
-// sender sends those steps again (a re-saved step has another source id and
-// starts afresh), so nothing can resume them. Plain deletion: a pending
-// directory is never listed as a step, whole or half-deleted.
-Status RemoveUnfinishedReceipts(const orbax::Location& dir, int64_t up_to_step);
 
 }  // namespace cairn::emergency

@@ -12,6 +12,7 @@
 
 #include "cairn/emergency/dir_transfer.h"
 #include "cairn/emergency/local_step.h"
+#include "cairn/emergency/retention.h"
 #include "cairn/layout/orbax/step.h"
 
 namespace cairn::emergency {

@@ -2,6 +2,9 @@
 // numbered protocol at the top of engine/step_retention.h).
 #include "cairn/emergency/retention.h"
 
+#include <string>
+
+#include "cairn/emergency/dir_transfer.h"
 #include "cairn/emergency/local_step.h"
 #include "cairn/engine/step_retention.h"
 #include "cairn/layout/orbax/step.h"
@@ -51,6 +54,24 @@ Status RemoveInterruptedDeletions(const orbax::Location& local, const orbax::Loc
   if (persistent == nullptr) return status;
   Status s = RemoveUnder(*persistent);
   return status.ok() ? s : status;
+}
+
+Status RemoveUnfinishedReceipts(const orbax::Location& dir, int64_t up_to_step) {
+  auto entries = orbax::ListEntries(dir);
+  if (!entries.ok()) return entries.status().code() == StatusCode::kNotFound ? Status::OK() : entries.status();
+  Status first;
+  for (const ChildEntry& e : *entries) {
+    const size_t dot = e.name.find('.');
+    if (e.kind != ChildEntry::Kind::kPrefix || dot == 0 || dot == std::string::npos) continue;
+    const std::string step_name = e.name.substr(0, dot);
+    if (step_name.find_first_not_of("0123456789") != std::string::npos || step_name.size() > 18) continue;
+    const orbax::PendingCommit pending = orbax::PendingCommitFor(dir.Child(step_name), kReceiptSaveId);
+    if (pending.location.Name() != e.name || std::stoll(step_name) > up_to_step) continue;
+    Status s = pending.location.store->DeletePrefix(pending.location.prefix)
+                   .Annotate("removing the unfinished receipt " + pending.location.Path());
+    if (first.ok()) first = s;
+  }
+  return first;
 }
 
 }  // namespace cairn::emergency

@@ -19,6 +19,7 @@
 // Thread safety: pure functions over the stores; one manager runs them.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string_view>
 
@@ -38,5 +39,14 @@ Status KeepNewestSteps(const orbax::Location& root, int keep,
 // tier when `persistent` is not null (the primary's job: one process per
 // shared root). Roots that do not exist are fine.
 Status RemoveInterruptedDeletions(const orbax::Location& local, const orbax::Location* persistent);
+
+// Removes the pending directories of interrupted receipts (dir_transfer.h step 2's
+// `<step>.orbax-checkpoint-tmp-resumable`) directly under `dir` (one
+// owner's peer copies) for steps up to `up_to_step`. The emergency manager
+// calls it at retention, once its receipts of `up_to_step` have ended: no
+// sender sends those steps again (a re-saved step has another source id and
+// starts afresh), so nothing can resume them. Plain deletion: a pending
+// directory is never listed as a step, whole or half-deleted.
+Status RemoveUnfinishedReceipts(const orbax::Location& dir, int64_t up_to_step);
 
 }  // namespace cairn::emergency
