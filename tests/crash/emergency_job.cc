@@ -7,10 +7,11 @@
 //   emergency_job save <root> <first> <last> <committed_log>
 //     Every process saves steps first..last (local every step, persistent
 //     every 5, 2 local steps kept, copies on 1 peer) and waits for each
-//     step's background work (local write, replication, retention). When
-//     all 4 processes have finished step s without error, s is appended to
+//     step's background work (local write, replication, retention). The
+//     processes go in lockstep, as a training job's collectives make them:
+//     when all 4 have finished step s without error, s is appended to
 //     <committed_log> (outside <root>): from then on the job has committed
-//     it and no crash may lose it. Exit 0; 1 when a save or wait failed
+//     it and no crash may lose it. When one failed, all stop. Exit 0; 1 when a save or wait failed
 //     (the error is printed); 3 when the job hung past its deadline.
 //   emergency_job restore <root>
 //     Every process restores the latest step. Prints one JSON line
@@ -28,6 +29,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -84,28 +86,61 @@ void RunJob(const std::function<void(Coordinator&, std::shared_ptr<PeerTransport
   testing::RunThreadJob(body);
 }
 
+// The training step's collectives: no process goes on to the next step
+// before every process has finished this one, and when one failed all stop,
+// as in a real job (whose gradient all-reduce never completes without it).
+class Lockstep {
+ public:
+  // Blocks until every process arrived; whether all of them were ok.
+  bool AllOk(bool ok) {
+    std::unique_lock<std::mutex> lock(mu_);
+    const int64_t round = round_;
+    all_ok_ = all_ok_ && ok;
+    if (++arrived_ == kProcesses) {
+      result_ = all_ok_;
+      arrived_ = 0;
+      all_ok_ = true;
+      ++round_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return round_ != round; });
+    }
+    return result_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  bool all_ok_ = true;
+  bool result_ = true;
+  int64_t round_ = 0;
+};
+
 int Save(const std::string& root, int64_t first, int64_t last, const std::string& committed_log) {
   std::mutex mu;
-  std::map<int64_t, int> finished;  // step -> processes done with it
   std::vector<std::string> errors;
+  Lockstep lockstep;
   Watchdog watchdog;
   RunJob([&](Coordinator& c, std::shared_ptr<PeerTransport> t, int p) {
     auto fail = [&](const std::string& what, const Status& s) {
       std::lock_guard<std::mutex> lock(mu);
       errors.push_back("process " + std::to_string(p) + " " + what + ": " + s.ToString());
+      return false;
     };
     auto m = EmergencyCheckpointManager::Open(Options(root, p), c, t);
-    if (!m.ok()) return fail("open", m.status());
+    if (!lockstep.AllOk(m.ok() || fail("open", m.status()))) return;
     for (int64_t step = first; step <= last; ++step) {
       const testing::JobState state = testing::StateAt(step);
       auto saved = (*m)->Save(step, testing::LeavesOf(state, p));
-      if (!saved.ok()) return fail("save of step " + std::to_string(step), saved.status());
-      Status done = (*m)->WaitUntilFinished();
-      if (!done.ok()) return fail("step " + std::to_string(step), done);
-      std::lock_guard<std::mutex> lock(mu);
-      if (++finished[step] == kProcesses) {
-        std::ofstream(committed_log, std::ios::app) << step << "\n" << std::flush;
+      bool ok = saved.ok() || fail("save of step " + std::to_string(step), saved.status());
+      if (ok) {
+        Status done = (*m)->WaitUntilFinished();
+        ok = done.ok() || fail("step " + std::to_string(step), done);
       }
+      if (!lockstep.AllOk(ok)) break;
+      // Every process finished the step (save, replication, retention).
+      if (p == 0) std::ofstream(committed_log, std::ios::app) << step << "\n" << std::flush;
     }
     Status closed = (*m)->Close();
     if (!closed.ok()) fail("close", closed);
