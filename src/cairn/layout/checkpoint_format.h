@@ -16,6 +16,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -26,6 +27,10 @@
 #include "cairn/util/buffer.h"
 #include "cairn/util/result.h"
 #include "cairn/util/status.h"
+
+namespace cairn {
+class ZarrArray;
+}  // namespace cairn
 
 namespace cairn::layout {
 
@@ -95,6 +100,14 @@ class CheckpointReader {
   virtual Result<VerifyStoredStats> VerifyStored(
       const std::function<void(StoredProblem)>& problem,
       const std::function<void(uint64_t, uint64_t)>& progress);
+  // The zarr array that stores array `path`, for formats that store arrays
+  // as zarr arrays (AXLearn): its stored chunks can be listed
+  // (zarr/stored_chunks.h), so that tools bound their work by what is
+  // stored. nullptr otherwise, and for an unknown path.
+  virtual std::shared_ptr<ZarrArray> ZarrArrayOf(std::string_view path) const {
+    (void)path;
+    return nullptr;
+  }
 };
 
 class CheckpointWriter {

@@ -68,6 +68,8 @@ class ZarrArray {
   DType dtype() const { return metadata_->dtype; }
   const Shape& shape() const { return metadata_->shape; }
   const KvStore& store() const { return *store_; }
+  // The store itself, for listing the array's keys (zarr/stored_chunks.h).
+  const std::shared_ptr<KvStore>& shared_store() const { return store_; }
   const std::string& prefix() const { return prefix_; }
 
   bool store_data_equal_to_fill_value() const { return store_fill_; }

@@ -49,6 +49,11 @@ class AxlearnReader final : public layout::CheckpointReader {
     return it->second->Read(box, dest).Annotate("tensor `" + std::string(path) + "`");
   }
 
+  std::shared_ptr<ZarrArray> ZarrArrayOf(std::string_view path) const override {
+    auto it = zarr_.find(std::string(path));
+    return it == zarr_.end() ? nullptr : it->second;
+  }
+
   Result<std::optional<Buffer>> ReadWholeChunk(std::string_view path, const Box& box) override {
     auto it = zarr_.find(std::string(path));
     if (it == zarr_.end()) {

@@ -11,20 +11,24 @@
 #include "cairn/layout/inspect/checkpoint.h"
 #include "cairn/layout/open_checkpoint.h"
 #include "cairn/layout/inspect/chunk_grid.h"
+#include "cairn/layout/inspect/diff_boxes.h"
 #include "cairn/layout/orbax/item_store.h"
 #include "cairn/util/buffer.h"
 #include "cairn/zarr/array_url.h"
+#include "cairn/zarr/stored_chunks.h"
 
 namespace cairn::inspect {
 namespace {
 
-// One array of a side: its dtype, shape, the boxes it is compared in, and
-// how a box is read.
+// One array of a side: its dtype, shape, the shape it is stored in, how a
+// box is read, and the zarr array behind it when there is one (its stored
+// chunks can be listed).
 struct SideArray {
   DType dtype = DType::kFloat32;
   Shape shape;
-  Shape chunk;  // compared one such box at a time (at most kMaxCompareBytes)
+  Shape chunk;  // a chunk, or the format's write_shape
   std::function<Status(const Box&, void*)> read;
+  std::shared_ptr<ZarrArray> zarr;
 };
 
 struct Side {
@@ -34,29 +38,13 @@ struct Side {
   std::shared_ptr<layout::CheckpointReader> reader;  // keeps reader-backed arrays alive
 };
 
-// A box compared at once holds at most this many bytes per side.
-constexpr uint64_t kMaxCompareBytes = uint64_t{64} << 20;
-
-Shape BoundedChunk(Shape chunk, const Shape& shape, size_t elem) {
-  if (chunk.size() != shape.size()) chunk = shape;
-  auto bytes = [&] {
-    unsigned __int128 n = elem;
-    for (Index c : chunk) n *= static_cast<uint64_t>(std::max<Index>(c, 1));
-    return n;
-  };
-  for (size_t d = 0; d < chunk.size() && bytes() > kMaxCompareBytes; ++d) {
-    while (chunk[d] > 1 && bytes() > kMaxCompareBytes) chunk[d] = (chunk[d] + 1) / 2;
-  }
-  for (Index& c : chunk) c = std::max<Index>(c, 1);
-  return chunk;
-}
-
 SideArray FromZarr(std::shared_ptr<ZarrArray> array) {
   SideArray a;
   a.dtype = array->dtype();
   a.shape = array->shape();
-  a.chunk = BoundedChunk(array->metadata().chunk_shape, a.shape, DTypeSize(a.dtype));
+  a.chunk = array->metadata().chunk_shape;
   a.read = [array](const Box& box, void* out) { return array->Read(box, out); };
+  a.zarr = std::move(array);
   return a;
 }
 
@@ -105,7 +93,10 @@ Result<Side> OpenReaderSide(const std::string& url) {
     SideArray a;
     a.dtype = info.dtype;
     a.shape = info.shape;
-    a.chunk = BoundedChunk(info.write_shape, info.shape, DTypeSize(info.dtype));
+    a.chunk = info.write_shape;
+    a.zarr = side.reader->ZarrArrayOf(info.path);
+    if (a.zarr && (a.zarr->shape() != a.shape || a.zarr->dtype() != a.dtype)) a.zarr = nullptr;
+    if (a.zarr) a.chunk = a.zarr->metadata().chunk_shape;
     layout::CheckpointReader* reader = side.reader.get();
     const std::string path = info.path;
     a.read = [reader, path](const Box& box, void* out) { return reader->ReadBox(path, box, out); };
@@ -153,27 +144,6 @@ Result<Side> OpenSide(const std::string& url) {
   side.format = (*array)->metadata().format == ZarrFormat::kV3 ? "zarr3" : "zarr2";
   side.arrays[""] = FromZarr(*array);
   return side;
-}
-
-// The boxes of the grid of `chunk` over `shape`, row-major, clipped at the
-// end (rank 0: one empty box; a zero-size array: none).
-std::vector<Box> CompareBoxes(const Shape& shape, const Shape& chunk) {
-  std::vector<Box> boxes;
-  Shape grid(shape.size());
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 0) return boxes;
-    grid[d] = (shape[d] + chunk[d] - 1) / chunk[d];
-  }
-  std::vector<Index> cell(shape.size(), 0);
-  do {
-    Box b;
-    for (size_t d = 0; d < shape.size(); ++d) {
-      b.origin.push_back(cell[d] * chunk[d]);
-      b.shape.push_back(std::min(chunk[d], shape[d] - cell[d] * chunk[d]));
-    }
-    boxes.push_back(std::move(b));
-  } while (NextGridCell(cell, grid));
-  return boxes;
 }
 
 // One scalar part of an element as a double. `dtype` is the part's type
@@ -233,33 +203,106 @@ void CompareParts(double a, double b, ArrayDiff& d, const DiffOptions& options) 
   d.max_rel = std::max(d.max_rel, std::isinf(abs) ? 1.0 : abs / scale);
 }
 
-Status CompareValues(const std::string& path, const SideArray& a, const SideArray& b,
-                     ArrayDiff& d, uint64_t& done, uint64_t total, const DiffOptions& options) {
-  d.values_compared = true;
-  const DType ta = a.dtype, tb = b.dtype;
-  const size_t sa = DTypeSize(ta), sb = DTypeSize(tb);
-  const bool same_type = ta == tb;
-  const DType pa = PartType(ta), pb = PartType(tb);
-  const size_t parts = std::min(PartsPerElement(ta), PartsPerElement(tb));
-  Buffer ba, bb;
-  for (const Box& box : CompareBoxes(a.shape, a.chunk)) {
+uint64_t SatAdd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+uint64_t SatMul(uint64_t a, uint64_t b) {
+  const unsigned __int128 n = static_cast<unsigned __int128>(a) * b;
+  return n > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(n);
+}
+
+// Reads one box of both sides and compares it element by element.
+class BoxComparer {
+ public:
+  BoxComparer(const std::string& path, const SideArray& a, const SideArray& b,
+              const DiffOptions& options)
+      : path_(path), a_(a), b_(b), options_(options) {}
+
+  Status Compare(const Box& box, ArrayDiff& d) {
+    const DType ta = a_.dtype, tb = b_.dtype;
+    const size_t sa = DTypeSize(ta), sb = DTypeSize(tb);
+    const bool same_type = ta == tb;
+    const DType pa = PartType(ta), pb = PartType(tb);
+    const size_t parts = std::min(PartsPerElement(ta), PartsPerElement(tb));
     const uint64_t n = static_cast<uint64_t>(box.num_elements());
-    ba.resize(n * sa);
-    bb.resize(n * sb);
-    CAIRN_RETURN_IF_ERROR(a.read(box, ba.data()).Annotate("diff: reading A `" + path + "`"));
-    CAIRN_RETURN_IF_ERROR(b.read(box, bb.data()).Annotate("diff: reading B `" + path + "`"));
+    ba_.resize(n * sa);
+    bb_.resize(n * sb);
+    CAIRN_RETURN_IF_ERROR(a_.read(box, ba_.data()).Annotate("diff: reading A `" + path_ + "`"));
+    CAIRN_RETURN_IF_ERROR(b_.read(box, bb_.data()).Annotate("diff: reading B `" + path_ + "`"));
     for (uint64_t i = 0; i < n; ++i) {
-      const uint8_t* ea = ba.data() + i * sa;
-      const uint8_t* eb = bb.data() + i * sb;
+      const uint8_t* ea = ba_.data() + i * sa;
+      const uint8_t* eb = bb_.data() + i * sb;
       if (same_type && std::memcmp(ea, eb, sa) == 0) continue;
       for (size_t k = 0; k < parts; ++k) {
         CompareParts(PartAsDouble(pa, ea + k * DTypeSize(pa)),
-                     PartAsDouble(pb, eb + k * DTypeSize(pb)), d, options);
+                     PartAsDouble(pb, eb + k * DTypeSize(pb)), d, options_);
       }
     }
-    done += n * sa;
-    if (options.progress) options.progress(done, total);
+    return Status::OK();
   }
+
+ private:
+  const std::string& path_;
+  const SideArray& a_;
+  const SideArray& b_;
+  const DiffOptions& options_;
+  Buffer ba_, bb_;
+};
+
+Result<StoredChunks> ListChunks(const ZarrArray& array, const std::string& side,
+                                const std::string& path) {
+  auto chunks = ListStoredChunks(*array.shared_store(), array.prefix(), array.metadata());
+  if (!chunks.ok()) return chunks.status().Annotate("diff: " + side + " `" + path + "`");
+  return chunks;
+}
+
+// Compares the values of `a` and `b` (equal shapes) box by box
+// (diff_boxes.h): the boxes holding a chunk stored on either side when both
+// can list their chunks, every box otherwise. `unlisted` names a side that
+// cannot ("B (safetensors)"), for the error when there are too many boxes.
+Status CompareValues(const std::string& path, const SideArray& a, const SideArray& b,
+                     const std::string& unlisted, ArrayDiff& d, uint64_t& done, uint64_t total,
+                     const DiffOptions& options) {
+  d.values_compared = true;
+  const size_t sa = DTypeSize(a.dtype);
+  const Shape box = CompareBoxShape(a.shape, a.chunk, b.chunk, std::max(sa, DTypeSize(b.dtype)));
+  BoxComparer comparer(path, a, b, options);
+  auto compare = [&](const Box& bx) -> Status {
+    CAIRN_RETURN_IF_ERROR(comparer.Compare(bx, d));
+    done = SatAdd(done, SatMul(static_cast<uint64_t>(bx.num_elements()), sa));
+    if (options.progress) options.progress(done, total);
+    return Status::OK();
+  };
+  if (a.zarr && b.zarr) {
+    CAIRN_ASSIGN_OR_RETURN(StoredChunks stored_a, ListChunks(*a.zarr, "A", path));
+    CAIRN_ASSIGN_OR_RETURN(StoredChunks stored_b, ListChunks(*b.zarr, "B", path));
+    const CompareCells cells =
+        TouchedCompareCells(a.shape, box, stored_a, a.zarr->metadata().chunk_shape, stored_b,
+                            b.zarr->metadata().chunk_shape);
+    for (const GridCell& cell : cells.touched) {
+      CAIRN_RETURN_IF_ERROR(compare(CompareBox(cell, a.shape, box)));
+    }
+    if (!cells.first_untouched) return Status::OK();
+    // Stored on neither side: every element holds each side's fill value.
+    // One element (read, so that it is what a read returns) stands for all.
+    Box one = CompareBox(*cells.first_untouched, a.shape, box);
+    one.shape.assign(one.shape.size(), 1);
+    ArrayDiff fill;
+    CAIRN_RETURN_IF_ERROR(comparer.Compare(one, fill));
+    const uint64_t n = cells.untouched_elements;
+    d.num_different = SatAdd(d.num_different, SatMul(fill.num_different, n));
+    d.nan_mismatches = SatAdd(d.nan_mismatches, SatMul(fill.nan_mismatches, n));
+    d.max_abs = std::max(d.max_abs, fill.max_abs);
+    d.max_rel = std::max(d.max_rel, fill.max_rel);
+    done = SatAdd(done, SatMul(n, sa));
+    if (options.progress) options.progress(done, total);
+    return Status::OK();
+  }
+  const Shape grid = CompareGrid(a.shape, box);
+  CAIRN_ASSIGN_OR_RETURN(const uint64_t boxes, UnlistedCompareBoxes(path, a.shape, box, unlisted));
+  if (boxes == 0) return Status::OK();
+  GridCell cell(grid.size(), 0);
+  do {
+    CAIRN_RETURN_IF_ERROR(compare(CompareBox(cell, a.shape, box)));
+  } while (NextGridCell(cell, grid));
   return Status::OK();
 }
 
@@ -306,8 +349,9 @@ Result<DiffReport> Diff(const std::string& a, const std::string& b, const DiffOp
     if (it == sb.arrays.end()) {
       r.only_in_a.push_back(path);
     } else if (array.shape == it->second.shape) {
-      total += static_cast<uint64_t>(Box::FromShape(array.shape).num_elements()) *
-               DTypeSize(array.dtype);
+      uint64_t elements = 1;
+      for (Index n : array.shape) elements = SatMul(elements, static_cast<uint64_t>(n));
+      total = SatAdd(total, SatMul(elements, DTypeSize(array.dtype)));
     }
   }
   for (const auto& [path, array] : sb.arrays) {
@@ -338,7 +382,10 @@ Result<DiffReport> Diff(const std::string& a, const std::string& b, const DiffOp
     d.shape_b = it->second.shape;
     d.dtypes_may_differ = options.atol > 0 || options.rtol > 0;
     if (d.shape_a == d.shape_b) {
-      CAIRN_RETURN_IF_ERROR(CompareValues(path, array, it->second, d, done, total, options));
+      const std::string unlisted =
+          !array.zarr ? "A (" + sa.format + ")" : "B (" + sb.format + ")";
+      CAIRN_RETURN_IF_ERROR(
+          CompareValues(path, array, it->second, unlisted, d, done, total, options));
     }
     r.arrays.push_back(std::move(d));
   }

@@ -11,14 +11,23 @@
 // zarr.json/.zarray), which is one array with the empty path. Different
 // formats compare by content: an ocdbt+zarr3 item against a dir+zarr2 one.
 //
-// Values: arrays with equal shapes are read box by box, one stored chunk of
-// A at a time (A's chunk grid), from both sides; elements are compared
-// bitwise first, then as doubles (complex: each part). max_abs =
+// Values: arrays with equal shapes are read box by box from both sides, in
+// boxes holding a chunk of either side (diff_boxes.h); elements are compared
+// bitwise first, then as doubles (complex: each part). When both sides list
+// their stored chunks (zarr arrays: Orbax, AXLearn, array URLs), only the
+// boxes overlapping a chunk stored on either side are read; the rest holds
+// each side's fill value, compared once and counted for every element
+// (fill values 0 and 7 over 2^62 elements stored nowhere: 2^62 differ). The
+// work is bounded by the chunks stored, not by the declared shape. A side
+// that cannot list them (safetensors) is read over the whole array, and
+// more than kMaxUnlistedCompareBoxes boxes are refused (ResourceExhausted
+// naming the array). max_abs =
 // max |a-b|; max_rel = max |a-b| / max(|a|,|b|). Two NaNs count as equal;
 // a NaN against a number is a difference (counted in nan_mismatches).
 // Orbax string leaves (`_strings.json`) are compared as strings.
 //
-// Memory: two chunk-sized buffers (A's chunk shape, both dtypes) at a time.
+// Memory: two box-sized buffers (at most 64 MiB each) at a time, and the
+// stored chunks' grid cells of the array being compared.
 // Thread safety: pure function; progress is called from the calling thread.
 #pragma once
 
