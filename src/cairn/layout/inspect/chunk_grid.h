@@ -8,29 +8,14 @@
 
 #include "cairn/util/box.h"
 #include "cairn/zarr/metadata.h"
+#include "cairn/zarr/stored_chunks.h"
 
 namespace cairn::inspect {
 
-// Chunks per dimension: ceil(shape / chunk_shape); a rank-0 array has one.
-inline Shape ChunkGridShape(const ArrayMetadata& md) {
-  Shape grid(md.shape.size());
-  for (size_t d = 0; d < grid.size(); ++d) {
-    const Index c = md.chunk_shape[d] > 0 ? md.chunk_shape[d] : 1;
-    grid[d] = md.shape[d] <= 0 ? 0 : (md.shape[d] + c - 1) / c;
-  }
-  return grid;
-}
-
-// Number of cells of `grid` (saturating at UINT64_MAX).
-inline uint64_t NumCells(const Shape& grid) {
-  uint64_t n = 1;
-  for (Index g : grid) {
-    if (g <= 0) return 0;
-    if (n > UINT64_MAX / static_cast<uint64_t>(g)) return UINT64_MAX;
-    n *= static_cast<uint64_t>(g);
-  }
-  return n;
-}
+// Chunks per dimension and their count: zarr/stored_chunks.h's, under the
+// names the inspect code uses.
+inline Shape ChunkGridShape(const ArrayMetadata& md) { return ChunkGrid(md); }
+inline uint64_t NumCells(const Shape& grid) { return GridCells(grid); }
 
 // Advances `cell` to the next cell of `grid` in row-major order; false
 // after the last one. REQUIRES: cell.size() == grid.size().
