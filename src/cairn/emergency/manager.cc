@@ -95,6 +95,12 @@ Result<std::unique_ptr<EmergencyCheckpointManager>> EmergencyCheckpointManager::
   // Deletions a crash interrupted (retention.h step 3).
   CAIRN_RETURN_IF_ERROR(RemoveInterruptedDeletions(m->local_, coordinator.is_primary() ? &m->persistent_ : nullptr)
                             .Annotate("emergency checkpointing: removing interrupted deletions"));
+  // Temporary step directories of gone owners (layout/orbax/step.h step 6):
+  // a save killed in either tier. Best effort, as in CheckpointManager's
+  // open: each process sweeps its local directory, the primary the
+  // persistent one (a later save of another step would not meet them).
+  orbax::RemoveAbandonedTemporaries(m->local_).IgnoreError();
+  if (coordinator.is_primary()) orbax::RemoveAbandonedTemporaries(m->persistent_).IgnoreError();
   // Where the run's tiers are, for `cairn info` (tier_info.h).
   CAIRN_RETURN_IF_ERROR(WriteRunRecords(m->local_, m->options_.local_directory, m->persistent_,
                                         m->options_.persistent_directory, coordinator.process_index(), n,

@@ -146,7 +146,10 @@ struct RestoreReport {
 class EmergencyCheckpointManager {
  public:
   // `transport` may be null when peer_copies is 0. The coordinator and
-  // transport must outlive the manager.
+  // transport must outlive the manager. Removes what crashed runs left:
+  // interrupted deletions (retention.h step 3) and temporary step
+  // directories of gone owners (layout/orbax/step.h step 6), in this
+  // process's local directory and (the primary) the persistent one.
   static Result<std::unique_ptr<EmergencyCheckpointManager>> Open(
       EmergencyOptions options, Coordinator& coordinator, std::shared_ptr<PeerTransport> transport);
   ~EmergencyCheckpointManager();

@@ -6,6 +6,8 @@
 #include "cairn/emergency/retention.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -17,7 +19,9 @@
 #include "cairn/engine/step_retention.h"
 #include "cairn/kvstore/memory/memory_kvstore.h"
 #include "cairn/kvstore/testing/fault_kvstore.h"
+#include "cairn/layout/orbax/save_owner.h"
 #include "cairn/layout/orbax/step.h"
+#include "cairn/util/process_identity.h"
 
 namespace cairn::emergency {
 namespace {
@@ -131,6 +135,55 @@ TEST(EmergencyRetention, OpeningTheManagerRemovesInterruptedDeletions) {
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   for (const fs::path& p : leftovers) EXPECT_FALSE(fs::exists(p.parent_path())) << p;
   for (const fs::path& p : kept) EXPECT_TRUE(fs::exists(p)) << p;
+  EXPECT_TRUE((*m)->Close().ok());
+  fs::remove_all(root);
+}
+
+// Found by the crash campaign (emergency path, power loss during a
+// persistent save): `persistent/5.orbax-checkpoint-tmp-<id>` of the killed
+// job stayed for good, since only a later save of a multiple of 5 would
+// have swept it. Open sweeps both tiers' temporaries of gone owners.
+TEST(EmergencyRetention, OpeningTheManagerRemovesTemporariesOfGoneOwners) {
+  const fs::path root = fs::temp_directory_path() / ("cairn_emergency_tmp_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  const EmergencyOptions o = testing::OptionsFor(root.string(), 0);
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  orbax::OwnerRecord dead = orbax::NewOwnerRecord("c553d221b49a6927");
+  dead.process.pid = child;
+  dead.process.start_ticks = ProcessStartTicks(child).value_or(1);
+  ::waitpid(child, nullptr, 0);
+  // A live owner: another process of this machine, still running.
+  const pid_t sleeper = ::fork();
+  if (sleeper == 0) {
+    ::sleep(60);
+    ::_exit(0);
+  }
+  orbax::OwnerRecord alive = orbax::NewOwnerRecord("00000000000000aa");
+  alive.process.pid = sleeper;
+  alive.process.start_ticks = ProcessStartTicks(sleeper).value_or(1);
+  auto leave = [](const fs::path& dir, const orbax::OwnerRecord& owner) {
+    fs::create_directories(dir);
+    std::ofstream(dir / std::string(orbax::kOwnerRecordFile)) << orbax::EmitOwnerRecord(owner);
+    std::ofstream(dir / "x") << "x";
+  };
+  const fs::path gone_persistent = fs::path(o.persistent_directory) / "5.orbax-checkpoint-tmp-c553d221b49a6927";
+  const fs::path gone_local = fs::path(o.local_directory) / "3.orbax-checkpoint-tmp-c553d221b49a6927";
+  const fs::path live = fs::path(o.persistent_directory) / "10.orbax-checkpoint-tmp-00000000000000aa";
+  leave(gone_persistent, dead);
+  leave(gone_local, dead);
+  leave(live, alive);
+  auto coordinator = NewSingleProcessCoordinator();
+  EmergencyOptions single = o;
+  single.num_replicas = 1;
+  single.peer_copies = 0;
+  auto m = EmergencyCheckpointManager::Open(single, *coordinator, nullptr);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_FALSE(fs::exists(gone_persistent));
+  EXPECT_FALSE(fs::exists(gone_local));
+  EXPECT_TRUE(fs::exists(live / "x")) << "a live owner's temporary was removed";
+  ::kill(sleeper, SIGKILL);
+  ::waitpid(sleeper, nullptr, 0);
   EXPECT_TRUE((*m)->Close().ok());
   fs::remove_all(root);
 }
