@@ -23,9 +23,15 @@ struct LiveSave {
   bool compare_and_swap = false;
   std::mutex mu;  // guards the fields below; held during a renewal
   std::string bytes;
+  int64_t renewed_at_ns = 0;  // steady clock: when `bytes` was written
   bool stopped = false;
   bool lost = false;
 };
+
+int64_t SteadyNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 // One renewal of `save` (its mutex held by the caller).
 void Renew(LiveSave& save) {
@@ -53,6 +59,7 @@ void Renew(LiveSave& save) {
     if (!save.store->Put(save.record_key, AsBytes(bytes)).ok()) return;
   }
   save.bytes = bytes;
+  save.renewed_at_ns = SteadyNanos();
 }
 
 // The saves this process renews, and the thread renewing them. Never
@@ -111,9 +118,14 @@ class Renewer {
       std::vector<std::shared_ptr<LiveSave>> due;
       for (const auto& [path, save] : saves_) due.push_back(save);
       lock.unlock();
+      // Each save is renewed once a renewal interval (a sixth of the lease
+      // in force now) has passed since its record was last written, not on
+      // every wake: a save that just started is not renewed at once.
+      const int64_t now = SteadyNanos();
+      const int64_t every = std::max<int64_t>(SaveLeaseNanos() / 6, 1000 * 1000);
       for (const auto& save : due) {
         std::lock_guard<std::mutex> hold(save->mu);
-        Renew(*save);
+        if (now - save->renewed_at_ns >= every) Renew(*save);
       }
       lock.lock();
     }
@@ -203,6 +215,7 @@ void StartRenewing(std::string pending_path, std::shared_ptr<KvStore> store, std
   auto parsed = ParseOwnerRecord(record_bytes, "own owner record");
   if (parsed.ok()) save->save_id = parsed->save_id;
   save->bytes = std::move(record_bytes);
+  save->renewed_at_ns = SteadyNanos();
   Renewer::Get().Add(pending_path, std::move(save));
 }
 
