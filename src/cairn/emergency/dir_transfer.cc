@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cairn/layout/orbax/metadata_files.h"
+#include "cairn/layout/orbax/save_owner.h"
 #include "cairn/layout/orbax/step.h"
 #include "cairn/util/coding.h"
 #include "cairn/util/crc32c.h"
@@ -27,11 +28,20 @@ struct FileEntry {
   uint64_t size = 0;
 };
 
+// A save's owner record (layout/orbax/save_owner.h): the writer's
+// bookkeeping, never data. A published step may still hold one (a crash
+// between publication and its removal, step.h 4d); copied into a receiver's
+// pending directory, it would stand for the receiver's own record there.
+bool IsOwnerRecord(std::string_view p) {
+  const size_t slash = p.rfind('/');
+  return p.substr(slash == std::string_view::npos ? 0 : slash + 1) == orbax::kOwnerRecordFile;
+}
+
 // Relative paths from a peer must stay inside the destination and keep
 // clear of the receiver's own bookkeeping.
 bool SafeRelativePath(const std::string& p) {
   if (p.empty() || p.front() == '/' || p.back() == '/') return false;
-  if (p.rfind(kRecordFile, 0) == 0 || p.rfind(kPartsDir, 0) == 0) return false;
+  if (p.rfind(kRecordFile, 0) == 0 || p.rfind(kPartsDir, 0) == 0 || IsOwnerRecord(p)) return false;
   size_t start = 0;
   while (start <= p.size()) {
     size_t end = p.find('/', start);
@@ -287,7 +297,9 @@ Result<uint64_t> SendDirectory(PeerTransport& transport, int dest, int tag, cons
     auto listed = src.store->List(src.prefix);
     if (!listed.ok()) status = listed.status();
     else
-      for (const KeyInfo& k : *listed) files.push_back({k.key.substr(src.prefix.size()), k.size});
+      for (const KeyInfo& k : *listed) {
+        if (!IsOwnerRecord(k.key)) files.push_back({k.key.substr(src.prefix.size()), k.size});
+      }
     auto metadata = src.store->Get(src.Key(orbax::kCheckpointMetadataFile));
     if (status.ok() && !metadata.ok()) status = metadata.status();
     if (metadata.ok() && *metadata) source = Crc32c((*metadata)->view());

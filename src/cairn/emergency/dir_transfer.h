@@ -7,7 +7,9 @@
 // holds a PeerTransport::Expect on the tag it receives on for the whole
 // transfer, so that a transport that drops what nobody expects keeps its
 // messages, and drops what is left of it at the end):
-//   1. The sender lists the files below the directory and sends a header:
+//   1. The sender lists the files below the directory (but owner records
+//      of saves, layout/orbax/save_owner.h: bookkeeping, never data, and a
+//      receiver refuses them) and sends a header:
 //      JSON {"transfer": <name>, "ok": bool, "error": text, "source": id,
 //      "files": [{"path": relative path, "size": bytes}, ...]}; `source`
 //      is the crc32c of the directory's `_CHECKPOINT_METADATA` (written

@@ -13,6 +13,7 @@
 #include "cairn/emergency/dir_transfer.h"
 #include "cairn/emergency/local_step.h"
 #include "cairn/emergency/retention.h"
+#include "cairn/layout/orbax/save_owner.h"
 #include "cairn/layout/orbax/step.h"
 
 namespace cairn::emergency {
@@ -95,6 +96,26 @@ TEST_P(DirTransfer, CopiesEveryFileExactly) {
   EXPECT_EQ(ReadAll(root_ / "dst" / "7" / "state" / "d" / "data"), std::string(1000, 'x') + "tail");
   EXPECT_TRUE(fs::exists(root_ / "dst" / "7" / "state" / "empty"));
   EXPECT_TRUE(fs::exists(root_ / "dst" / "7" / "commit_success.txt"));
+}
+
+// Found by the crash campaign (emergency path, a failed removal of a
+// received copy's owner record): a published step that still holds a
+// save's owner record (step.h 4d) was sent with it, and the record stood
+// in for the receiver's own in its pending directory: every later fetch of
+// that step failed ("another save took over this save's directory"), and
+// the job could not restore a step all its hosts had finished.
+TEST_P(DirTransfer, AStrayOwnerRecordIsNotSent) {
+  const std::string record =
+      R"({"boot_id":"b","host":"h","lease_expires_unix_ns":1,"pid":9,"pid_ns":"p","save_id":"0123456789abcdef","start_ticks":1})";
+  std::ofstream(root_ / "src" / "7" / std::string(orbax::kOwnerRecordFile)) << record;
+  std::ofstream(root_ / "src" / "7" / "state" / std::string(orbax::kOwnerRecordFile)) << record;
+  InProcessNetwork net(2);
+  auto got = Copy(net.Endpoint(0), net.Endpoint(1));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, 4u + 1004u);
+  EXPECT_FALSE(fs::exists(root_ / "dst" / "7" / std::string(orbax::kOwnerRecordFile)));
+  EXPECT_FALSE(fs::exists(root_ / "dst" / "7" / "state" / std::string(orbax::kOwnerRecordFile)));
+  EXPECT_EQ(ReadAll(root_ / "dst" / "7" / "state" / "d" / "data"), std::string(1000, 'x') + "tail");
 }
 
 TEST_P(DirTransfer, CorruptPieceFailsAndLeavesNoStep) {
