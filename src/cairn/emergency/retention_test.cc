@@ -109,6 +109,13 @@ TEST(EmergencyRetention, AFaultAtEveryWriteLeavesEveryListedStepWhole) {
 // The manager, when it opens, removes the trees interrupted deletions left
 // in its local tier, its peer copies and (the primary) the persistent tier,
 // and nothing else.
+// `o` for a job of one process (no peers): Open alone.
+EmergencyOptions Alone(EmergencyOptions o) {
+  o.num_replicas = 1;
+  o.peer_copies = 0;
+  return o;
+}
+
 TEST(EmergencyRetention, OpeningTheManagerRemovesInterruptedDeletions) {
   const fs::path root = fs::temp_directory_path() / ("cairn_emergency_retention_" + std::to_string(::getpid()));
   fs::remove_all(root);
@@ -128,10 +135,7 @@ TEST(EmergencyRetention, OpeningTheManagerRemovesInterruptedDeletions) {
     std::ofstream(p) << "x";
   }
   auto coordinator = NewSingleProcessCoordinator();
-  EmergencyOptions single = o;
-  single.num_replicas = 1;
-  single.peer_copies = 0;
-  auto m = EmergencyCheckpointManager::Open(single, *coordinator, nullptr);
+  auto m = EmergencyCheckpointManager::Open(Alone(o), *coordinator, nullptr);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   for (const fs::path& p : leftovers) EXPECT_FALSE(fs::exists(p.parent_path())) << p;
   for (const fs::path& p : kept) EXPECT_TRUE(fs::exists(p)) << p;
@@ -174,10 +178,7 @@ TEST(EmergencyRetention, OpeningTheManagerRemovesTemporariesOfGoneOwners) {
   leave(gone_local, dead);
   leave(live, alive);
   auto coordinator = NewSingleProcessCoordinator();
-  EmergencyOptions single = o;
-  single.num_replicas = 1;
-  single.peer_copies = 0;
-  auto m = EmergencyCheckpointManager::Open(single, *coordinator, nullptr);
+  auto m = EmergencyCheckpointManager::Open(Alone(o), *coordinator, nullptr);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   EXPECT_FALSE(fs::exists(gone_persistent));
   EXPECT_FALSE(fs::exists(gone_local));
