@@ -35,7 +35,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import GB, interleaved_medians  # noqa: E402
+from common import GB, interleaved_medians, results  # noqa: E402
 
 
 def state_of(total_bytes: int, arrays: int = 16):
@@ -158,4 +158,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    with results("checksum_bench"):
+        main()

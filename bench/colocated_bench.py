@@ -31,7 +31,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import GB, device_bandwidth, drop_caches, interleaved_medians, print_table  # noqa: E402
+from common import GB, device_bandwidth, drop_caches, interleaved_medians, print_table, results  # noqa: E402
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
@@ -141,4 +141,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    with results("colocated_bench"):
+        main()

@@ -6,12 +6,17 @@ run. These machines are noisy, so every figure is the median of `repeat` runs.
 """
 from __future__ import annotations
 
+import contextlib
+import datetime
+import io
 import json
 import mmap
 import os
+import re
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -165,3 +170,54 @@ def print_table(headers, rows):
     print("-|-".join("-" * w for w in widths))
     for r in rows:
         print(" | ".join(str(c).ljust(w) for c, w in zip(r, widths)))
+
+
+RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+# An absolute path (a directory the run was pointed at, a temporary file):
+# results name no machine's paths.
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.:/])/(?:[\w.+-]+/)*[\w.+-]+/?")
+
+
+def _without_paths(text: str) -> str:
+    text = re.sub(r"file://(?:/[\w.+-]+)+/?", "file://<path>", text)
+    return _ABSOLUTE_PATH.sub("<path>", text)
+
+
+class _Tee(io.TextIOBase):
+    def __init__(self, out):
+        self.out, self.kept = out, io.StringIO()
+
+    def write(self, text):
+        self.kept.write(text)
+        return self.out.write(text)
+
+    def flush(self):
+        self.out.flush()
+
+
+@contextlib.contextmanager
+def results(name: str):
+    """Runs a benchmark's main with its output kept, and when it finishes
+    without error writes bench/results/<name>.md: the date, the command, the
+    machine's cores, and everything the run printed (its tables, the device
+    bandwidth it measured). Each run replaces the file: it holds the latest
+    table only. CAIRN_BENCH_RESULTS=0 leaves the file alone (a trial run)."""
+    tee = _Tee(sys.stdout)
+    sys.stdout = tee
+    try:
+        yield
+    finally:
+        sys.stdout = tee.out
+    if os.environ.get("CAIRN_BENCH_RESULTS", "1") == "0":
+        return
+    os.makedirs(RESULTS_DIR, exist_ok=True)
+    command = " ".join(["python3", f"bench/{name}.py", *sys.argv[1:]])
+    text = (f"# `{name}`: latest run\n\n"
+            f"- Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC\n"
+            f"- Command: `{_without_paths(command)}`\n"
+            f"- Machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end\n\n"
+            "Written by the benchmark itself (`bench/common.py` `results`); "
+            "figures are medians of the run's repeats.\n\n"
+            "```\n" + _without_paths(tee.kept.getvalue()).rstrip() + "\n```\n")
+    with open(os.path.join(RESULTS_DIR, f"{name}.md"), "w") as f:
+        f.write(text)

@@ -63,7 +63,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import GB, device_bandwidth, drop_caches, print_table  # noqa: E402
+from common import GB, device_bandwidth, drop_caches, print_table, results  # noqa: E402
 
 GIB = 1 << 30
 N_LAYERS = 12
@@ -538,4 +538,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    with results("convert_bench"):
+        main()

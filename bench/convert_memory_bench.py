@@ -33,7 +33,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))
 sys.path.insert(0, HERE)
-from common import print_table  # noqa: E402
+from common import print_table, results  # noqa: E402
 from convert_memory_helpers import COLS, GiB, MiB, expected, sample_rows, write_axlearn_source  # noqa: E402
 
 FIXED_OVERHEAD = 128 * MiB
@@ -129,4 +129,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    with results("convert_memory_bench"):
+        main()

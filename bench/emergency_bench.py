@@ -50,7 +50,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import GB, device_bandwidth, print_table  # noqa: E402
+from common import GB, device_bandwidth, print_table, results  # noqa: E402
 
 NPROC = 4
 NARRAYS = 16
@@ -506,4 +506,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    with results("emergency_bench"):
+        main()

@@ -33,7 +33,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import device_bandwidth, print_table  # noqa: E402
+from common import device_bandwidth, print_table, results  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 JOB = REPO / "tests" / "python" / "maxtext_train_job.py"
@@ -96,4 +96,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    with results("maxtext_bench"):
+        main()

@@ -61,7 +61,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import print_table, timed  # noqa: E402
+from common import print_table, results, timed  # noqa: E402
 
 MB = 1e6
 BUCKET = "cairn-bench"
@@ -513,4 +513,8 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    if "--worker" in sys.argv:
+        main()
+    else:
+        with results("objstore_bench"):
+            main()

@@ -21,7 +21,7 @@ import tempfile
 import tensorstore as ts
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import GB, device_bandwidth, drop_caches, interleaved_medians, print_table  # noqa: E402
+from common import GB, device_bandwidth, drop_caches, interleaved_medians, print_table, results  # noqa: E402
 
 import cairn  # noqa: E402
 
@@ -116,4 +116,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    with results("ocdbt_bench"):
+        main()

@@ -40,7 +40,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import GB, device_bandwidth, drop_caches, files_read_bandwidth, print_table  # noqa: E402
+from common import GB, device_bandwidth, drop_caches, files_read_bandwidth, print_table, results  # noqa: E402
 
 DEVICES = 8
 
@@ -246,4 +246,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    with results("orbax_engine_bench"):
+        main()

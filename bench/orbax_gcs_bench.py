@@ -30,7 +30,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import print_table  # noqa: E402
+from common import print_table, results  # noqa: E402
 from objstore_bench import BUCKET, environment, load, raw_http, start_emulators  # noqa: E402
 
 WORKER = r'''
@@ -133,4 +133,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with results("orbax_gcs_bench"):
+        main()

@@ -39,6 +39,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))
+sys.path.insert(0, HERE)
+
+from common import results  # noqa: E402
 
 from convert_memory_helpers import MiB, write_axlearn_source  # noqa: E402
 from s3_helpers import FakeGcsServer, MotoServer  # noqa: E402
@@ -139,4 +142,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    with results("streamed_upload_bench"):
+        main()

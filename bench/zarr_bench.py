@@ -26,7 +26,7 @@ import tensorstore as ts
 import cairn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import GB, device_bandwidth, drop_caches, interleaved_medians, print_table  # noqa: E402
+from common import GB, device_bandwidth, drop_caches, interleaved_medians, print_table, results  # noqa: E402
 
 CODECS = {
     "none": [],
@@ -118,4 +118,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    with results("zarr_bench"):
+        main()
