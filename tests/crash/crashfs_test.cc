@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -142,9 +143,11 @@ TEST_F(CrashfsTest, UnsyncedFileRenamedVanishes) {
 TEST_F(CrashfsTest, FileAndDirectorySyncedSurvives) {
   ChildRun run = RunChild("synced", root, work.path);
   ASSERT_TRUE(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 0) << run.status;
-  // open, write, fsync, rename, fsync of the directory: five operations.
-  EXPECT_NE(run.log.find("5\t"), std::string::npos) << run.log;
-  EXPECT_EQ(run.log.find("6\t"), std::string::npos) << run.log;
+  // open, write, fsync, rename, fsync of the directory: five operations,
+  // numbered at the start of their trace lines (a pid holds digits too).
+  EXPECT_EQ(std::count(run.log.begin(), run.log.end(), '\n'), 5) << run.log;
+  EXPECT_NE(run.log.find("\n5\t"), std::string::npos) << run.log;
+  EXPECT_EQ(run.log.find("\n6\t"), std::string::npos) << run.log;
   EXPECT_NE(run.log.find("\trename\t" + root + "/a.tmp\t" + root + "/a\n"), std::string::npos) << run.log;
   const std::string after = PowerLoss(work.path);
   EXPECT_EQ(ReadFile(after + "/a"), kData);
