@@ -60,7 +60,6 @@ def _python312():
     pyenv_root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
     candidates = [sys.executable if sys.version_info[:2] == (3, 12) else None, shutil.which("python3.12"),
                   *sorted(glob.glob(os.path.join(pyenv_root, "versions", "3.12*", "bin", "python3.12")), reverse=True),
-                  *sorted(glob.glob("/root/.pyenv/versions/3.12*/bin/python3.12"), reverse=True),
                   "/usr/bin/python3.12", "/usr/local/bin/python3.12"]
     tried = []
     for exe in dict.fromkeys(c for c in candidates if c):

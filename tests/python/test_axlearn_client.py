@@ -53,9 +53,10 @@ def _base_python():
     """An interpreter AXLearn's pins have wheels for (CPython 3.9-3.11)."""
     if (3, 9) <= sys.version_info[:2] <= (3, 11):
         return sys.executable
+    pyenv_root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
     for name in ("python3.11", "python3.10"):
-        found = shutil.which(name) or next(iter(sorted(glob.glob(f"/root/.pyenv/versions/{name[6:]}*/bin/python"))),
-                                            None)
+        found = shutil.which(name) or next(
+            iter(sorted(glob.glob(os.path.join(pyenv_root, "versions", f"{name[6:]}*", "bin", "python")))), None)
         if found:
             return found
     pytest.fail(f"no Python 3.9-3.11 to build the AXLearn {AXLEARN} environment (this is "
