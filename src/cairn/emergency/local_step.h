@@ -21,6 +21,15 @@
 // arrays the step holds, so that a restart can tell, without reading any
 // array, whether the steps that survive hold every shard.
 //
+// What Orbax's emergency CheckpointManager needs of this layout to restore
+// it, and gets: step directories named by the step directly in <local>
+// (its listing skips peer_copies/ and cairn_emergency.json); every process
+// of a replica holding the step; a `state` item whose root database gives
+// each process the shards of its own devices (it reads its part with the
+// shardings of the restore mesh it builds from process_metadata/); and the
+// device ids in jax's numbering, so that they map to the restarted job's
+// devices.
+//
 // Thread safety: pure functions and reads of the store.
 #pragma once
 

@@ -56,6 +56,15 @@
 //      same step everywhere).
 //   The report says which step and tier, and where each byte came from.
 //
+// Why the local tier looks as it does: it lives on a RAM disk or local SSD,
+// where a restore should cost a copy of the bytes, or nothing: it is not
+// compressed by default (a zstd decode on a few cores is what a restore of a
+// compressed tier spends its time on), and every OCDBT value of 4 KiB or
+// more starts on a 4 KiB boundary (zero bytes pad the gap), so a restore can
+// hand out a chunk's pages as a mapping (kvstore/mapped_read.h) instead of
+// copying them. Readers use a value's offset and length, so the padding is
+// legal OCDBT that Orbax and TensorStore read.
+//
 // Thread safety: one thread drives a manager (as with the engine).
 #pragma once
 

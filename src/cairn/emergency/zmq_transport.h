@@ -53,6 +53,12 @@
 //     exchange is dropped when its Expect ends. The sockets' small
 //     high-water marks hold back senders while the receiver waits.
 //
+// Copies: a transfer piece goes out without a copy on the sender (its frame
+// and its bytes are two parts of one message, the bytes handed to ZeroMQ
+// with zmq_msg_init_data and freed by its I/O thread once sent), and the
+// receiver checks and writes the bytes straight out of the message parts
+// (ReceiveParts) instead of joining them into one buffer first.
+//
 // Unimplemented when cairn was built without ZeroMQ (-DCAIRN_WITH_ZMQ=OFF).
 #pragma once
 
