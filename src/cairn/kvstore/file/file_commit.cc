@@ -164,8 +164,12 @@ Result<std::vector<DirEntryInfo>> ReadDirEntries(int dir_fd, const std::string& 
     return ErrnoError(err, "listing " + where);
   }
   std::vector<DirEntryInfo> out;
-  errno = 0;
-  while (dirent* e = ::readdir(d)) {
+  for (;;) {
+    // errno is cleared before every read: readdir leaves it alone at the
+    // end, and an entry's stat below may have set it (removed meanwhile).
+    errno = 0;
+    dirent* e = ::readdir(d);
+    if (e == nullptr) break;
     std::string_view n = e->d_name;
     if (n == "." || n == "..") continue;
     struct stat st;
@@ -176,7 +180,6 @@ Result<std::vector<DirEntryInfo>> ReadDirEntries(int dir_fd, const std::string& 
       return ErrnoError(err, "listing " + where + ": stat of `" + std::string(n) + "`");
     }
     out.push_back({std::string(n), st.st_mode});
-    errno = 0;
   }
   int err = errno;
   ::closedir(d);

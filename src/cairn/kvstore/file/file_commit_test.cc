@@ -5,7 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <filesystem>
+#include <thread>
 
 #include "cairn/kvstore/file/file_kvstore.h"
 #include "cairn/kvstore/testing/fault_kvstore.h"
@@ -60,6 +63,40 @@ TEST(FileCommitTest, FinishAfterThePendingDirectoryVanishedIsNotFound) {
   EXPECT_NE(s.message().find("s.tmp-1"), std::string_view::npos) << s.ToString();
   EXPECT_FALSE(fs::exists(dir.path + "/s"));
   EXPECT_FALSE(fs::exists(dir.path + "/s.tmp-1"));  // the marker did not re-create it
+}
+
+// Another process renaming or removing an entry between the directory read
+// and its stat (a concurrent save's staging directory renamed into place)
+// is "removed meanwhile", not an error. ListChildren left that stat's
+// ENOENT in errno, and when the entry was the last one the end of the
+// directory was reported as "No such file or directory" (a race of two
+// saves of one step in test_concurrent_saves.py under load).
+TEST(FileCommitTest, ListChildrenIgnoresAnEntryThatVanishesWhileListed) {
+  TempDir dir;
+  FileKvStore store(dir.path);
+  ASSERT_TRUE(store.Put("keep", AsBytes("v")).ok());
+  std::atomic<bool> stop{false};
+  std::thread churn([&] {  // many entries, so that a listing overlaps their removal
+    while (!stop.load()) {
+      for (int i = 0; i < 64; ++i) ::mkdir((dir.path + "/zz-" + std::to_string(i)).c_str(), 0755);
+      for (int i = 0; i < 64; ++i) ::rmdir((dir.path + "/zz-" + std::to_string(i)).c_str());
+    }
+  });
+  int failures = 0;
+  std::string first;
+  for (int i = 0; i < 20000 && failures == 0; ++i) {
+    auto children = store.ListChildren("");
+    if (!children.ok()) {
+      ++failures;
+      first = children.status().ToString();
+    } else if (std::none_of(children->begin(), children->end(), [](const ChildEntry& c) { return c.name == "keep"; })) {
+      ++failures;
+      first = "`keep` not listed";
+    }
+  }
+  stop.store(true);
+  churn.join();
+  EXPECT_EQ(failures, 0) << first;
 }
 
 TEST(FileCommitTest, ListChildrenReportsSymlinksAndFifosWithoutFollowing) {
