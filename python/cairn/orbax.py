@@ -57,29 +57,24 @@ def _raw(values: np.ndarray) -> np.ndarray:
     return _dtypes.raw_view(_dtypes.native(np.asarray(values)))
 
 
-def _sharding_json(sharding) -> Optional[str]:
-    """The `_sharding` entry Orbax writes for a NamedSharding or a
-    SingleDeviceSharding (None for other shardings)."""
+def _sharding_facts(sharding) -> Optional[dict]:
+    """The facts of a NamedSharding or a SingleDeviceSharding the native
+    layer writes to `_sharding` in Orbax's form (layout/orbax/sharding.h);
+    None for other shardings."""
     jax = _jax()
     if isinstance(sharding, jax.sharding.NamedSharding):
         mesh = sharding.mesh
-        spec = []
-        for p in sharding.spec:
-            spec.append(list(p) if isinstance(p, tuple) else p)
-        devices = np.vectorize(lambda d: {"id": int(d.id)}, otypes=[object])(mesh.devices).tolist()
-        axis_types = [str(t) for t in getattr(mesh, "axis_types", ())] or ["AxisType.Auto"] * len(mesh.axis_names)
-        return json.dumps({
-            "sharding_type": "NamedSharding",
-            "shape": list(mesh.devices.shape),
-            "axis_names": list(mesh.axis_names),
-            "axis_types": axis_types,
-            "partition_spec": spec,
-            "device_mesh": {"mesh": devices},
-        })
+        return {
+            "type": "NamedSharding",
+            "mesh_shape": list(mesh.devices.shape),
+            "axis_names": [str(n) for n in mesh.axis_names],
+            "axis_types": [str(t) for t in getattr(mesh, "axis_types", ())],
+            "partition_spec": [list(p) if isinstance(p, tuple) else p for p in sharding.spec],
+            "device_ids": [int(d.id) for d in mesh.devices.flat],
+        }
     if isinstance(sharding, jax.sharding.SingleDeviceSharding):
         (device,) = sharding.device_set
-        return json.dumps({"sharding_type": "SingleDeviceSharding",
-                           "device_str": f"{device.platform}:{device.id}"})
+        return {"type": "SingleDeviceSharding", "device_str": f"{device.platform}:{device.id}"}
     return None
 
 
@@ -107,8 +102,8 @@ def _num_replicas(value) -> int:
 def _leaf(path, value, process_index, process_count, with_shards=True):
     """The native leaf tuple for `value` at `path` (see engine_bindings.cc):
     (path, value_type, dtype, shape, write_shape, num_replicas,
-    [(origin, raw array, replica_id, immutable)], random_key_impl, sharding,
-    string). A jax.Array's shards are immutable (jax never changes an
+    [(origin, raw array, replica_id, immutable)], random_key_impl, sharding
+    facts, string); the native layer formats `_sharding` from the facts. A jax.Array's shards are immutable (jax never changes an
     array's buffer; the binding keeps them alive until the save is
     finished), so the engine reads them in the background instead of copying
     them before save_async returns, as Orbax does on the host; numpy arrays
@@ -137,7 +132,7 @@ def _leaf(path, value, process_index, process_count, with_shards=True):
                 origin, _ = _box_of(shard.index, value.shape)
                 shards.append((origin, _raw(np.asarray(shard.data)), int(shard.replica_id), True))
         return (path, "jax.Array", np.dtype(value.dtype).name, list(value.shape), write_shape,
-                _num_replicas(value), shards, key_impl, _sharding_json(value.sharding), None)
+                _num_replicas(value), shards, key_impl, _sharding_facts(value.sharding), None)
     if isinstance(value, (bool, int, float, np.generic)) and not isinstance(value, np.ndarray):
         if isinstance(value, bool):
             arr = np.asarray(value, dtype=np.bool_)

@@ -28,6 +28,7 @@
 #include "cairn/engine/colocated.h"
 #include "cairn/engine/restore.h"
 #include "cairn/engine/save.h"
+#include "cairn/layout/orbax/sharding.h"
 #include "status_translation.h"
 
 namespace nb = nanobind;
@@ -43,17 +44,50 @@ using RawOut = nb::ndarray<nb::device::cpu>;
 // host buffer)
 using PyShard = std::tuple<std::vector<int64_t>, RawIn, int, bool>;
 // (path [(key, key_type)], value_type, dtype name or "", shape, write_shape
-//  or None, num_replicas, shards, random_key_impl or None, sharding json or
-//  None, string value or None)
+//  or None, num_replicas, shards, random_key_impl or None, sharding facts
+//  (a dict, see ConvertSharding) or None, string value or None). The
+//  engine formats `_sharding` (layout/orbax/sharding.h).
 using PyLeaf = std::tuple<std::vector<std::pair<std::string, int>>, std::string, std::string,
                           std::vector<int64_t>, std::optional<std::vector<int64_t>>, int,
-                          std::vector<PyShard>, std::optional<std::string>,
-                          std::optional<std::string>, std::optional<std::string>>;
+                          std::vector<PyShard>, std::optional<std::string>, nb::object,
+                          std::optional<std::string>>;
 
 std::vector<Index> ByteStrides(size_t ndim, const int64_t* strides, size_t itemsize) {
   std::vector<Index> out(ndim);
   for (size_t d = 0; d < ndim; ++d) out[d] = strides[d] * static_cast<Index>(itemsize);
   return out;
+}
+
+// The facts of a jax sharding (read off the jax objects in python/cairn): {"type":
+// "NamedSharding", "mesh_shape", "axis_names", "axis_types",
+// "partition_spec" (None, an axis name or a list of names per entry),
+// "device_ids"} or {"type": "SingleDeviceSharding", "device_str"}.
+orbax::ShardingMetadata ConvertSharding(nb::handle facts) {
+  nb::dict d = nb::cast<nb::dict>(facts);
+  orbax::ShardingMetadata s;
+  const std::string type = nb::cast<std::string>(d["type"]);
+  if (type == "SingleDeviceSharding") {
+    s.kind = orbax::ShardingMetadata::Kind::kSingleDevice;
+    s.device_str = nb::cast<std::string>(d["device_str"]);
+    return s;
+  }
+  if (type != "NamedSharding") ThrowStatus(InvalidArgumentError("sharding type '" + type + "' is not written"));
+  s.mesh_shape = nb::cast<std::vector<int64_t>>(d["mesh_shape"]);
+  s.axis_names = nb::cast<std::vector<std::string>>(d["axis_names"]);
+  s.axis_types = nb::cast<std::vector<std::string>>(d["axis_types"]);
+  s.device_ids = nb::cast<std::vector<int64_t>>(d["device_ids"]);
+  for (nb::handle p : nb::cast<nb::list>(d["partition_spec"])) {
+    orbax::PartitionSpecEntry& e = s.partition_spec.emplace_back();
+    if (p.is_none()) continue;
+    if (nb::isinstance<nb::str>(p)) {
+      e.kind = orbax::PartitionSpecEntry::Kind::kAxis;
+      e.axes.push_back(nb::cast<std::string>(p));
+    } else {
+      e.kind = orbax::PartitionSpecEntry::Kind::kAxes;
+      e.axes = nb::cast<std::vector<std::string>>(p);
+    }
+  }
+  return s;
 }
 
 // `honor_immutable`: the caller keeps the arrays alive until the save is
@@ -86,7 +120,10 @@ engine::SaveLeaf ConvertLeaf(const PyLeaf& l, bool honor_immutable) {
     leaf.shards.push_back(std::move(s));
   }
   leaf.random_key_impl = std::get<7>(l);
-  leaf.sharding_json = std::get<8>(l);
+  if (!std::get<8>(l).is_none()) {
+    leaf.sharding_json =
+        ValueOrThrow(orbax::ShardingJson(ConvertSharding(std::get<8>(l)), "leaf " + orbax::KeyString(leaf.path)));
+  }
   if (std::get<9>(l)) leaf.string_value = *std::get<9>(l);
   return leaf;
 }
