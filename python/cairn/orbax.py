@@ -78,32 +78,12 @@ def _sharding_facts(sharding) -> Optional[dict]:
     return None
 
 
-def _numpy_write_shape(shape, process_count: int):
-    """The write shape of a numpy leaf saved by `process_count` processes:
-    split along the first axis divisible by the count (each process's replica
-    then writes one slice, replica-parallel), else the whole shape."""
-    for axis, n in enumerate(shape):
-        if process_count > 1 and n % process_count == 0 and n > 0:
-            write_shape = list(shape)
-            write_shape[axis] = n // process_count
-            return write_shape
-    return list(shape)
-
-
-def _num_replicas(value) -> int:
-    """How many devices hold each distinct shard of a jax.Array."""
-    counts = {}
-    for index in value.sharding.devices_indices_map(tuple(value.shape)).values():
-        key = tuple(_box_of(index, value.shape)[0])
-        counts[key] = counts.get(key, 0) + 1
-    return next(iter(counts.values())) if counts else 1
-
-
 def _leaf(path, value, process_index, process_count, with_shards=True):
     """The native leaf tuple for `value` at `path` (see engine_bindings.cc):
-    (path, value_type, dtype, shape, write_shape, num_replicas,
+    (path, value_type, dtype, shape, device boxes, process_count,
     [(origin, raw array, replica_id, immutable)], random_key_impl, sharding
-    facts, string); the native layer formats `_sharding` from the facts. A jax.Array's shards are immutable (jax never changes an
+    facts, string); the native layer picks the write shape from the boxes
+    or the process count (engine/write_shape.h). A jax.Array's shards are immutable (jax never changes an
     array's buffer; the binding keeps them alive until the save is
     finished), so the engine reads them in the background instead of copying
     them before save_async returns, as Orbax does on the host; numpy arrays
@@ -120,19 +100,17 @@ def _leaf(path, value, process_index, process_count, with_shards=True):
         if jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key):
             key_impl = str(jax.random.key_impl(value))
             value = jax.random.key_data(value)
-        # The write shape from the global sharding (the shard at the origin,
-        # the largest one when uneven), not from this process's shards: a
-        # process may hold no replica-0 shard of an array, and every process
-        # must report the same write shape.
-        first = next(iter(value.sharding.devices_indices_map(tuple(value.shape)).values()))
-        write_shape = _box_of(first, value.shape)[1]
+        # Every device's box of the global sharding, not only this
+        # process's shards: every process must pick the same write shape.
+        boxes = [_box_of(index, value.shape)
+                 for index in value.sharding.devices_indices_map(tuple(value.shape)).values()]
         shards = []
         for shard in value.addressable_shards if with_shards else ():
             if process_count == 1 or shard.device.process_index == process_index:
                 origin, _ = _box_of(shard.index, value.shape)
                 shards.append((origin, _raw(np.asarray(shard.data)), int(shard.replica_id), True))
-        return (path, "jax.Array", np.dtype(value.dtype).name, list(value.shape), write_shape,
-                _num_replicas(value), shards, key_impl, _sharding_facts(value.sharding), None)
+        return (path, "jax.Array", np.dtype(value.dtype).name, list(value.shape), boxes,
+                process_count, shards, key_impl, _sharding_facts(value.sharding), None)
     if isinstance(value, (bool, int, float, np.generic)) and not isinstance(value, np.ndarray):
         if isinstance(value, bool):
             arr = np.asarray(value, dtype=np.bool_)
@@ -142,13 +120,12 @@ def _leaf(path, value, process_index, process_count, with_shards=True):
             arr = np.asarray(value, dtype=np.float64)
         else:
             arr = np.asarray(value)
-        return (path, "scalar", arr.dtype.name, [], [], process_count,
+        return (path, "scalar", arr.dtype.name, [], None, process_count,
                 [([], _raw(arr), process_index, True)] if with_shards else [], None, None, None)
     if isinstance(value, np.ndarray):
         # Every process holds the whole array: replica `process_index` of
         # `process_count`.
-        return (path, "np.ndarray", value.dtype.name, list(value.shape),
-                _numpy_write_shape(value.shape, process_count), process_count,
+        return (path, "np.ndarray", value.dtype.name, list(value.shape), None, process_count,
                 [([0] * value.ndim, _raw(value), process_index, False)] if with_shards else [],
                 None, None, None)
     raise TypeError(f"cairn.save: unsupported leaf type {type(value).__name__} at key path "

@@ -28,6 +28,7 @@
 #include "cairn/engine/colocated.h"
 #include "cairn/engine/restore.h"
 #include "cairn/engine/save.h"
+#include "cairn/engine/write_shape.h"
 #include "cairn/layout/orbax/sharding.h"
 #include "status_translation.h"
 
@@ -43,12 +44,15 @@ using RawOut = nb::ndarray<nb::device::cpu>;
 // the binding keeps it alive until the save is finished, as a jax.Array's
 // host buffer)
 using PyShard = std::tuple<std::vector<int64_t>, RawIn, int, bool>;
-// (path [(key, key_type)], value_type, dtype name or "", shape, write_shape
-//  or None, num_replicas, shards, random_key_impl or None, sharding facts
-//  (a dict, see ConvertSharding) or None, string value or None). The
-//  engine formats `_sharding` (layout/orbax/sharding.h).
+// (origin, shape)
+using PyBox = std::pair<std::vector<int64_t>, std::vector<int64_t>>;
+// (path [(key, key_type)], value_type, dtype name or "", shape, device boxes
+//  of a jax.Array's sharding or None, process count, shards, random_key_impl
+//  or None, sharding facts (a dict, see ConvertSharding) or None, string
+//  value or None). The engine picks the write shape (engine/write_shape.h)
+//  and formats `_sharding` (layout/orbax/sharding.h).
 using PyLeaf = std::tuple<std::vector<std::pair<std::string, int>>, std::string, std::string,
-                          std::vector<int64_t>, std::optional<std::vector<int64_t>>, int,
+                          std::vector<int64_t>, std::optional<std::vector<PyBox>>, int,
                           std::vector<PyShard>, std::optional<std::string>, nb::object,
                           std::optional<std::string>>;
 
@@ -101,8 +105,15 @@ engine::SaveLeaf ConvertLeaf(const PyLeaf& l, bool honor_immutable) {
   leaf.value_type = std::get<1>(l);
   if (!std::get<2>(l).empty()) leaf.dtype = ValueOrThrow(ParseDTypeName(std::get<2>(l)));
   leaf.shape = std::get<3>(l);
-  if (std::get<4>(l)) leaf.write_shape = *std::get<4>(l);
-  leaf.num_replicas = std::get<5>(l);
+  const std::string where = "leaf " + orbax::KeyString(leaf.path);
+  std::vector<Box> device_boxes;
+  if (std::get<4>(l)) {
+    for (const auto& [origin, shape] : *std::get<4>(l)) device_boxes.emplace_back(origin, shape);
+  }
+  engine::WriteLayout layout =
+      ValueOrThrow(engine::WriteLayoutOf(leaf.value_type, leaf.shape, device_boxes, std::get<5>(l), where));
+  leaf.write_shape = std::move(layout.write_shape);
+  leaf.num_replicas = layout.num_replicas;
   const size_t item = DTypeSize(leaf.dtype);
   for (const auto& [origin, arr, replica, immutable] : std::get<6>(l)) {
     if (arr.itemsize() != item) {
@@ -120,10 +131,7 @@ engine::SaveLeaf ConvertLeaf(const PyLeaf& l, bool honor_immutable) {
     leaf.shards.push_back(std::move(s));
   }
   leaf.random_key_impl = std::get<7>(l);
-  if (!std::get<8>(l).is_none()) {
-    leaf.sharding_json =
-        ValueOrThrow(orbax::ShardingJson(ConvertSharding(std::get<8>(l)), "leaf " + orbax::KeyString(leaf.path)));
-  }
+  if (!std::get<8>(l).is_none()) leaf.sharding_json = ValueOrThrow(orbax::ShardingJson(ConvertSharding(std::get<8>(l)), where));
   if (std::get<9>(l)) leaf.string_value = *std::get<9>(l);
   return leaf;
 }
