@@ -142,21 +142,9 @@ class CheckpointManager:
         self.persistent_directory = _orbax._absolute(persistent_directory)
         self._coordinator = coordinator if coordinator is not None else dist.detect()
         count = self._coordinator.process_count
-        if transport is None:
-            if count > 1 and dist._mpi_world_size() == count:
-                transport = "mpi"
-            elif count > 1 and _core._emergency_zmq_available():
-                transport = "zmq"
-            else:
-                transport = "none"
-        if peer_copies is None:
-            peer_copies = 1 if transport != "none" and num_replicas > 1 else 0
-        if peer_copies > 0 and transport == "none":
-            raise ValueError("cairn.emergency: peer copies need a transport ('mpi' under mpirun, "
-                             "'zmq' otherwise)")
         process_md, mesh_md = _process_metadata(count, global_mesh)
         self._native = _core._emergency_open(
-            self.local_directory, self.persistent_directory, self._coordinator, transport=transport,
+            self.local_directory, self.persistent_directory, self._coordinator, transport=transport or "",
             num_replicas=num_replicas, peer_copies=peer_copies,
             local_save_interval_steps=local_save_interval_steps, local_max_to_keep=local_max_to_keep,
             persistent_save_interval_steps=persistent_save_interval_steps,
