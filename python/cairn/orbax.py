@@ -18,13 +18,10 @@ same points (e.g. ``jax.experimental.multihost_utils.sync_global_devices``).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import sys
-import threading
-import time
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -143,39 +140,6 @@ def _flatten(tree, process_index: int, process_count: int):
     return [_leaf(list(path), value, process_index, process_count) for path, value in leaves]
 
 
-class _FileKeyValue:
-    """kv_set / kv_get over files in a directory every process sees, for
-    coordinating processes that share only a barrier callable and the
-    checkpoint's file system (``save(..., barrier=)``)."""
-
-    def __init__(self, directory: str):
-        self.dir = directory
-
-    def _path(self, key: str) -> str:
-        return os.path.join(self.dir, hashlib.sha1(key.encode()).hexdigest())
-
-    def set(self, key: str, value: bytes) -> None:
-        path = self._path(key)
-        tmp = f"{path}.tmp{os.getpid()}.{threading.get_ident()}"
-        with open(tmp, "wb") as f:
-            f.write(value)
-        os.replace(tmp, path)
-
-    def get(self, key: str, timeout_ms: int) -> bytes:
-        path = self._path(key)
-        deadline = time.monotonic() + timeout_ms / 1000.0
-        delay = 0.0005
-        while True:
-            try:
-                with open(path, "rb") as f:
-                    return f.read()
-            except FileNotFoundError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"cairn: no value for `{key}` within {timeout_ms} ms")
-                time.sleep(delay)
-                delay = min(delay * 2, 0.02)
-
-
 def _absolute(directory) -> str:
     """A local path made absolute; a URL (s3://, gs://, file://, memory://)
     as it is: the native layer opens those itself."""
@@ -183,40 +147,33 @@ def _absolute(directory) -> str:
     return d if "://" in d else os.path.abspath(d)
 
 
-def _coordinator_for(final_top: str, process_index: int, process_count: int, barrier, coordinator):
-    """(coordinator, cleanup) for one save: the caller's; jax.distributed's
-    when jax runs the processes; else, for processes that share only a
-    `barrier` callable, one over files beside the checkpoint; else the one
-    cairn.dist.detect() finds (a single process outside jax and MPI)."""
+def _jax_runs(process_count: int) -> bool:
+    """jax.distributed is up with `process_count` processes."""
     from cairn import dist
 
-    if coordinator is not None:
+    jax = _jax()
+    state = dist._jax_state()
+    return (jax is not None and state is not None and state.client is not None
+            and jax.process_count() == process_count)
+
+
+def _coordinator_for(final_top: str, process_index: int, process_count: int, barrier, coordinator):
+    """(coordinator, cleanup) for one save, from where the native rule says
+    it comes (dist/file_coordinator.h): the caller's; jax.distributed's;
+    one over files beside the checkpoint for processes that share only a
+    `barrier` callable; or the one cairn.dist.detect() finds."""
+    from cairn import dist
+
+    source = _core._save_coordinator_source(
+        coordinator is not None, process_count, process_count > 1 and _jax_runs(process_count),
+        barrier is not None, final_top)
+    if source == "given":
         return coordinator, lambda: None
-    if process_count > 1:
-        jax = _jax()
-        if (jax is not None and jax.process_count() == process_count
-                and dist._jax_state() is not None and dist._jax_state().client is not None):
-            return dist.from_jax(), lambda: None
-        if barrier is None:
-            raise ValueError("cairn.save: several processes need a `barrier` callable or a `coordinator`")
-        if "://" in final_top:
-            raise ValueError(f"cairn.save: {final_top}: processes that share only a `barrier` "
-                             "coordinate through local files; pass a `coordinator` for a URL")
-        shared = os.path.join(os.path.dirname(final_top),
-                              f".cairn-coordination.{os.path.basename(final_top)}")
-        if process_index == 0:
-            shutil.rmtree(shared, ignore_errors=True)
-            os.makedirs(shared, exist_ok=True)
-        barrier("cairn_save_coordination")
-        kv = _FileKeyValue(shared)
-        c = dist.callback(process_index, process_count, kv.set, kv.get)
-
-        def cleanup():
-            barrier("cairn_save_done")
-            if process_index == 0:
-                shutil.rmtree(shared, ignore_errors=True)
-
-        return c, cleanup
+    if source == "runtime":
+        return dist.from_jax(), lambda: None
+    if source == "files":
+        directory, c = _core._begin_file_coordination(final_top, process_index, process_count, barrier)
+        return c, lambda: _core._end_file_coordination(directory, process_index, barrier)
     return dist.detect(), lambda: None
 
 
