@@ -38,7 +38,7 @@ import sys
 from typing import Any, Callable, Optional
 
 from cairn import _core
-from cairn import orbax as _orbax
+from cairn import _leaves
 from cairn import _orbax_args
 from cairn import _orbax_restore
 
@@ -81,7 +81,7 @@ class CheckpointManager:
     Orbax's emergency signature works too, as MaxText and AXLearn build it:
     ``CheckpointManager(local_directory, persistent_directory, global_mesh,
     abstract_state, options=emergency.CheckpointManagerOptions(...))``
-    (``_emergency_options.py`` says what is read), with
+    (docs/ORBAX_INTEGRATION.md says what is read), with
     ``save(step, args=Composite(state=PyTreeSave(state)))`` and
     ``restore(step)`` answering ``Composite(state=...)`` restored onto
     `abstract_state`.
@@ -139,7 +139,7 @@ class CheckpointManager:
         from cairn import dist
 
         self.local_directory = os.path.abspath(os.fspath(local_directory))
-        self.persistent_directory = _orbax._absolute(persistent_directory)
+        self.persistent_directory = _leaves.absolute(persistent_directory)
         self._coordinator = coordinator if coordinator is not None else dist.detect()
         count = self._coordinator.process_count
         process_md, mesh_md = _process_metadata(count, global_mesh)
@@ -181,7 +181,7 @@ class CheckpointManager:
             item_args = _orbax_args.single_item(args, "cairn.emergency.CheckpointManager.save")
             tree = _orbax_args.apply_save_args(item_args.item, getattr(item_args, "save_args", None))
         c = self._coordinator
-        leaves = _orbax._flatten(tree, c.process_index, c.process_count)
+        leaves = _leaves.flatten(tree, c.process_index, c.process_count)
         saved = self._native.save(int(step), leaves, force)
         if saved and not self._enable_async:
             self.wait_until_finished()

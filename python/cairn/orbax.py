@@ -18,19 +18,14 @@ same points (e.g. ``jax.experimental.multihost_utils.sync_global_devices``).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import sys
 from typing import Any, Callable, Optional
 
-import numpy as np
 
 from cairn import _core
-from cairn import _dtypes
+from cairn import _leaves
 from cairn import _orbax_args
-from cairn import _tree
-from cairn._orbax_restore import _box_of
 from cairn._orbax_restore import restore  # noqa: F401  (cairn.orbax.restore)
 
 __all__ = ["save", "save_async", "PendingSave", "restore", "all_steps", "latest_step", "PYTREE_HANDLER",
@@ -38,123 +33,6 @@ __all__ = ["save", "save_async", "PendingSave", "restore", "all_steps", "latest_
            "unregister_handlers"]
 
 PYTREE_HANDLER = "orbax.checkpoint._src.handlers.pytree_checkpoint_handler.PyTreeCheckpointHandler"
-
-
-def _jax():
-    """jax if the caller has imported it (cairn never imports it itself)."""
-    return sys.modules.get("jax")
-
-
-def _is_jax_array(x) -> bool:
-    jax = _jax()
-    return jax is not None and isinstance(x, jax.Array)
-
-
-def _raw(values: np.ndarray) -> np.ndarray:
-    return _dtypes.raw_view(_dtypes.native(np.asarray(values)))
-
-
-def _sharding_facts(sharding) -> Optional[dict]:
-    """The facts of a NamedSharding or a SingleDeviceSharding the native
-    layer writes to `_sharding` in Orbax's form (layout/orbax/sharding.h);
-    None for other shardings."""
-    jax = _jax()
-    if isinstance(sharding, jax.sharding.NamedSharding):
-        mesh = sharding.mesh
-        return {
-            "type": "NamedSharding",
-            "mesh_shape": list(mesh.devices.shape),
-            "axis_names": [str(n) for n in mesh.axis_names],
-            "axis_types": [str(t) for t in getattr(mesh, "axis_types", ())],
-            "partition_spec": [list(p) if isinstance(p, tuple) else p for p in sharding.spec],
-            "device_ids": [int(d.id) for d in mesh.devices.flat],
-        }
-    if isinstance(sharding, jax.sharding.SingleDeviceSharding):
-        (device,) = sharding.device_set
-        return {"type": "SingleDeviceSharding", "device_str": f"{device.platform}:{device.id}"}
-    return None
-
-
-def _leaf(path, value, process_index, process_count, with_shards=True):
-    """The native leaf tuple for `value` at `path` (see engine_bindings.cc):
-    (path, value_type, dtype, shape, device boxes, process_count,
-    [(origin, raw array, replica_id, immutable)], random_key_impl, sharding
-    facts, string); the native layer picks the write shape from the boxes
-    or the process count (engine/write_shape.h). A jax.Array's shards are immutable (jax never changes an
-    array's buffer; the binding keeps them alive until the save is
-    finished), so the engine reads them in the background instead of copying
-    them before save_async returns, as Orbax does on the host; numpy arrays
-    may change once save_async returns and are copied first. Without
-    `with_shards` the leaf is only described (no shard is read), as the
-    metadata a Pathways controller writes (cairn._colocated)."""
-    jax = _jax()
-    if _tree.is_empty_node(value):
-        return (path, _tree.empty_value_type(value), "", [], None, 1, [], None, None, None)
-    if isinstance(value, str):
-        return (path, "string", "", [], None, 1, [], None, None, value)
-    if _is_jax_array(value):
-        key_impl = None
-        if jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key):
-            key_impl = str(jax.random.key_impl(value))
-            value = jax.random.key_data(value)
-        # Every device's box of the global sharding, not only this
-        # process's shards: every process must pick the same write shape.
-        boxes = [_box_of(index, value.shape)
-                 for index in value.sharding.devices_indices_map(tuple(value.shape)).values()]
-        shards = []
-        for shard in value.addressable_shards if with_shards else ():
-            if process_count == 1 or shard.device.process_index == process_index:
-                origin, _ = _box_of(shard.index, value.shape)
-                shards.append((origin, _raw(np.asarray(shard.data)), int(shard.replica_id), True))
-        return (path, "jax.Array", np.dtype(value.dtype).name, list(value.shape), boxes,
-                process_count, shards, key_impl, _sharding_facts(value.sharding), None)
-    if isinstance(value, (bool, int, float, np.generic)) and not isinstance(value, np.ndarray):
-        if isinstance(value, bool):
-            arr = np.asarray(value, dtype=np.bool_)
-        elif isinstance(value, int):
-            arr = np.asarray(value, dtype=np.int64)
-        elif isinstance(value, float):
-            arr = np.asarray(value, dtype=np.float64)
-        else:
-            arr = np.asarray(value)
-        return (path, "scalar", arr.dtype.name, [], None, process_count,
-                [([], _raw(arr), process_index, True)] if with_shards else [], None, None, None)
-    if isinstance(value, np.ndarray):
-        # Every process holds the whole array: replica `process_index` of
-        # `process_count`.
-        return (path, "np.ndarray", value.dtype.name, list(value.shape), None, process_count,
-                [([0] * value.ndim, _raw(value), process_index, False)] if with_shards else [],
-                None, None, None)
-    raise TypeError(f"cairn.save: unsupported leaf type {type(value).__name__} at key path "
-                    f"{_tree.path_string(path)}: leaves are arrays, scalars, strings and empty "
-                    "nodes; register other node types with jax.tree_util")
-
-
-def _flatten(tree, process_index: int, process_count: int):
-    """Native leaf tuples of `tree`, flattened as Orbax flattens it
-    (cairn._tree: NamedTuple fields and dataclass fields by name, empty
-    nodes kept)."""
-    if tree is None or _tree.is_empty_node(tree):
-        raise ValueError("cairn.save: the tree is empty (Orbax refuses an empty item too)")
-    leaves, _ = _tree.flatten(tree)
-    return [_leaf(list(path), value, process_index, process_count) for path, value in leaves]
-
-
-def _absolute(directory) -> str:
-    """A local path made absolute; a URL (s3://, gs://, file://, memory://)
-    as it is: the native layer opens those itself."""
-    d = os.fspath(directory)
-    return d if "://" in d else os.path.abspath(d)
-
-
-def _jax_runs(process_count: int) -> bool:
-    """jax.distributed is up with `process_count` processes."""
-    from cairn import dist
-
-    jax = _jax()
-    state = dist._jax_state()
-    return (jax is not None and state is not None and state.client is not None
-            and jax.process_count() == process_count)
 
 
 def _coordinator_for(final_top: str, process_index: int, process_count: int, barrier, coordinator):
@@ -165,7 +43,7 @@ def _coordinator_for(final_top: str, process_index: int, process_count: int, bar
     from cairn import dist
 
     source = _core._save_coordinator_source(
-        coordinator is not None, process_count, process_count > 1 and _jax_runs(process_count),
+        coordinator is not None, process_count, process_count > 1 and _leaves.jax_runs(process_count),
         barrier is not None, final_top)
     if source == "given":
         return coordinator, lambda: None
@@ -225,7 +103,7 @@ def save_async(directory, tree=None, *, args=None, force: bool = False, format: 
             args, custom_metadata, ocdbt_target_data_file_size, chunk_byte_size)
     if format != "orbax":
         raise ValueError(f"cairn.save: format {format!r} is not supported here (only 'orbax')")
-    root = _absolute(directory)
+    root = _leaves.absolute(directory)
     if step is not None:
         final_top = os.path.join(root, _core._orbax_step_name(step, step_prefix or "", step_format_fixed_length))
     else:
@@ -235,12 +113,12 @@ def save_async(directory, tree=None, *, args=None, force: bool = False, format: 
     try:
         if force and c.is_primary:
             _remove_checkpoint(final_top)
-        leaves = _flatten(tree, c.process_index, c.process_count)
+        leaves = _leaves.flatten(tree, c.process_index, c.process_count)
         pending = _core._engine_save(
             final_top, item_name if step is not None else "", leaves, c, use_ocdbt=use_ocdbt,
             use_zarr3=use_zarr3, replica_parallel=replica_parallel, compression=compression,
             memory_budget=memory_budget or 0, target_data_file_size=target,
-            chunk_byte_size=chunk_byte_size or 0, custom_metadata=json_text(custom_metadata),
+            chunk_byte_size=chunk_byte_size or 0, custom_metadata=_leaves.json_text(custom_metadata),
             timeout_s=timeout_s)
     except BaseException:
         cleanup()
@@ -312,11 +190,6 @@ def latest_step(root) -> Optional[int]:
     return steps[-1] if steps else None
 
 
-
-
-def json_text(value: Any) -> str:
-    """`value` as the JSON text the native layer takes (custom metadata)."""
-    return json.dumps(value)
 
 
 _HANDLERS = ("PyTreeCheckpointHandler", "StandardCheckpointHandler", "register_handlers",
