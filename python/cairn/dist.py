@@ -29,7 +29,6 @@ Makers:
 from __future__ import annotations
 
 import itertools
-import os
 from typing import Callable, Optional
 
 from cairn import _core
@@ -121,17 +120,6 @@ def from_jax(client=None, key_prefix: Optional[str] = None, *,
                                       barrier, key_prefix)
 
 
-def _mpi_world_size() -> int:
-    for name in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE"):
-        value = os.environ.get(name)
-        if value:
-            try:
-                return int(value)
-            except ValueError:
-                pass
-    return 1
-
-
 def detect() -> Coordinator:
     """The coordinator the job was started for: ``from_jax()`` if
     ``jax.distributed`` is initialized with more than one process, else
@@ -139,6 +127,6 @@ def detect() -> Coordinator:
     state = _leaves.jax_state()
     if state is not None and state.client is not None and state.num_processes > 1:
         return from_jax()
-    if _mpi_world_size() > 1:
+    if _core._mpi_world_size() > 1:
         return mpi()
     return single()

@@ -22,6 +22,7 @@
 #include "bindings.h"
 #include "cairn/coordinator.h"
 #include "cairn/dist/file_coordinator.h"
+#include "cairn/dist/mpi_environment.h"
 #include "cairn/mpi_coordinator.h"
 #include "status_translation.h"
 
@@ -259,6 +260,9 @@ void BindDist(nb::module_& m) {
         "The MPI coordinator (MPI_COMM_WORLD, duplicated). Initializes MPI if\n"
         "needed; every rank must call it.");
   }
+
+  m.def("_mpi_world_size", [] { return dist::MpiWorldSizeFromEnv(); },
+        "The world size mpirun announces in the environment; 1 outside mpirun.");
 
   m.def(
       "_save_coordinator_source",

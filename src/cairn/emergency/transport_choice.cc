@@ -1,8 +1,8 @@
 #include "cairn/emergency/transport_choice.h"
 
-#include <cstdlib>
 #include <string>
 
+#include "cairn/dist/mpi_environment.h"
 #include "cairn/emergency/mpi_transport.h"
 #include "cairn/emergency/zmq_transport.h"
 
@@ -50,21 +50,10 @@ Result<TransportChoice> ChooseTransport(std::string_view requested, std::optiona
   return c;
 }
 
-int MpiWorldSizeFromEnv() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
-    const char* value = std::getenv(name);
-    if (value == nullptr || *value == '\0') continue;
-    char* end = nullptr;
-    long n = std::strtol(value, &end, 10);
-    if (end != value && *end == '\0' && n >= 1) return static_cast<int>(n);
-  }
-  return 1;
-}
-
 TransportEnvironment DetectTransportEnvironment(const Coordinator& coordinator) {
   TransportEnvironment env;
   env.process_count = coordinator.process_count();
-  env.mpi_world_size = MpiWorldSizeFromEnv();
+  env.mpi_world_size = dist::MpiWorldSizeFromEnv();
   env.zmq_available = ZmqTransportAvailable();
   return env;
 }

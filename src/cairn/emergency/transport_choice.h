@@ -8,7 +8,8 @@
 //   3. Peer copies not given: one when there is a transport and more than
 //      one replica, else none. Peer copies without a transport are refused.
 //
-// Thread safety: pure functions (MpiWorldSizeFromEnv reads the environment).
+// Thread safety: pure functions (DetectTransportEnvironment reads the
+// environment).
 #pragma once
 
 #include <memory>
@@ -34,7 +35,7 @@ struct TransportChoice {
 // The facts the choice depends on, from the environment and the build.
 struct TransportEnvironment {
   int process_count = 1;    // the coordinator's
-  int mpi_world_size = 1;   // MpiWorldSizeFromEnv()
+  int mpi_world_size = 1;   // dist::MpiWorldSizeFromEnv()
   bool zmq_available = false;
 };
 
@@ -43,10 +44,6 @@ struct TransportEnvironment {
 // or peer copies without a transport.
 Result<TransportChoice> ChooseTransport(std::string_view requested, std::optional<int> peer_copies,
                                         int num_replicas, const TransportEnvironment& env);
-
-// The world size mpirun announces (OMPI_COMM_WORLD_SIZE, PMI_SIZE); 1
-// outside mpirun or when unreadable.
-int MpiWorldSizeFromEnv();
 
 // The environment of a job coordinated by `coordinator`.
 TransportEnvironment DetectTransportEnvironment(const Coordinator& coordinator);

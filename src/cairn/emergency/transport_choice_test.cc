@@ -1,9 +1,6 @@
 // The transport choice (transport_choice.h).
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <optional>
-#include <string>
 
 #include "cairn/emergency/transport_choice.h"
 
@@ -68,27 +65,6 @@ TEST(TransportChoice, RefusesPeerCopiesWithoutATransport) {
   c = ChooseTransport("zmq", -1, 2, Env(4, 1, true));
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("-1"), std::string::npos) << c.status().ToString();
-}
-
-TEST(TransportChoice, MpiWorldSizeFromTheEnvironment) {
-  // Under mpirun the launcher's values are put back afterwards.
-  const char* ompi = std::getenv("OMPI_COMM_WORLD_SIZE");
-  const char* pmi = std::getenv("PMI_SIZE");
-  const std::optional<std::string> saved_ompi = ompi ? std::optional<std::string>(ompi) : std::nullopt;
-  const std::optional<std::string> saved_pmi = pmi ? std::optional<std::string>(pmi) : std::nullopt;
-  unsetenv("OMPI_COMM_WORLD_SIZE");
-  unsetenv("PMI_SIZE");
-  EXPECT_EQ(MpiWorldSizeFromEnv(), 1);
-  setenv("PMI_SIZE", "6", 1);
-  EXPECT_EQ(MpiWorldSizeFromEnv(), 6);
-  setenv("OMPI_COMM_WORLD_SIZE", "3", 1);
-  EXPECT_EQ(MpiWorldSizeFromEnv(), 3);
-  setenv("OMPI_COMM_WORLD_SIZE", "x", 1);
-  EXPECT_EQ(MpiWorldSizeFromEnv(), 6);
-  unsetenv("OMPI_COMM_WORLD_SIZE");
-  unsetenv("PMI_SIZE");
-  if (saved_ompi) setenv("OMPI_COMM_WORLD_SIZE", saved_ompi->c_str(), 1);
-  if (saved_pmi) setenv("PMI_SIZE", saved_pmi->c_str(), 1);
 }
 
 }  // namespace
