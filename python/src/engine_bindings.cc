@@ -29,7 +29,6 @@
 #include "cairn/engine/restore.h"
 #include "cairn/engine/save.h"
 #include "cairn/engine/write_shape.h"
-#include "cairn/layout/orbax/sharding.h"
 #include "status_translation.h"
 
 namespace nb = nanobind;
@@ -131,7 +130,7 @@ engine::SaveLeaf ConvertLeaf(const PyLeaf& l, bool honor_immutable) {
     leaf.shards.push_back(std::move(s));
   }
   leaf.random_key_impl = std::get<7>(l);
-  if (!std::get<8>(l).is_none()) leaf.sharding_json = ValueOrThrow(orbax::ShardingJson(ConvertSharding(std::get<8>(l)), where));
+  if (!std::get<8>(l).is_none()) leaf.sharding = ConvertSharding(std::get<8>(l));
   if (std::get<9>(l)) leaf.string_value = *std::get<9>(l);
   return leaf;
 }
