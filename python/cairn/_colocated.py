@@ -39,9 +39,9 @@ from typing import Any, Dict, List, Tuple
 import numpy as np
 
 from cairn import _core
+from cairn import _leaves
 from cairn import _orbax_restore
 from cairn import _tree
-from cairn import orbax as _orbax
 
 CONTROLLER = "pwcontroller"  # Orbax's name for the controller's database
 
@@ -114,7 +114,7 @@ def _save_on_host(arrays, paths, directory: str, options: Dict[str, Any]):
 
     jax = _jax()
     me, count = jax.process_index(), jax.process_count()
-    leaves = [_orbax._leaf(list(p), a, me, count) for p, a in zip(paths, arrays)]
+    leaves = [_leaves.leaf(list(p), a, me, count) for p, a in zip(paths, arrays)]
     _core._engine_save(directory, "", leaves, dist.single(), caller_commits=True, shards_only=True,
                        process_name=str(me), **options).wait()
     sharding, spec = _per_device_spec(_devices_of(arrays))
@@ -133,12 +133,12 @@ def start_save(directory: str, item, options: Dict[str, Any]):
     leaves, _ = _tree.flatten(item)
     described, host_paths, host_arrays, mine = [], [], [], []
     for path, value in leaves:
-        described.append(_orbax._leaf(list(path), value, 0, 1, with_shards=False))
+        described.append(_leaves.leaf(list(path), value, 0, 1, with_shards=False))
         if isinstance(value, jax.Array) and _is_placed(value):
             host_paths.append(list(path))
             host_arrays.append(value)
         elif not isinstance(value, str) and not _tree.is_empty_node(value):
-            mine.append(_orbax._leaf(list(path), value, 0, 1))
+            mine.append(_leaves.leaf(list(path), value, 0, 1))
     where = [_tree.path_string(p) for p in host_paths]
     cpu_arrays = jax.device_put(host_arrays, [_cpu_sharding(a.sharding, w) for a, w in zip(host_arrays, where)],
                                 may_alias=True) if host_arrays else []
@@ -220,7 +220,7 @@ def restore(directory: str, target, partial_restore: bool):
     item = _core._orbax_open_item(directory, "")
     target_leaves, rebuild = _tree.flatten(target)
     # Checks the whole target against the checkpoint, naming the key path.
-    _orbax_restore._match_target(_orbax_restore._saved_leaves(item.tree()), target_leaves,
+    _orbax_restore.match_target(_orbax_restore.saved_leaves(item.tree()), target_leaves,
                                  partial_restore, item.dir)
     values = [leaf for _, leaf in target_leaves]  # empty nodes stay the target's own
     on_hosts, on_controller = [], []

@@ -38,10 +38,10 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from cairn import _core
+from cairn import _leaves
 from cairn import _orbax_args
 from cairn import _orbax_restore
 from cairn import _tree
-from cairn import orbax as _orbax
 
 __all__ = ["PyTreeCheckpointHandler", "StandardCheckpointHandler", "PyTreeHandlerImpl",
            "register_handlers", "unregister_handlers"]
@@ -107,12 +107,12 @@ class PyTreeHandlerImpl(ocp.BasePyTreeCheckpointHandler):
         target = getattr(args, "ocdbt_target_data_file_size", None)
         options = dict(self._cairn, target_data_file_size=target if target is not None else 2 ** 31,
                        chunk_byte_size=_orbax_args.chunk_byte_size(save_args) or 0,
-                       custom_metadata=_orbax.json_text(getattr(args, "custom_metadata", None)))
+                       custom_metadata=_leaves.json_text(getattr(args, "custom_metadata", None)))
         if self._colocated:
             from cairn import _colocated
             return _colocated.start_save(directory, _own_numpy(item), options)
         coordinator = _handler_coordinator(dist)
-        leaves = _orbax._flatten(_own_numpy(item), coordinator.process_index, coordinator.process_count)
+        leaves = _leaves.flatten(_own_numpy(item), coordinator.process_index, coordinator.process_count)
         # The numpy leaves are this handler's own copies, held until the save
         # is done: the engine may read them in the background, like a
         # jax.Array's shards, instead of copying them again.

@@ -23,6 +23,7 @@ import numpy as np
 
 from cairn import _core
 from cairn import _dtypes
+from cairn import _leaves
 from cairn import _memory
 from cairn import _orbax_args
 from cairn import _tree
@@ -33,15 +34,6 @@ _aligned_empty = _memory.aligned_empty
 def _jax():
     """jax if the caller has imported it (cairn never imports it itself)."""
     return sys.modules.get("jax")
-
-
-def _box_of(index, shape):
-    origin, extent = [], []
-    for sl, n in zip(index, shape):
-        start, stop, _ = sl.indices(n)
-        origin.append(start)
-        extent.append(stop - start)
-    return origin, extent
 
 
 def _restore_leaf(value, impls, jax):
@@ -89,7 +81,7 @@ def _place_leaf(restored, target, jax, where):
     return restored
 
 
-def _saved_leaves(tree):
+def saved_leaves(tree):
     """The checkpoint's leaves as (names, node), in `_METADATA`'s order: a
     node is ("array", param, value_type), ("string", value), ("none",) or
     ("empty", {} or []) for an empty container."""
@@ -124,7 +116,7 @@ def _describe(node) -> str:
     return f"a value of type {node[1]!r}"
 
 
-def _match_target(saved, target_leaves, partial_restore, where):
+def match_target(saved, target_leaves, partial_restore, where):
     """Pairs every target leaf with the checkpoint's node at its key path.
     ValueError naming the first key path where the two differ: a leaf the
     checkpoint lacks, data where the other has an empty node, or (unless
@@ -322,13 +314,13 @@ def _restore_coordinator():
 
     if os.environ.get("CAIRN_RESTORE_HOST_SHARE") == "0":
         return None
-    state = dist._jax_state()
+    state = _leaves.jax_state()
     if state is None or state.client is None:
         return None
     return dist.from_jax()
 
 
-def _restore(directory, target, item_name, step, partial_restore, _read_boxes, _maps=False):
+def _restore(directory, target, item_name, step, partial_restore, read_boxes, maps=False):
     path = os.fspath(directory)
     if step is not None:
         steps = dict(_core._orbax_list_steps(path))
@@ -338,13 +330,13 @@ def _restore(directory, target, item_name, step, partial_restore, _read_boxes, _
         path = steps[step]
     item = _core._orbax_open_item(path, item_name or "")
     tree = item.tree()
-    saved = _saved_leaves(tree)
+    saved = saved_leaves(tree)
     jax = _jax()
     targets = {}     # param -> target leaf
     matched = None   # [(node, target leaf)] in the target's flattening order
     if target is not None:
         target_leaves, rebuild = _tree.flatten(target)
-        matched = _match_target(saved, target_leaves, partial_restore, item.dir)
+        matched = match_target(saved, target_leaves, partial_restore, item.dir)
         for node, leaf in matched:
             if node[0] == "array":
                 targets[node[1]] = leaf
@@ -373,7 +365,7 @@ def _restore(directory, target, item_name, step, partial_restore, _read_boxes, _
         if sharding is not None:
             buffers, devices, boxes = {}, [], []
             for device, index in sharding.addressable_devices_indices_map(tuple(shape)).items():
-                origin, extent = _box_of(index, shape)
+                origin, extent = _leaves.box_of(index, shape)
                 key = (tuple(origin), tuple(extent))
                 if key not in buffers:
                     buffers[key] = _aligned_empty(extent, np_dtype)
@@ -385,7 +377,7 @@ def _restore(directory, target, item_name, step, partial_restore, _read_boxes, _
             if me is not None:
                 for device, index in sharding.devices_indices_map(tuple(shape)).items():
                     if device.process_index != me:
-                        origin, extent = _box_of(index, shape)
+                        origin, extent = _leaves.box_of(index, shape)
                         theirs.add((tuple(origin), tuple(extent)))
             others.append(sorted(theirs))
             spans_processes = spans_processes or bool(theirs)
@@ -399,8 +391,8 @@ def _restore(directory, target, item_name, step, partial_restore, _read_boxes, _
         requests.append((param, dtype_name, boxes))
     converts = any(_asks_other_dtype(targets[param], b)
                    for param, (_, _, _, buffers) in placed.items() for b in buffers.values())
-    if _read_boxes is not None:
-        read = lambda: _read_boxes(requests)  # noqa: E731
+    if read_boxes is not None:
+        read = lambda: read_boxes(requests)  # noqa: E731
     else:
         # Every process restores a target that spans processes: those of one
         # host then decode the chunks they share once (engine/restore_host_share.h).
@@ -410,12 +402,12 @@ def _restore(directory, target, item_name, step, partial_restore, _read_boxes, _
             global last_restore_stats
             last_restore_stats = _core._engine_restore(item.dir, "", requests, others, coordinator,
                                                        item=item)
-    if placed and not converts and not _maps:
+    if placed and not converts and not maps:
         singles = iter(_read_while_placing(read, placed, jax))
     else:
         # Mappings replace buffers, so jax gets the buffers after the read.
         mapped = read()
-        if _maps and mapped:
+        if maps and mapped:
             _swap_in_mappings(mapped, slots, arrays, placed)
         host, where = _host_shards(placed, targets)
         singles = iter(jax.device_put(host, where) if host else [])

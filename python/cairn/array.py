@@ -16,7 +16,8 @@ class Array:
     """A zarr v2 or v3 array. Reads return new numpy arrays; writes take any
     numpy array of the array's dtype (any byte order, any strides)."""
 
-    def __init__(self, core: _core.Array):
+    def __init__(self, core):
+        # `core`: the native array (cairn.open and cairn.create make it).
         self._core = core
         self._dtype = _dtypes.to_numpy(core.dtype_name)
 

@@ -2,7 +2,7 @@
 
 cairn's engine runs in every process of a job and needs the job's index and
 size, barriers, and small all-gathers and broadcasts. A ``Coordinator``
-(``cairn._core.Coordinator``) provides them::
+(``cairn.dist.Coordinator``) provides them::
 
     import cairn.dist
     coordinator = cairn.dist.detect()      # jax.distributed, mpirun, or one process
@@ -29,13 +29,13 @@ Makers:
 from __future__ import annotations
 
 import itertools
-import os
-import sys
 from typing import Callable, Optional
 
 from cairn import _core
+from cairn import _leaves
 
 Coordinator = _core.Coordinator
+Coordinator.__module__ = __name__  # documented (and shown by help()) as cairn.dist.Coordinator
 
 __all__ = ["Coordinator", "callback", "detect", "from_jax", "mpi", "single"]
 
@@ -73,14 +73,6 @@ def callback(process_index: int, process_count: int,
     """
     return _core.callback_coordinator(process_index, process_count, kv_set, kv_get,
                                       barrier, key_prefix)
-
-
-def _jax_state():
-    """jax.distributed's global state, or None if jax is not imported."""
-    if "jax" not in sys.modules:
-        return None
-    from jax._src import distributed
-    return distributed.global_state
 
 
 def from_jax(client=None, key_prefix: Optional[str] = None, *,
@@ -128,24 +120,13 @@ def from_jax(client=None, key_prefix: Optional[str] = None, *,
                                       barrier, key_prefix)
 
 
-def _mpi_world_size() -> int:
-    for name in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE"):
-        value = os.environ.get(name)
-        if value:
-            try:
-                return int(value)
-            except ValueError:
-                pass
-    return 1
-
-
 def detect() -> Coordinator:
     """The coordinator the job was started for: ``from_jax()`` if
     ``jax.distributed`` is initialized with more than one process, else
     ``mpi()`` under ``mpirun`` with more than one rank, else ``single()``."""
-    state = _jax_state()
+    state = _leaves.jax_state()
     if state is not None and state.client is not None and state.num_processes > 1:
         return from_jax()
-    if _mpi_world_size() > 1:
+    if _core._mpi_world_size() > 1:
         return mpi()
     return single()

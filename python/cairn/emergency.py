@@ -38,7 +38,7 @@ import sys
 from typing import Any, Callable, Optional
 
 from cairn import _core
-from cairn import orbax as _orbax
+from cairn import _leaves
 from cairn import _orbax_args
 from cairn import _orbax_restore
 
@@ -81,7 +81,7 @@ class CheckpointManager:
     Orbax's emergency signature works too, as MaxText and AXLearn build it:
     ``CheckpointManager(local_directory, persistent_directory, global_mesh,
     abstract_state, options=emergency.CheckpointManagerOptions(...))``
-    (``_emergency_options.py`` says what is read), with
+    (docs/ORBAX_INTEGRATION.md says what is read), with
     ``save(step, args=Composite(state=PyTreeSave(state)))`` and
     ``restore(step)`` answering ``Composite(state=...)`` restored onto
     `abstract_state`.
@@ -139,24 +139,12 @@ class CheckpointManager:
         from cairn import dist
 
         self.local_directory = os.path.abspath(os.fspath(local_directory))
-        self.persistent_directory = _orbax._absolute(persistent_directory)
+        self.persistent_directory = _leaves.absolute(persistent_directory)
         self._coordinator = coordinator if coordinator is not None else dist.detect()
         count = self._coordinator.process_count
-        if transport is None:
-            if count > 1 and dist._mpi_world_size() == count:
-                transport = "mpi"
-            elif count > 1 and _core._emergency_zmq_available():
-                transport = "zmq"
-            else:
-                transport = "none"
-        if peer_copies is None:
-            peer_copies = 1 if transport != "none" and num_replicas > 1 else 0
-        if peer_copies > 0 and transport == "none":
-            raise ValueError("cairn.emergency: peer copies need a transport ('mpi' under mpirun, "
-                             "'zmq' otherwise)")
         process_md, mesh_md = _process_metadata(count, global_mesh)
         self._native = _core._emergency_open(
-            self.local_directory, self.persistent_directory, self._coordinator, transport=transport,
+            self.local_directory, self.persistent_directory, self._coordinator, transport=transport or "",
             num_replicas=num_replicas, peer_copies=peer_copies,
             local_save_interval_steps=local_save_interval_steps, local_max_to_keep=local_max_to_keep,
             persistent_save_interval_steps=persistent_save_interval_steps,
@@ -193,7 +181,7 @@ class CheckpointManager:
             item_args = _orbax_args.single_item(args, "cairn.emergency.CheckpointManager.save")
             tree = _orbax_args.apply_save_args(item_args.item, getattr(item_args, "save_args", None))
         c = self._coordinator
-        leaves = _orbax._flatten(tree, c.process_index, c.process_count)
+        leaves = _leaves.flatten(tree, c.process_index, c.process_count)
         saved = self._native.save(int(step), leaves, force)
         if saved and not self._enable_async:
             self.wait_until_finished()

@@ -12,7 +12,8 @@ class KvStore:
     """A key-value store. Keys are str ('/'-separated paths by convention);
     values are bytes."""
 
-    def __init__(self, core: _core.KvStore):
+    def __init__(self, core):
+        # `core`: the native store (cairn.kvstore.open makes it).
         self._core = core
 
     @property

@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 from cairn import _core
-from cairn import orbax as _orbax
+from cairn import _leaves
 from cairn import _manager_items
 from cairn import _manager_options
 from cairn import _orbax_restore
@@ -48,7 +48,7 @@ class CheckpointManager:
     commit and retention go on in the background), `step_prefix` and
     `step_format_fixed_length`. Storage options as ``cairn.save``.
 
-    Orbax's own signature works too (``_manager_options.py`` says which
+    Orbax's own signature works too (docs/ORBAX_INTEGRATION.md says which
     options map)::
 
         cairn.CheckpointManager(directory, options=ocp.CheckpointManagerOptions(max_to_keep=3),
@@ -79,7 +79,7 @@ class CheckpointManager:
             if value is not None:
                 raise NotImplementedError(f"cairn.CheckpointManager: Orbax's `{name}` is not supported "
                                           "(use item_names/item_handlers and args=)")
-        self.directory = _orbax._absolute(directory)
+        self.directory = _leaves.absolute(directory)
         self._items = _manager_items.ItemLayout.from_orbax(item_names, item_handlers, item_name)
         if options is not None:
             policy = _manager_options.from_orbax_options(options)
@@ -160,7 +160,7 @@ class CheckpointManager:
         if not force and not self.should_save(step):
             return False
         c = self._coordinator
-        leaves = _orbax._flatten(parts.tree, c.process_index, c.process_count)
+        leaves = _leaves.flatten(parts.tree, c.process_index, c.process_count)
         score = None
         if self._policy.best_fn is not None and metrics is not None:
             score = float(self._policy.best_fn(metrics))
@@ -169,7 +169,7 @@ class CheckpointManager:
                 parts.add_metrics(metrics)
         return self._native.save(step, leaves, True, extra_files=parts.files,
                                  extra_item_handlers=parts.handlers, item_name=parts.pytree_name,
-                                 score=score, custom_metadata=_orbax.json_text(custom_metadata))
+                                 score=score, custom_metadata=_leaves.json_text(custom_metadata))
 
     def wait_until_finished(self) -> None:
         """Blocks until the background save and retention are done; raises

@@ -18,22 +18,14 @@ same points (e.g. ``jax.experimental.multihost_utils.sync_global_devices``).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import shutil
-import sys
-import threading
-import time
 from typing import Any, Callable, Optional
 
-import numpy as np
 
 from cairn import _core
-from cairn import _dtypes
+from cairn import _leaves
 from cairn import _orbax_args
-from cairn import _tree
-from cairn._orbax_restore import _box_of
 from cairn._orbax_restore import restore  # noqa: F401  (cairn.orbax.restore)
 
 __all__ = ["save", "save_async", "PendingSave", "restore", "all_steps", "latest_step", "PYTREE_HANDLER",
@@ -43,208 +35,23 @@ __all__ = ["save", "save_async", "PendingSave", "restore", "all_steps", "latest_
 PYTREE_HANDLER = "orbax.checkpoint._src.handlers.pytree_checkpoint_handler.PyTreeCheckpointHandler"
 
 
-def _jax():
-    """jax if the caller has imported it (cairn never imports it itself)."""
-    return sys.modules.get("jax")
-
-
-def _is_jax_array(x) -> bool:
-    jax = _jax()
-    return jax is not None and isinstance(x, jax.Array)
-
-
-def _raw(values: np.ndarray) -> np.ndarray:
-    return _dtypes.raw_view(_dtypes.native(np.asarray(values)))
-
-
-def _sharding_json(sharding) -> Optional[str]:
-    """The `_sharding` entry Orbax writes for a NamedSharding or a
-    SingleDeviceSharding (None for other shardings)."""
-    jax = _jax()
-    if isinstance(sharding, jax.sharding.NamedSharding):
-        mesh = sharding.mesh
-        spec = []
-        for p in sharding.spec:
-            spec.append(list(p) if isinstance(p, tuple) else p)
-        devices = np.vectorize(lambda d: {"id": int(d.id)}, otypes=[object])(mesh.devices).tolist()
-        axis_types = [str(t) for t in getattr(mesh, "axis_types", ())] or ["AxisType.Auto"] * len(mesh.axis_names)
-        return json.dumps({
-            "sharding_type": "NamedSharding",
-            "shape": list(mesh.devices.shape),
-            "axis_names": list(mesh.axis_names),
-            "axis_types": axis_types,
-            "partition_spec": spec,
-            "device_mesh": {"mesh": devices},
-        })
-    if isinstance(sharding, jax.sharding.SingleDeviceSharding):
-        (device,) = sharding.device_set
-        return json.dumps({"sharding_type": "SingleDeviceSharding",
-                           "device_str": f"{device.platform}:{device.id}"})
-    return None
-
-
-def _numpy_write_shape(shape, process_count: int):
-    """The write shape of a numpy leaf saved by `process_count` processes:
-    split along the first axis divisible by the count (each process's replica
-    then writes one slice, replica-parallel), else the whole shape."""
-    for axis, n in enumerate(shape):
-        if process_count > 1 and n % process_count == 0 and n > 0:
-            write_shape = list(shape)
-            write_shape[axis] = n // process_count
-            return write_shape
-    return list(shape)
-
-
-def _num_replicas(value) -> int:
-    """How many devices hold each distinct shard of a jax.Array."""
-    counts = {}
-    for index in value.sharding.devices_indices_map(tuple(value.shape)).values():
-        key = tuple(_box_of(index, value.shape)[0])
-        counts[key] = counts.get(key, 0) + 1
-    return next(iter(counts.values())) if counts else 1
-
-
-def _leaf(path, value, process_index, process_count, with_shards=True):
-    """The native leaf tuple for `value` at `path` (see engine_bindings.cc):
-    (path, value_type, dtype, shape, write_shape, num_replicas,
-    [(origin, raw array, replica_id, immutable)], random_key_impl, sharding,
-    string). A jax.Array's shards are immutable (jax never changes an
-    array's buffer; the binding keeps them alive until the save is
-    finished), so the engine reads them in the background instead of copying
-    them before save_async returns, as Orbax does on the host; numpy arrays
-    may change once save_async returns and are copied first. Without
-    `with_shards` the leaf is only described (no shard is read), as the
-    metadata a Pathways controller writes (cairn._colocated)."""
-    jax = _jax()
-    if _tree.is_empty_node(value):
-        return (path, _tree.empty_value_type(value), "", [], None, 1, [], None, None, None)
-    if isinstance(value, str):
-        return (path, "string", "", [], None, 1, [], None, None, value)
-    if _is_jax_array(value):
-        key_impl = None
-        if jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key):
-            key_impl = str(jax.random.key_impl(value))
-            value = jax.random.key_data(value)
-        # The write shape from the global sharding (the shard at the origin,
-        # the largest one when uneven), not from this process's shards: a
-        # process may hold no replica-0 shard of an array, and every process
-        # must report the same write shape.
-        first = next(iter(value.sharding.devices_indices_map(tuple(value.shape)).values()))
-        write_shape = _box_of(first, value.shape)[1]
-        shards = []
-        for shard in value.addressable_shards if with_shards else ():
-            if process_count == 1 or shard.device.process_index == process_index:
-                origin, _ = _box_of(shard.index, value.shape)
-                shards.append((origin, _raw(np.asarray(shard.data)), int(shard.replica_id), True))
-        return (path, "jax.Array", np.dtype(value.dtype).name, list(value.shape), write_shape,
-                _num_replicas(value), shards, key_impl, _sharding_json(value.sharding), None)
-    if isinstance(value, (bool, int, float, np.generic)) and not isinstance(value, np.ndarray):
-        if isinstance(value, bool):
-            arr = np.asarray(value, dtype=np.bool_)
-        elif isinstance(value, int):
-            arr = np.asarray(value, dtype=np.int64)
-        elif isinstance(value, float):
-            arr = np.asarray(value, dtype=np.float64)
-        else:
-            arr = np.asarray(value)
-        return (path, "scalar", arr.dtype.name, [], [], process_count,
-                [([], _raw(arr), process_index, True)] if with_shards else [], None, None, None)
-    if isinstance(value, np.ndarray):
-        # Every process holds the whole array: replica `process_index` of
-        # `process_count`.
-        return (path, "np.ndarray", value.dtype.name, list(value.shape),
-                _numpy_write_shape(value.shape, process_count), process_count,
-                [([0] * value.ndim, _raw(value), process_index, False)] if with_shards else [],
-                None, None, None)
-    raise TypeError(f"cairn.save: unsupported leaf type {type(value).__name__} at key path "
-                    f"{_tree.path_string(path)}: leaves are arrays, scalars, strings and empty "
-                    "nodes; register other node types with jax.tree_util")
-
-
-def _flatten(tree, process_index: int, process_count: int):
-    """Native leaf tuples of `tree`, flattened as Orbax flattens it
-    (cairn._tree: NamedTuple fields and dataclass fields by name, empty
-    nodes kept)."""
-    if tree is None or _tree.is_empty_node(tree):
-        raise ValueError("cairn.save: the tree is empty (Orbax refuses an empty item too)")
-    leaves, _ = _tree.flatten(tree)
-    return [_leaf(list(path), value, process_index, process_count) for path, value in leaves]
-
-
-class _FileKeyValue:
-    """kv_set / kv_get over files in a directory every process sees, for
-    coordinating processes that share only a barrier callable and the
-    checkpoint's file system (``save(..., barrier=)``)."""
-
-    def __init__(self, directory: str):
-        self.dir = directory
-
-    def _path(self, key: str) -> str:
-        return os.path.join(self.dir, hashlib.sha1(key.encode()).hexdigest())
-
-    def set(self, key: str, value: bytes) -> None:
-        path = self._path(key)
-        tmp = f"{path}.tmp{os.getpid()}.{threading.get_ident()}"
-        with open(tmp, "wb") as f:
-            f.write(value)
-        os.replace(tmp, path)
-
-    def get(self, key: str, timeout_ms: int) -> bytes:
-        path = self._path(key)
-        deadline = time.monotonic() + timeout_ms / 1000.0
-        delay = 0.0005
-        while True:
-            try:
-                with open(path, "rb") as f:
-                    return f.read()
-            except FileNotFoundError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"cairn: no value for `{key}` within {timeout_ms} ms")
-                time.sleep(delay)
-                delay = min(delay * 2, 0.02)
-
-
-def _absolute(directory) -> str:
-    """A local path made absolute; a URL (s3://, gs://, file://, memory://)
-    as it is: the native layer opens those itself."""
-    d = os.fspath(directory)
-    return d if "://" in d else os.path.abspath(d)
-
-
 def _coordinator_for(final_top: str, process_index: int, process_count: int, barrier, coordinator):
-    """(coordinator, cleanup) for one save: the caller's; jax.distributed's
-    when jax runs the processes; else, for processes that share only a
-    `barrier` callable, one over files beside the checkpoint; else the one
-    cairn.dist.detect() finds (a single process outside jax and MPI)."""
+    """(coordinator, cleanup) for one save, from where the native rule says
+    it comes (dist/file_coordinator.h): the caller's; jax.distributed's;
+    one over files beside the checkpoint for processes that share only a
+    `barrier` callable; or the one cairn.dist.detect() finds."""
     from cairn import dist
 
-    if coordinator is not None:
+    source = _core._save_coordinator_source(
+        coordinator is not None, process_count, process_count > 1 and _leaves.jax_runs(process_count),
+        barrier is not None, final_top)
+    if source == "given":
         return coordinator, lambda: None
-    if process_count > 1:
-        jax = _jax()
-        if (jax is not None and jax.process_count() == process_count
-                and dist._jax_state() is not None and dist._jax_state().client is not None):
-            return dist.from_jax(), lambda: None
-        if barrier is None:
-            raise ValueError("cairn.save: several processes need a `barrier` callable or a `coordinator`")
-        if "://" in final_top:
-            raise ValueError(f"cairn.save: {final_top}: processes that share only a `barrier` "
-                             "coordinate through local files; pass a `coordinator` for a URL")
-        shared = os.path.join(os.path.dirname(final_top),
-                              f".cairn-coordination.{os.path.basename(final_top)}")
-        if process_index == 0:
-            shutil.rmtree(shared, ignore_errors=True)
-            os.makedirs(shared, exist_ok=True)
-        barrier("cairn_save_coordination")
-        kv = _FileKeyValue(shared)
-        c = dist.callback(process_index, process_count, kv.set, kv.get)
-
-        def cleanup():
-            barrier("cairn_save_done")
-            if process_index == 0:
-                shutil.rmtree(shared, ignore_errors=True)
-
-        return c, cleanup
+    if source == "runtime":
+        return dist.from_jax(), lambda: None
+    if source == "files":
+        directory, c = _core._begin_file_coordination(final_top, process_index, process_count, barrier)
+        return c, lambda: _core._end_file_coordination(directory, process_index, barrier)
     return dist.detect(), lambda: None
 
 
@@ -296,7 +103,7 @@ def save_async(directory, tree=None, *, args=None, force: bool = False, format: 
             args, custom_metadata, ocdbt_target_data_file_size, chunk_byte_size)
     if format != "orbax":
         raise ValueError(f"cairn.save: format {format!r} is not supported here (only 'orbax')")
-    root = _absolute(directory)
+    root = _leaves.absolute(directory)
     if step is not None:
         final_top = os.path.join(root, _core._orbax_step_name(step, step_prefix or "", step_format_fixed_length))
     else:
@@ -306,12 +113,12 @@ def save_async(directory, tree=None, *, args=None, force: bool = False, format: 
     try:
         if force and c.is_primary:
             _remove_checkpoint(final_top)
-        leaves = _flatten(tree, c.process_index, c.process_count)
+        leaves = _leaves.flatten(tree, c.process_index, c.process_count)
         pending = _core._engine_save(
             final_top, item_name if step is not None else "", leaves, c, use_ocdbt=use_ocdbt,
             use_zarr3=use_zarr3, replica_parallel=replica_parallel, compression=compression,
             memory_budget=memory_budget or 0, target_data_file_size=target,
-            chunk_byte_size=chunk_byte_size or 0, custom_metadata=json_text(custom_metadata),
+            chunk_byte_size=chunk_byte_size or 0, custom_metadata=_leaves.json_text(custom_metadata),
             timeout_s=timeout_s)
     except BaseException:
         cleanup()
@@ -383,11 +190,6 @@ def latest_step(root) -> Optional[int]:
     return steps[-1] if steps else None
 
 
-
-
-def json_text(value: Any) -> str:
-    """`value` as the JSON text the native layer takes (custom metadata)."""
-    return json.dumps(value)
 
 
 _HANDLERS = ("PyTreeCheckpointHandler", "StandardCheckpointHandler", "register_handlers",

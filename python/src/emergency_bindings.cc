@@ -24,6 +24,7 @@
 #include "cairn/coordinator.h"
 #include "cairn/emergency/manager.h"
 #include "cairn/emergency/mpi_transport.h"
+#include "cairn/emergency/transport_choice.h"
 #include "cairn/emergency/zmq_transport.h"
 #include "status_translation.h"
 
@@ -198,7 +199,7 @@ void RegisterEmergency(nb::module_& m) {
   m.def(
       "_emergency_open",
       [](const std::string& local_directory, const std::string& persistent_directory, Coordinator& coordinator,
-         const std::string& transport, int num_replicas, int peer_copies, int64_t local_interval,
+         const std::string& transport, int num_replicas, std::optional<int> peer_copies, int64_t local_interval,
          int local_max_to_keep, int64_t persistent_interval, int persistent_max_to_keep, bool use_ocdbt,
          bool use_zarr3, const std::string& compression, uint64_t memory_budget, double timeout_s,
          const std::string& global_process_metadata, const std::string& mesh_metadata,
@@ -215,7 +216,6 @@ void RegisterEmergency(nb::module_& m) {
         o.local_directory = local_directory;
         o.persistent_directory = persistent_directory;
         o.num_replicas = num_replicas;
-        o.peer_copies = peer_copies;
         o.local_save_interval_steps = local_interval;
         o.local_max_to_keep = local_max_to_keep;
         o.persistent_save_interval_steps = persistent_interval;
@@ -229,19 +229,18 @@ void RegisterEmergency(nb::module_& m) {
         o.save.timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(timeout_s));
         o.global_process_metadata_json = global_process_metadata;
         o.mesh_metadata_json = mesh_metadata;
-        std::shared_ptr<emergency::PeerTransport> peers;
-        if (transport == "mpi") {
-          peers = ValueOrThrow(Released([] { return emergency::NewMpiTransport(); }));
-        } else if (transport == "zmq") {
-          peers = ValueOrThrow(Released([&] { return emergency::NewZmqTransport(coordinator, zmq_host, o.save.timeout); }));
-        } else if (transport != "none") {
-          ThrowStatus(InvalidArgumentError("transport must be 'mpi', 'zmq' or 'none', not '" + transport + "'"));
-        }
+        // The transport named, or the one the job's environment calls for
+        // (emergency/transport_choice.h).
+        const emergency::TransportChoice choice = ValueOrThrow(emergency::ChooseTransport(
+            transport, peer_copies, num_replicas, emergency::DetectTransportEnvironment(coordinator)));
+        o.peer_copies = choice.peer_copies;
+        std::shared_ptr<emergency::PeerTransport> peers = ValueOrThrow(Released(
+            [&] { return emergency::OpenTransport(choice.kind, coordinator, zmq_host, o.save.timeout); }));
         auto opened = Released([&] { return EmergencyCheckpointManager::Open(o, coordinator, peers); });
         return PyEmergencyManager{ValueOrThrow(std::move(opened)), std::nullopt};
       },
       nb::arg("local_directory"), nb::arg("persistent_directory"), nb::arg("coordinator"),
-      nb::arg("transport") = "none", nb::arg("num_replicas") = 1, nb::arg("peer_copies") = 0,
+      nb::arg("transport") = "", nb::arg("num_replicas") = 1, nb::arg("peer_copies").none() = nb::none(),
       nb::arg("local_save_interval_steps") = 1, nb::arg("local_max_to_keep") = 2,
       nb::arg("persistent_save_interval_steps") = 10, nb::arg("persistent_max_to_keep") = 0,
       nb::arg("use_ocdbt") = true, nb::arg("use_zarr3") = true, nb::arg("compression") = "default",

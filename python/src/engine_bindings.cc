@@ -28,6 +28,7 @@
 #include "cairn/engine/colocated.h"
 #include "cairn/engine/restore.h"
 #include "cairn/engine/save.h"
+#include "cairn/engine/write_shape.h"
 #include "status_translation.h"
 
 namespace nb = nanobind;
@@ -42,18 +43,54 @@ using RawOut = nb::ndarray<nb::device::cpu>;
 // the binding keeps it alive until the save is finished, as a jax.Array's
 // host buffer)
 using PyShard = std::tuple<std::vector<int64_t>, RawIn, int, bool>;
-// (path [(key, key_type)], value_type, dtype name or "", shape, write_shape
-//  or None, num_replicas, shards, random_key_impl or None, sharding json or
-//  None, string value or None)
+// (origin, shape)
+using PyBox = std::pair<std::vector<int64_t>, std::vector<int64_t>>;
+// (path [(key, key_type)], value_type, dtype name or "", shape, device boxes
+//  of a jax.Array's sharding or None, process count, shards, random_key_impl
+//  or None, sharding facts (a dict, see ConvertSharding) or None, string
+//  value or None). The engine picks the write shape (engine/write_shape.h)
+//  and formats `_sharding` (layout/orbax/sharding.h).
 using PyLeaf = std::tuple<std::vector<std::pair<std::string, int>>, std::string, std::string,
-                          std::vector<int64_t>, std::optional<std::vector<int64_t>>, int,
-                          std::vector<PyShard>, std::optional<std::string>,
-                          std::optional<std::string>, std::optional<std::string>>;
+                          std::vector<int64_t>, std::optional<std::vector<PyBox>>, int,
+                          std::vector<PyShard>, std::optional<std::string>, nb::object,
+                          std::optional<std::string>>;
 
 std::vector<Index> ByteStrides(size_t ndim, const int64_t* strides, size_t itemsize) {
   std::vector<Index> out(ndim);
   for (size_t d = 0; d < ndim; ++d) out[d] = strides[d] * static_cast<Index>(itemsize);
   return out;
+}
+
+// The facts of a jax sharding (read off the jax objects in python/cairn): {"type":
+// "NamedSharding", "mesh_shape", "axis_names", "axis_types",
+// "partition_spec" (None, an axis name or a list of names per entry),
+// "device_ids"} or {"type": "SingleDeviceSharding", "device_str"}.
+orbax::ShardingMetadata ConvertSharding(nb::handle facts) {
+  nb::dict d = nb::cast<nb::dict>(facts);
+  orbax::ShardingMetadata s;
+  const std::string type = nb::cast<std::string>(d["type"]);
+  if (type == "SingleDeviceSharding") {
+    s.kind = orbax::ShardingMetadata::Kind::kSingleDevice;
+    s.device_str = nb::cast<std::string>(d["device_str"]);
+    return s;
+  }
+  if (type != "NamedSharding") ThrowStatus(InvalidArgumentError("sharding type '" + type + "' is not written"));
+  s.mesh_shape = nb::cast<std::vector<int64_t>>(d["mesh_shape"]);
+  s.axis_names = nb::cast<std::vector<std::string>>(d["axis_names"]);
+  s.axis_types = nb::cast<std::vector<std::string>>(d["axis_types"]);
+  s.device_ids = nb::cast<std::vector<int64_t>>(d["device_ids"]);
+  for (nb::handle p : nb::cast<nb::list>(d["partition_spec"])) {
+    orbax::PartitionSpecEntry& e = s.partition_spec.emplace_back();
+    if (p.is_none()) continue;
+    if (nb::isinstance<nb::str>(p)) {
+      e.kind = orbax::PartitionSpecEntry::Kind::kAxis;
+      e.axes.push_back(nb::cast<std::string>(p));
+    } else {
+      e.kind = orbax::PartitionSpecEntry::Kind::kAxes;
+      e.axes = nb::cast<std::vector<std::string>>(p);
+    }
+  }
+  return s;
 }
 
 // `honor_immutable`: the caller keeps the arrays alive until the save is
@@ -67,8 +104,15 @@ engine::SaveLeaf ConvertLeaf(const PyLeaf& l, bool honor_immutable) {
   leaf.value_type = std::get<1>(l);
   if (!std::get<2>(l).empty()) leaf.dtype = ValueOrThrow(ParseDTypeName(std::get<2>(l)));
   leaf.shape = std::get<3>(l);
-  if (std::get<4>(l)) leaf.write_shape = *std::get<4>(l);
-  leaf.num_replicas = std::get<5>(l);
+  const std::string where = "leaf " + orbax::KeyString(leaf.path);
+  std::vector<Box> device_boxes;
+  if (std::get<4>(l)) {
+    for (const auto& [origin, shape] : *std::get<4>(l)) device_boxes.emplace_back(origin, shape);
+  }
+  engine::WriteLayout layout =
+      ValueOrThrow(engine::WriteLayoutOf(leaf.value_type, leaf.shape, device_boxes, std::get<5>(l), where));
+  leaf.write_shape = std::move(layout.write_shape);
+  leaf.num_replicas = layout.num_replicas;
   const size_t item = DTypeSize(leaf.dtype);
   for (const auto& [origin, arr, replica, immutable] : std::get<6>(l)) {
     if (arr.itemsize() != item) {
@@ -86,7 +130,7 @@ engine::SaveLeaf ConvertLeaf(const PyLeaf& l, bool honor_immutable) {
     leaf.shards.push_back(std::move(s));
   }
   leaf.random_key_impl = std::get<7>(l);
-  leaf.sharding_json = std::get<8>(l);
+  if (!std::get<8>(l).is_none()) leaf.sharding = ConvertSharding(std::get<8>(l));
   if (std::get<9>(l)) leaf.string_value = *std::get<9>(l);
   return leaf;
 }

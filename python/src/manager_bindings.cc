@@ -1,6 +1,6 @@
 // cairn._core._CheckpointManager: the native half of cairn.CheckpointManager
 // (python/cairn/manager.py) over engine::CheckpointManager. Python flattens
-// the tree (cairn.orbax._flatten) and passes the leaves; everything else —
+// the tree (cairn._leaves.flatten) and passes the leaves; everything else —
 // step discovery, the save decision, retention, deletion — runs here. The
 // GIL is released while the manager works (its collectives may call back
 // into Python through a callback coordinator).

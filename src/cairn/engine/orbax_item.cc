@@ -24,7 +24,7 @@ std::string Absolute(std::string p) {
   return p;
 }
 
-std::vector<orbax::LeafToWrite> LeavesFor(const SaveRequest& request) {
+Result<std::vector<orbax::LeafToWrite>> LeavesFor(const SaveRequest& request) {
   std::vector<orbax::LeafToWrite> out;
   for (const SaveLeaf& l : request.leaves) {
     orbax::LeafToWrite& w = out.emplace_back();
@@ -34,7 +34,12 @@ std::vector<orbax::LeafToWrite> LeavesFor(const SaveRequest& request) {
     w.shape = l.shape;
     w.write_shape = l.write_shape;
     w.random_key_impl = l.random_key_impl;
-    w.sharding_json = l.sharding_json;
+    if (l.sharding) {
+      CAIRN_ASSIGN_OR_RETURN(w.sharding_json,
+                             orbax::ShardingJson(*l.sharding, "leaf `" + orbax::ParamName(l.path) + "`"));
+    } else {
+      w.sharding_json = l.sharding_json;
+    }
     w.string_value = l.string_value;
   }
   return out;
@@ -159,7 +164,8 @@ Status FinalizeAndCommit(const SaveRequest& request, const ItemPaths& paths, int
   }
   o.process_names = process_names;
   o.custom_metadata = request.options.custom_metadata;
-  CAIRN_RETURN_IF_ERROR(orbax::FinalizeItem(paths.item_tmp(), LeavesFor(request), o));
+  CAIRN_ASSIGN_OR_RETURN(std::vector<orbax::LeafToWrite> leaves, LeavesFor(request));
+  CAIRN_RETURN_IF_ERROR(orbax::FinalizeItem(paths.item_tmp(), leaves, o));
   if (request.caller_commits) return Status::OK();
   orbax::CheckpointMetadata md;
   if (request.item_name.empty()) {

@@ -116,6 +116,7 @@ Result<SavePlan> PlanSave(const SaveRequest& request) {
     if (leaf.num_replicas < 1) {
       return InvalidArgumentError(where + ": num_replicas must be at least 1");
     }
+    if (leaf.sharding) CAIRN_RETURN_IF_ERROR(orbax::ShardingJson(*leaf.sharding, where).status());
     a.chunk_shape = ChunkShapeFor(leaf, options);
     const size_t elem = DTypeSize(leaf.dtype);
     for (const ShardToSave& s : leaf.shards) {

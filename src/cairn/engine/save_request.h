@@ -30,6 +30,7 @@
 
 #include "cairn/dtype/dtype.h"
 #include "cairn/layout/orbax/location.h"
+#include "cairn/layout/orbax/sharding.h"
 #include "cairn/layout/orbax/tree_metadata.h"
 #include "cairn/util/box.h"
 #include "cairn/util/json.h"
@@ -59,7 +60,11 @@ struct SaveLeaf {
   int num_replicas = 1;
   std::vector<ShardToSave> shards;  // this process's shards (may be none)
   std::optional<std::string> random_key_impl;
-  std::optional<std::string> sharding_json;  // for `_sharding`
+  // For `_sharding`: the sharding's facts, formatted as Orbax writes them
+  // (layout/orbax/sharding.h); or `sharding_json`, text already in that form.
+  // `sharding` wins when both are set.
+  std::optional<orbax::ShardingMetadata> sharding;
+  std::optional<std::string> sharding_json;
   // Strings:
   std::string string_value;
 };
