@@ -7,7 +7,7 @@
 // ApplyBatch, DeletePrefix) is one atomic commit: one new generation whose
 // values and nodes are streamed into new data files of at most
 // target_data_file_size bytes, then the manifest (protocol in
-// ocdbt_kvstore.cc). Databases written here are read by TensorStore.
+// ocdbt_commit.cc). Databases written here are read by TensorStore.
 //
 // Concurrency: commits from this object are serialized by a mutex. Commits
 // from other objects, processes or TensorStore on the same database are
