@@ -1,9 +1,6 @@
 #include "cairn/kvstore/batch_writer.h"
 #include "cairn/kvstore/read_batching.h"
 
-#include "cairn/kvstore/ocdbt/io/ocdbt_batch_writer.h"
-#include "cairn/kvstore/ocdbt/io/ocdbt_kvstore.h"
-#include "cairn/kvstore/prefix/prefix_kvstore.h"
 
 namespace cairn {
 namespace {
@@ -46,21 +43,19 @@ std::unique_ptr<KvBatchWriter> NewPutEachBatchWriter(std::shared_ptr<KvStore> st
 }
 
 std::unique_ptr<KvBatchWriter> NewBatchWriter(std::shared_ptr<KvStore> store) {
-  if (auto ocdbt = std::dynamic_pointer_cast<ocdbt::OcdbtKvStore>(store)) {
-    return ocdbt::NewOcdbtBatchWriter(std::move(ocdbt));
-  }
-  if (auto view = std::dynamic_pointer_cast<PrefixKvStore>(store)) {
-    return std::make_unique<PrefixBatchWriter>(NewBatchWriter(view->base()), view->prefix());
+  if (store->Capabilities().batch_writer) {
+    if (std::unique_ptr<KvBatchWriter> own = store->OpenBatchWriter()) return own;
   }
   return NewPutEachBatchWriter(std::move(store));
 }
 
-bool PrefersBatchedReads(const KvStore& store) {
-  if (dynamic_cast<const ocdbt::OcdbtKvStore*>(&store) != nullptr) return true;
-  if (const auto* view = dynamic_cast<const PrefixKvStore*>(&store)) {
-    return view->base() != nullptr && PrefersBatchedReads(*view->base());
-  }
-  return false;
+std::unique_ptr<KvBatchWriter> NewPrefixedBatchWriter(std::unique_ptr<KvBatchWriter> base, std::string prefix) {
+  if (base == nullptr) return nullptr;
+  return std::make_unique<PrefixBatchWriter>(std::move(base), std::move(prefix));
 }
+
+std::unique_ptr<KvBatchWriter> KvStore::OpenBatchWriter() { return nullptr; }
+
+bool PrefersBatchedReads(const KvStore& store) { return store.Capabilities().batched_reads; }
 
 }  // namespace cairn

@@ -37,9 +37,13 @@ class KvBatchWriter {
 // The default writer: Put per Add on `store` (kept alive by the writer).
 std::unique_ptr<KvBatchWriter> NewPutEachBatchWriter(std::shared_ptr<KvStore> store);
 
-// The best writer for `store`: OCDBT's streaming batch writer for an
-// OcdbtKvStore, the base store's writer (keys prefixed) for a
-// PrefixKvStore, else NewPutEachBatchWriter.
+// The best writer for `store`: its own (KvStore::OpenBatchWriter) when
+// Capabilities().batch_writer (OCDBT's streaming writer, or through a prefix
+// view its base's with the keys prefixed), else NewPutEachBatchWriter.
 std::unique_ptr<KvBatchWriter> NewBatchWriter(std::shared_ptr<KvStore> store);
+
+// For views over another store (prefix/): `base` with `prefix` added to every
+// key (each key is validated first); nullptr when `base` is nullptr.
+std::unique_ptr<KvBatchWriter> NewPrefixedBatchWriter(std::unique_ptr<KvBatchWriter> base, std::string prefix);
 
 }  // namespace cairn

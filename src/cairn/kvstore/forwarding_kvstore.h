@@ -53,6 +53,13 @@ class ForwardingKvStore : public KvStore {
   }
   std::string url() const override { return base_->url(); }
   std::string DescribeStored(std::string_view key) override { return base_->DescribeStored(key); }
+  // The base's answers, but no batch writer of its own: a batch goes through
+  // this store's Put, so that what a subclass changes about writes holds.
+  StoreCapabilities Capabilities() const override {
+    StoreCapabilities c = base_->Capabilities();
+    c.batch_writer = false;
+    return c;
+  }
   size_t io_concurrency() const override { return base_->io_concurrency(); }
   void SetReadsShared(bool shared) override { base_->SetReadsShared(shared); }
 

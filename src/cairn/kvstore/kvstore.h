@@ -82,6 +82,30 @@ struct PrefixCommit {
   bool in_place = false;
 };
 
+// What a store can do, asked of the open store (KvStore::Capabilities)
+// rather than guessed from its URL. Views and wrappers over another store
+// (prefix views, forwarding stores) answer as their base does for what they
+// forward.
+struct StoreCapabilities {
+  // Prefix commits are written in place (PrefixCommit::in_place): the store
+  // cannot rename a prefix ("directory") into place, so the keys are written
+  // where they end up and only the marker written last tells a finished
+  // prefix from an unfinished one; readers must require it. True for the
+  // default (object stores, OCDBT); false for stores that rename the pending
+  // prefix into place (file, memory).
+  bool commits_in_place = true;
+  // The store has a batch writer of its own (KvStore::OpenBatchWriter): values
+  // streamed as they are added and published together at Commit (OCDBT).
+  // Without one, NewBatchWriter (batch_writer.h) Puts each value.
+  bool batch_writer = false;
+  // Reads are best asked for all at once (GetMany) rather than key by key
+  // (OCDBT: one manifest read and one tree walk for all keys;
+  // read_batching.h).
+  bool batched_reads = false;
+};
+
+class KvBatchWriter;  // batch_writer.h
+
 // One read of KvStore::GetMany: a key and the byte range of its value.
 struct KeyRead {
   std::string key;
@@ -243,6 +267,16 @@ class KvStore {
   virtual Result<bool> CreatePrefixHolding(std::string_view prefix, std::string_view name, ByteView value);
   virtual Status FinishPrefixCommit(const PrefixCommit& commit, std::string_view marker_name,
                                     ByteView marker);
+
+  // What this store can do (StoreCapabilities). The default: commits in
+  // place, no batch writer, no batched reads.
+  virtual StoreCapabilities Capabilities() const { return {}; }
+
+  // The store's own batch writer when Capabilities().batch_writer, else
+  // nullptr. Callers use NewBatchWriter(store) (batch_writer.h), which falls
+  // back to one Put per value. The writer keeps what it needs alive; this
+  // store may be dropped before it.
+  virtual std::unique_ptr<KvBatchWriter> OpenBatchWriter();
 
   // The store's URL ("file:///ckpt/7/", "memory://x/|ocdbt:"), for errors.
   virtual std::string url() const = 0;

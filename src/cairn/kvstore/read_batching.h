@@ -13,9 +13,9 @@
 
 namespace cairn {
 
-// True for an OcdbtKvStore, and for a PrefixKvStore whose base (through any
-// number of prefix views) is one. Defined in batch_writer.cc beside
-// NewBatchWriter, which tells the same stores apart.
+// The store's Capabilities().batched_reads: true for an OcdbtKvStore, and
+// for a view (prefix, forwarding) whose base is one. Defined in
+// batch_writer.cc.
 bool PrefersBatchedReads(const KvStore& store);
 
 }  // namespace cairn

@@ -1,22 +1,12 @@
 #include "cairn/kvstore/url.h"
 
-#include <cctype>
-#include <cstdint>
-
+#include "cairn/kvstore/drivers.h"
 #include "cairn/kvstore/file/file_kvstore.h"
-#include "cairn/kvstore/gcs/gcs_kvstore.h"
-#include "cairn/kvstore/memory/memory_kvstore.h"
-#include "cairn/kvstore/ocdbt/io/ocdbt_kvstore.h"
-#include "cairn/kvstore/prefix/prefix_kvstore.h"
-#include "cairn/kvstore/s3/s3_kvstore.h"
 
 namespace cairn {
 namespace {
 
-Status BadUrl(std::string_view url, std::string_view why) {
-  return InvalidArgumentError("invalid kvstore URL `" + std::string(url.substr(0, 300)) + "`: " +
-                              std::string(why));
-}
+constexpr std::string_view kSchemeEnd = "://";
 
 int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -25,8 +15,38 @@ int HexValue(char c) {
   return -1;
 }
 
-// Decodes %XX escapes. InvalidArgument for a malformed escape or a NUL byte.
-Result<std::string> PercentDecode(std::string_view s, std::string_view url) {
+// The driver row of a one-part URL "<scheme>://...", or nullptr.
+const KvStoreDriver* DriverOf(std::string_view url) {
+  size_t sep = url.find(kSchemeEnd);
+  if (sep == std::string_view::npos || sep == 0) return nullptr;
+  std::string_view scheme = url.substr(0, sep);
+  for (const KvStoreDriver& d : KvStoreDrivers()) {
+    if (d.scheme == scheme) return &d;
+  }
+  return nullptr;
+}
+
+Result<std::shared_ptr<KvStore>> ApplyAdapter(std::shared_ptr<KvStore> base, std::string_view part,
+                                              std::string_view url) {
+  size_t colon = part.find(':');
+  if (colon == std::string_view::npos || colon == 0) {
+    return InvalidKvStoreUrl(url, "expected `<adapter>:[path]`, got `" + std::string(part) + "`");
+  }
+  std::string_view scheme = part.substr(0, colon);
+  for (const KvStoreAdapter& a : KvStoreAdapters()) {
+    if (a.scheme == scheme) return a.open(std::move(base), part.substr(colon + 1), url);
+  }
+  return InvalidKvStoreUrl(url, "unknown kvstore adapter `" + std::string(scheme) + ":`");
+}
+
+}  // namespace
+
+Status InvalidKvStoreUrl(std::string_view url, std::string_view why) {
+  return InvalidArgumentError("invalid kvstore URL `" + std::string(url.substr(0, 300)) + "`: " +
+                              std::string(why));
+}
+
+Result<std::string> PercentDecodeUrlPart(std::string_view s, std::string_view url) {
   std::string out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size(); ++i) {
@@ -34,201 +54,26 @@ Result<std::string> PercentDecode(std::string_view s, std::string_view url) {
       out += s[i];
       continue;
     }
-    if (i + 2 >= s.size()) return BadUrl(url, "truncated %-escape");
+    if (i + 2 >= s.size()) return InvalidKvStoreUrl(url, "truncated %-escape");
     int hi = HexValue(s[i + 1]);
     int lo = HexValue(s[i + 2]);
-    if (hi < 0 || lo < 0) return BadUrl(url, "malformed %-escape");
+    if (hi < 0 || lo < 0) return InvalidKvStoreUrl(url, "malformed %-escape");
     char c = static_cast<char>(hi * 16 + lo);
-    if (c == '\0') return BadUrl(url, "%00 in path");
+    if (c == '\0') return InvalidKvStoreUrl(url, "%00 in path");
     out += c;
     i += 2;
   }
   return out;
 }
 
-}  // namespace
-
 Result<std::string> UrlPathToKeyPrefix(std::string_view encoded, std::string_view url) {
-  CAIRN_ASSIGN_OR_RETURN(std::string path, PercentDecode(encoded, url));
+  CAIRN_ASSIGN_OR_RETURN(std::string path, PercentDecodeUrlPart(encoded, url));
   if (path.empty()) return path;
   if (path.back() != '/') path += '/';
   Status valid = ValidateFileKey(path.substr(0, path.size() - 1));
-  if (!valid.ok()) return BadUrl(url, "path `" + path + "`: " + std::string(valid.message()));
+  if (!valid.ok()) return InvalidKvStoreUrl(url, "path `" + path + "`: " + std::string(valid.message()));
   return path;
 }
-
-namespace {
-
-// ---- Drivers: the first part of a pipeline, "<scheme>://<rest>". ----------
-
-Result<std::shared_ptr<KvStore>> OpenMemory(std::string_view rest, std::string_view url) {
-  CAIRN_ASSIGN_OR_RETURN(std::string prefix, UrlPathToKeyPrefix(rest, url));
-  std::shared_ptr<KvStore> base = MemoryKvStore::Default();
-  return MakePrefixKvStore(std::move(base), prefix, "memory://" + prefix);
-}
-
-Result<std::shared_ptr<KvStore>> OpenFile(std::string_view rest, std::string_view url) {
-  if (rest.empty() || rest.front() != '/') {
-    return BadUrl(url, "a file URL needs an absolute path: file:///abs/dir/");
-  }
-  CAIRN_ASSIGN_OR_RETURN(std::string path, PercentDecode(rest, url));
-  std::string_view inner = path;
-  while (!inner.empty() && inner.front() == '/') inner.remove_prefix(1);
-  while (!inner.empty() && inner.back() == '/') inner.remove_suffix(1);
-  if (!inner.empty()) {
-    Status valid = ValidateFileKey(inner);
-    if (!valid.ok()) return BadUrl(url, "path: " + std::string(valid.message()));
-  }
-  return std::shared_ptr<KvStore>(std::make_shared<FileKvStore>(path));
-}
-
-// `s3://bucket/path/`: objects of an S3 bucket below path; endpoint, region
-// and credentials from the environment (s3/s3_kvstore.h).
-Result<std::shared_ptr<KvStore>> OpenS3(std::string_view rest, std::string_view url) {
-  size_t slash = rest.find('/');
-  std::string_view bucket = rest.substr(0, slash);
-  Status valid = s3::ValidateBucketName(bucket);
-  if (!valid.ok()) return BadUrl(url, valid.message());
-  std::string_view path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
-  CAIRN_ASSIGN_OR_RETURN(std::string prefix, UrlPathToKeyPrefix(path, url));
-  CAIRN_ASSIGN_OR_RETURN(s3::S3Options options,
-                         s3::S3Options::FromEnvironment(std::string(bucket), std::move(prefix)));
-  CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<s3::S3KvStore> store, s3::S3KvStore::Open(std::move(options)));
-  return std::shared_ptr<KvStore>(std::move(store));
-}
-
-// `gs://bucket/path/`: objects of a GCS bucket below path; endpoint
-// (STORAGE_EMULATOR_HOST) from the environment (gcs/gcs_kvstore.h).
-Result<std::shared_ptr<KvStore>> OpenGcs(std::string_view rest, std::string_view url) {
-  size_t slash = rest.find('/');
-  std::string_view bucket = rest.substr(0, slash);
-  Status valid = gcs::ValidateGcsBucketName(bucket);
-  if (!valid.ok()) return BadUrl(url, valid.message());
-  std::string_view path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
-  CAIRN_ASSIGN_OR_RETURN(std::string prefix, UrlPathToKeyPrefix(path, url));
-  CAIRN_ASSIGN_OR_RETURN(gcs::GcsOptions options,
-                         gcs::GcsOptions::FromEnvironment(std::string(bucket), std::move(prefix)));
-  CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<gcs::GcsKvStore> store, gcs::GcsKvStore::Open(std::move(options)));
-  return std::shared_ptr<KvStore>(std::move(store));
-}
-
-struct Driver {
-  std::string_view scheme;
-  Result<std::shared_ptr<KvStore>> (*open)(std::string_view rest, std::string_view url);
-};
-
-// Every driver scheme cairn opens.
-constexpr Driver kDrivers[] = {
-    {"memory", OpenMemory},
-    {"file", OpenFile},
-    {"s3", OpenS3},
-    {"gs", OpenGcs},
-};
-
-// ---- Adapters: later parts of a pipeline, "<scheme>:<path>". ---------------
-
-struct Adapter {
-  std::string_view scheme;
-  Result<std::shared_ptr<KvStore>> (*open)(std::shared_ptr<KvStore> base, std::string_view path,
-                                           std::string_view url);
-};
-
-// Percent-encodes a key prefix for printing in an OCDBT URL, as TensorStore
-// does: a literal '@' (which would start a version), '%', spaces, control
-// and non-ASCII bytes become %XX.
-std::string EncodeOcdbtPath(std::string_view path) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  static constexpr std::string_view kKept = "-._~!$&'()*+,;=:/";
-  std::string out;
-  for (char c : path) {
-    const auto u = static_cast<unsigned char>(c);
-    if (std::isalnum(u) != 0 && u < 0x80) {
-      out += c;
-    } else if (kKept.find(c) != std::string_view::npos) {
-      out += c;
-    } else {
-      out += '%';
-      out += kHex[u >> 4];
-      out += kHex[u & 15];
-    }
-  }
-  return out;
-}
-
-// Parses the version of `ocdbt:@<version>/...`: `v<generation>` (decimal,
-// 1..2^64-1, as TensorStore). A commit time (`@2024-01-01T00:00:00Z/`) is
-// TensorStore syntax cairn does not implement: Unimplemented, never read as
-// something else.
-Result<uint64_t> ParseOcdbtVersion(std::string_view version, std::string_view url) {
-  if (version.empty() || version[0] != 'v') {
-    if (!version.empty() && std::isdigit(static_cast<unsigned char>(version[0])) != 0) {
-      return UnimplementedError("kvstore URL `" + std::string(url.substr(0, 300)) +
-                                "`: OCDBT commit-time versions (`@" + std::string(version) +
-                                "/`) are not supported; use a generation, `@v<number>/`");
-    }
-    return BadUrl(url, "invalid OCDBT version `" + std::string(version) +
-                           "`: expected `@v<generation>/`");
-  }
-  std::string_view digits = version.substr(1);
-  uint64_t generation = 0;
-  bool valid = !digits.empty();
-  for (char c : digits) {
-    if (c < '0' || c > '9' || generation > (UINT64_MAX - (c - '0')) / 10) {
-      valid = false;
-      break;
-    }
-    generation = generation * 10 + static_cast<uint64_t>(c - '0');
-  }
-  if (!valid || generation == 0) {
-    return BadUrl(url, "invalid OCDBT generation number `" + std::string(version) +
-                           "`: expected `v` and a decimal number from 1 to 2^64-1");
-  }
-  return generation;
-}
-
-// `<base>|ocdbt:[@v<generation>/][path]`: the OCDBT database stored in
-// `base`, rooted at `path`; with a version, that generation, read-only. A
-// database created through a URL gets TensorStore's default config.
-Result<std::shared_ptr<KvStore>> OpenOcdbtAdapter(std::shared_ptr<KvStore> base,
-                                                  std::string_view path, std::string_view url) {
-  ocdbt::OcdbtOptions options;
-  if (!path.empty() && path[0] == '@') {
-    size_t slash = path.find('/');
-    std::string_view version = path.substr(1, slash == std::string_view::npos
-                                                  ? std::string_view::npos
-                                                  : slash - 1);
-    CAIRN_ASSIGN_OR_RETURN(options.generation, ParseOcdbtVersion(version, url));
-    path = slash == std::string_view::npos ? std::string_view() : path.substr(slash + 1);
-  }
-  CAIRN_ASSIGN_OR_RETURN(std::string prefix, UrlPathToKeyPrefix(path, url));
-  CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<KvStore> db,
-                         ocdbt::OpenOcdbtKvStore(std::move(base), options));
-  if (prefix.empty()) return db;
-  std::string name = db->url() + EncodeOcdbtPath(prefix);
-  return MakePrefixKvStore(std::move(db), prefix, std::move(name));
-}
-
-// Every kvstore adapter cairn applies over the store built so far.
-constexpr Adapter kAdapters[] = {
-    {"ocdbt", OpenOcdbtAdapter},
-};
-
-Result<std::shared_ptr<KvStore>> ApplyAdapter(std::shared_ptr<KvStore> base,
-                                              std::string_view part, std::string_view url) {
-  size_t colon = part.find(':');
-  if (colon == std::string_view::npos || colon == 0) {
-    return BadUrl(url, "expected `<adapter>:[path]`, got `" + std::string(part) + "`");
-  }
-  std::string_view scheme = part.substr(0, colon);
-  for (const Adapter& a : kAdapters) {
-    if (a.open != nullptr && a.scheme == scheme) {
-      return a.open(std::move(base), part.substr(colon + 1), url);
-    }
-  }
-  return BadUrl(url, "unknown kvstore adapter `" + std::string(scheme) + ":`");
-}
-
-}  // namespace
 
 Result<std::vector<std::string>> SplitUrlPipeline(std::string_view url) {
   std::vector<std::string> parts;
@@ -237,7 +82,7 @@ Result<std::vector<std::string>> SplitUrlPipeline(std::string_view url) {
     size_t bar = url.find('|', start);
     std::string_view part =
         url.substr(start, bar == std::string_view::npos ? std::string_view::npos : bar - start);
-    if (part.empty()) return BadUrl(url, "empty part in the `|` pipeline");
+    if (part.empty()) return InvalidKvStoreUrl(url, "empty part in the `|` pipeline");
     parts.emplace_back(part);
     if (bar == std::string_view::npos) break;
     start = bar + 1;
@@ -248,25 +93,79 @@ Result<std::vector<std::string>> SplitUrlPipeline(std::string_view url) {
 Result<std::shared_ptr<KvStore>> OpenKvStore(std::string_view url) {
   CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> parts, SplitUrlPipeline(url));
   const std::string& first = parts[0];
-  size_t sep = first.find("://");
+  size_t sep = first.find(kSchemeEnd);
   if (sep == std::string::npos || sep == 0) {
-    return BadUrl(url, "expected `<scheme>://...` as the first part");
+    return InvalidKvStoreUrl(url, "expected `<scheme>://...` as the first part");
   }
   std::string_view scheme = std::string_view(first).substr(0, sep);
-  std::string_view rest = std::string_view(first).substr(sep + 3);
+  std::string_view rest = std::string_view(first).substr(sep + kSchemeEnd.size());
   if (rest.find_first_of("?#") != std::string_view::npos) {
-    return BadUrl(url, "query strings and fragments are not supported");
+    return InvalidKvStoreUrl(url, "query strings and fragments are not supported");
   }
-  const Driver* driver = nullptr;
-  for (const Driver& d : kDrivers) {
-    if (d.scheme == scheme) driver = &d;
-  }
-  if (driver == nullptr) return BadUrl(url, "unknown kvstore scheme `" + std::string(scheme) + "`");
+  const KvStoreDriver* driver = DriverOf(first);
+  if (driver == nullptr) return InvalidKvStoreUrl(url, "unknown kvstore scheme `" + std::string(scheme) + "`");
   CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<KvStore> store, driver->open(rest, url));
   for (size_t i = 1; i < parts.size(); ++i) {
     CAIRN_ASSIGN_OR_RETURN(store, ApplyAdapter(std::move(store), parts[i], url));
   }
   return store;
+}
+
+bool IsKvStoreDriverUrl(std::string_view url) {
+  return url.find('|') == std::string_view::npos && DriverOf(url) != nullptr;
+}
+
+std::string KvStoreDriverUrlForms() {
+  std::string out;
+  const std::span<const KvStoreDriver> drivers = KvStoreDrivers();
+  for (size_t i = 0; i < drivers.size(); ++i) {
+    if (i > 0) out += i + 1 == drivers.size() ? " or " : ", ";
+    out += std::string(drivers[i].scheme) + std::string(kSchemeEnd);
+  }
+  return out;
+}
+
+Result<std::shared_ptr<KvStore>> OpenKvStoreSpec(std::string_view driver, std::string_view path) {
+  std::string supported;
+  for (const KvStoreDriver& d : KvStoreDrivers()) {
+    if (!d.spec_is_path) continue;
+    if (d.scheme == driver) {
+      const std::string url = std::string(d.scheme) + std::string(kSchemeEnd) + std::string(path);
+      return OpenKvStore(url);
+    }
+    supported += (supported.empty() ? "" : ", ") + std::string(d.scheme);
+  }
+  return InvalidArgumentError("base driver `" + std::string(driver) + "` is not supported (" + supported + ")");
+}
+
+Result<ParentKvStore> OpenParentKvStore(std::string_view url_in) {
+  const std::string url(url_in);
+  const KvStoreDriver* driver = IsKvStoreDriverUrl(url) ? DriverOf(url) : nullptr;
+  if (driver == nullptr) return InvalidKvStoreUrl(url, "expected one `<scheme>://...` part of a known driver");
+  const size_t sep = url.find(kSchemeEnd) + kSchemeEnd.size();
+  const std::string head = url.substr(0, sep);
+  std::string rest = url.substr(sep);
+  while (!rest.empty() && rest.back() == '/') rest.pop_back();
+  if (driver->bucket && rest.find('/') == std::string::npos) {
+    // The bucket itself: its root (nothing can be committed there).
+    const std::string root_url = head + rest + "/";
+    CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<KvStore> store, OpenKvStore(root_url));
+    return ParentKvStore{std::move(store), "", root_url};
+  }
+  const size_t slash = rest.rfind('/');
+  const std::string parent_url = head + (slash == std::string::npos ? "" : rest.substr(0, slash + 1));
+  const std::string encoded_name = slash == std::string::npos ? rest : rest.substr(slash + 1);
+  std::string name;
+  if (!encoded_name.empty()) {
+    CAIRN_ASSIGN_OR_RETURN(name, UrlPathToKeyPrefix(encoded_name, url));
+    if (name.empty() || name.find('/') != name.size() - 1) {
+      return InvalidArgumentError("`" + url + "`: the last path component `" + encoded_name +
+                                  "` must name one directory (an escaped '/' is not allowed)");
+    }
+  }
+  CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<KvStore> store, OpenKvStore(parent_url));
+  std::string store_url = store->url();
+  return ParentKvStore{std::move(store), std::move(name), std::move(store_url)};
 }
 
 }  // namespace cairn

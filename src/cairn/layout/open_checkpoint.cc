@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "cairn/kvstore/file/file_url.h"
+#include "cairn/kvstore/url.h"
 #include "cairn/layout/axlearn/axlearn_checkpoint.h"
 #include "cairn/layout/orbax/item_store.h"
 #include "cairn/layout/orbax/orbax_reader.h"
@@ -76,15 +78,15 @@ Result<OpenedCheckpoint> OpenOrbax(const std::shared_ptr<KvStore>& store, const 
   const std::string url = store->url();
   if (url.find('|') != std::string::npos) {
     return Status(StatusCode::kUnimplemented,
-                  "Orbax checkpoints are read from a plain store (a directory, memory://, s3://, "
-                  "gs://), not from the pipeline " + url);
+                  "Orbax checkpoints are read from a plain store (a directory or a " + KvStoreDriverUrlForms() +
+                      " URL), not from the pipeline " + url);
   }
-  const bool is_file = url.rfind("file://", 0) == 0;
+  const std::optional<std::string> file_path = FileUrlPath(url);
   OpenedCheckpoint out;
   out.format = "orbax";
   orbax::Location location;
-  if (is_file) {
-    std::string path = url.substr(7) + prefix;
+  if (file_path) {
+    std::string path = *file_path + prefix;
     if (step) path = WithSlash(path) + std::to_string(*step);
     CAIRN_ASSIGN_OR_RETURN(location, orbax::OpenLocation(path));
   } else {
@@ -107,10 +109,10 @@ Result<OpenedCheckpoint> OpenOrbax(const std::shared_ptr<KvStore>& store, const 
   // The step directory as a key prefix of `store` (the item's parent, when
   // it lies inside the store).
   std::optional<std::string> step_dir;
-  if (!is_file) {
+  if (!file_path) {
     step_dir = item_location.Parent().prefix;
   } else {
-    const std::string store_root = url.substr(7);
+    const std::string& store_root = *file_path;
     const std::string step_path = item_location.Parent().Path() + "/";
     if (step_path.size() > store_root.size() && step_path.rfind(store_root, 0) == 0) {
       step_dir = step_path.substr(store_root.size());

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "cairn/kvstore/file/file_url.h"
 #include "cairn/kvstore/url.h"
 
 namespace cairn {
@@ -98,7 +99,7 @@ std::string NormalizeUrl(std::string_view url_or_path) {
   std::string abs = p.lexically_normal().string();
   // Keep a trailing '/' the caller wrote ("dir/" stays a directory path).
   if (first.back() == '/' && (abs.empty() || abs.back() != '/')) abs += '/';
-  return "file://" + PercentEncodeSpecials(abs) + std::string(tail);
+  return FileUrl(PercentEncodeSpecials(abs)) + std::string(tail);
 }
 
 Result<ArrayUrl> ParseArrayUrl(std::string_view url) {
@@ -106,7 +107,7 @@ Result<ArrayUrl> ParseArrayUrl(std::string_view url) {
   std::string_view first = url.substr(0, url.find('|'));
   if (!HasScheme(first)) {
     return InvalidArgumentError("array URL `" + std::string(url) + "`: `" + std::string(first) +
-                                "` has no URL scheme (a local path is written file:///abs/dir/)");
+                                "` has no URL scheme (a local path is written " + FileUrl("/abs/dir/") + ")");
   }
   CAIRN_ASSIGN_OR_RETURN(std::vector<std::string> parts, SplitUrlPipeline(url));
   ArrayUrl out;

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "cairn/engine/convert/orbax_destination.h"
+#include "cairn/kvstore/file/file_url.h"
 #include "cairn/kvstore/url.h"
 #include "cairn/layout/axlearn/axlearn_checkpoint.h"
 #include "cairn/layout/open_checkpoint.h"
@@ -93,8 +94,8 @@ Status PrepareOrbaxDestination(const ConvertCheckpointRequest& request,
   const std::string url = dst.store->url();
   if (url.find('|') != std::string::npos) {
     return Status(StatusCode::kUnimplemented,
-                  "Orbax destinations are plain stores (a directory, memory://, s3://, gs://), "
-                  "not the pipeline " + url);
+                  "Orbax destinations are plain stores (a directory or a " + KvStoreDriverUrlForms() +
+                      " URL), not the pipeline " + url);
   }
   std::string dest_prefix = dst.prefix;
   if (!dest_prefix.empty() && dest_prefix.back() != '/') dest_prefix += '/';
@@ -104,7 +105,7 @@ Status PrepareOrbaxDestination(const ConvertCheckpointRequest& request,
   const std::string step_prefix = dest_prefix + step_name + "/";
   // A local path for file stores, else the store's URL (orbax::OpenLocation
   // takes both).
-  std::string root = (url.rfind("file://", 0) == 0 ? url.substr(7) : url) + dest_prefix;
+  std::string root = FileUrlPath(url).value_or(url) + dest_prefix;
   while (root.size() > 1 && root.back() == '/') root.pop_back();
   OrbaxDestinationOptions o;
   o.directory = root + "/" + step_name;
@@ -113,7 +114,7 @@ Status PrepareOrbaxDestination(const ConvertCheckpointRequest& request,
   // Stores that cannot rename write the step in place, where no save id
   // tells one conversion's leftovers from another's: never resumed there
   // (BeginCommit removes an unfinished step instead).
-  const bool in_place = orbax::IsObjectStoreUrl(url);
+  const bool in_place = dst.store->Capabilities().commits_in_place;
   o.resume = request.options.resume && !in_place;
   o.flush_bytes = std::min<uint64_t>(o.flush_bytes, request.options.memory_budget);
   if (request.coordinator != nullptr) {
@@ -188,7 +189,7 @@ Result<Location> OpenUserLocation(const std::string& path_or_url) {
     path = path.substr(0, slash);
   }
   if (path.empty() || path.back() != '/') path += '/';
-  CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<KvStore> store, OpenKvStore("file://" + path));
+  CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<KvStore> store, OpenKvStore(FileUrl(path)));
   return Location{std::move(store), file};
 }
 

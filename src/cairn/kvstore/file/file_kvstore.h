@@ -107,6 +107,12 @@ class FileKvStore : public KvStore, public PositionalWriteStore, public MappedRe
                                          std::string_view pending_prefix) override;
   Status FinishPrefixCommit(const PrefixCommit& commit, std::string_view marker_name,
                             ByteView marker) override;
+  // Prefixes are renamed into place: not committed in place.
+  StoreCapabilities Capabilities() const override {
+    StoreCapabilities c;
+    c.commits_in_place = false;
+    return c;
+  }
   std::string url() const override { return url_; }
   // Writes in place at offsets (positional_write.h), through the page cache
   // (file_positional.cc).

@@ -48,6 +48,12 @@ class MemoryKvStore : public KvStore {
                                          std::string_view pending_prefix) override;
   Status FinishPrefixCommit(const PrefixCommit& commit, std::string_view marker_name,
                             ByteView marker) override;
+  // Prefixes are renamed into place: not committed in place.
+  StoreCapabilities Capabilities() const override {
+    StoreCapabilities c;
+    c.commits_in_place = false;
+    return c;
+  }
   std::string url() const override { return url_; }
 
   // Number of keys and total value bytes held (for tests and memory accounting).

@@ -1,5 +1,7 @@
 #include "cairn/kvstore/prefix/prefix_kvstore.h"
 
+#include "cairn/kvstore/batch_writer.h"
+
 namespace cairn {
 
 PrefixKvStore::PrefixKvStore(std::shared_ptr<KvStore> base, std::string prefix, std::string url)
@@ -56,6 +58,10 @@ Result<std::optional<Buffer>> PrefixKvStore::GetAtMost(std::string_view key, uin
 Status PrefixKvStore::Put(std::string_view key, ByteView value) {
   CAIRN_RETURN_IF_ERROR(ValidateKey(key).Annotate("writing to " + url_));
   return base_->Put(Full(key), value);
+}
+
+std::unique_ptr<KvBatchWriter> PrefixKvStore::OpenBatchWriter() {
+  return NewPrefixedBatchWriter(base_->OpenBatchWriter(), prefix_);
 }
 
 Result<std::unique_ptr<KvWriter>> PrefixKvStore::OpenWriter(std::string_view key) {

@@ -47,6 +47,9 @@ class PrefixKvStore : public KvStore, public MappedReadStore {
   Status FinishPrefixCommit(const PrefixCommit& commit, std::string_view marker_name,
                             ByteView marker) override;
   std::string url() const override { return url_; }
+  // The base store's answers; its batch writer with the prefix added.
+  StoreCapabilities Capabilities() const override { return base_->Capabilities(); }
+  std::unique_ptr<KvBatchWriter> OpenBatchWriter() override;
   size_t io_concurrency() const override { return base_->io_concurrency(); }
   void SetReadsShared(bool shared) override { base_->SetReadsShared(shared); }
   // Forwards to the base store's capability (nullptr without one).

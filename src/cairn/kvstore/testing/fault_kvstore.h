@@ -61,6 +61,12 @@ class FaultKvStore : public KvStore {
   Status FinishPrefixCommit(const PrefixCommit& commit, std::string_view marker_name,
                             ByteView marker) override;
   std::string url() const override { return base_->url(); }
+  // Commits as its base does; every write through this store's own calls.
+  StoreCapabilities Capabilities() const override {
+    StoreCapabilities c;
+    c.commits_in_place = base_->Capabilities().commits_in_place;
+    return c;
+  }
 
   const std::shared_ptr<KvStore>& base() const { return base_; }
 

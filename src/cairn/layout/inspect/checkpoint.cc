@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "cairn/kvstore/file/file_url.h"
+#include "cairn/kvstore/url.h"
 #include "cairn/layout/orbax/metadata_files.h"
 #include "cairn/layout/orbax/step.h"
 
@@ -90,16 +92,14 @@ const char* VariantName(orbax::StorageVariant v) {
 
 std::optional<std::string> LocalPathOf(std::string_view url) {
   if (url.find('|') != std::string_view::npos) return std::nullopt;
-  constexpr std::string_view kFile = "file://";
-  if (url.substr(0, kFile.size()) == kFile) return std::string(url.substr(kFile.size()));
+  if (std::optional<std::string> path = FileUrlPath(url)) return path;
   if (url.find("://") != std::string_view::npos) return std::nullopt;
   if (url.empty()) return std::nullopt;
   return std::string(url);
 }
 
 std::optional<std::string> CheckpointPathOf(std::string_view url) {
-  if (url.find('|') == std::string_view::npos &&
-      (url.rfind("memory://", 0) == 0 || orbax::IsObjectStoreUrl(url))) {
+  if (IsKvStoreDriverUrl(url) && !FileUrlPath(url)) {
     return std::string(url);
   }
   return LocalPathOf(url);

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 
+#include "cairn/kvstore/file/file_url.h"
 #include "cairn/kvstore/url.h"
 #include "cairn/layout/inspect/checkpoint.h"
 #include "cairn/layout/open_checkpoint.h"
@@ -79,7 +80,7 @@ Result<Side> OpenReaderSide(const std::string& url) {
       file = path.substr(slash + 1);
       path = path.substr(0, slash);
     }
-    CAIRN_ASSIGN_OR_RETURN(store, OpenKvStore("file://" + path + "/"));
+    CAIRN_ASSIGN_OR_RETURN(store, OpenKvStore(FileUrl(path + "/")));
     location = file;
   } else {
     CAIRN_ASSIGN_OR_RETURN(store, OpenKvStore(url));

@@ -11,6 +11,7 @@
 
 #include "cairn/codec/zarr2_compressor.h"
 #include "cairn/kvstore/memory/memory_kvstore.h"
+#include "cairn/kvstore/memory/memory_url.h"
 #include "cairn/kvstore/ocdbt/io/ocdbt_kvstore.h"
 #include "cairn/layout/orbax/item_store.h"
 #include "cairn/layout/orbax/metadata_files.h"
@@ -179,7 +180,7 @@ Status WriteItemShards(const Location& item, const std::vector<LeafToWrite>& lea
   CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<KvStore> dest,
                          OpenItemWriteStore(item, options.use_ocdbt, options.process_index,
                                             options.process_count));
-  MemoryKvStore staging("memory://staging/");
+  MemoryKvStore staging(MemoryUrl("staging/"));
   auto staging_ref = std::shared_ptr<KvStore>(&staging, [](KvStore*) {});
   std::vector<ArrayMetadataRecord> records;
   const ZarrFormat format = options.use_zarr3 ? ZarrFormat::kV3 : ZarrFormat::kV2;

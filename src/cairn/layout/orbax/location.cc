@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "cairn/kvstore/file/file_kvstore.h"
+#include "cairn/kvstore/file/file_url.h"
 #include "cairn/kvstore/prefix/prefix_kvstore.h"
 #include "cairn/kvstore/url.h"
 #include "cairn/util/hex.h"
@@ -47,41 +48,11 @@ Result<Location> OpenLocalPath(const std::string& path) {
   return Location{std::make_shared<FileKvStore>(parent), name + "/", parent};
 }
 
-// `s3://bucket/a/b` or `gs://bucket/a/b`: the store is opened at the
-// parent `s3://bucket/a/` by the kvstore URL opener (endpoint, region and
-// credentials from the environment), the prefix is `b/`.
-Result<Location> OpenObjectStoreLocation(const std::string& url) {
-  const size_t sep = url.find("://");
-  std::string rest = url.substr(sep + 3);
-  while (!rest.empty() && rest.back() == '/') rest.pop_back();
-  const size_t first_slash = rest.find('/');
-  if (first_slash == std::string::npos) {
-    // The bucket itself: its root (nothing can be committed there).
-    const std::string root_url = url.substr(0, sep + 3) + rest + "/";
-    CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<KvStore> store, OpenKvStore(root_url));
-    return Location{store, "", root_url, /*commits_in_place=*/true};
-  }
-  const size_t slash = rest.rfind('/');
-  const std::string parent_url = url.substr(0, sep + 3) + rest.substr(0, slash + 1);
-  const std::string encoded_name = rest.substr(slash + 1);
-  CAIRN_ASSIGN_OR_RETURN(std::string name, UrlPathToKeyPrefix(encoded_name, url));
-  if (name.empty() || name.find('/') != name.size() - 1) {
-    return InvalidArgumentError("`" + url + "`: the last path component `" + encoded_name +
-                                "` must name one directory (an escaped '/' is not allowed)");
-  }
-  CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<KvStore> store, OpenKvStore(parent_url));
-  return Location{store, std::move(name), store->url(), /*commits_in_place=*/true};
-}
-
 }  // namespace
-
-bool IsObjectStoreUrl(std::string_view url) {
-  return url.rfind("s3://", 0) == 0 || url.rfind("gs://", 0) == 0;
-}
 
 Location LocationInStore(std::shared_ptr<KvStore> store, std::string prefix) {
   std::string base = store->url();
-  const bool in_place = IsObjectStoreUrl(base);
+  const bool in_place = store->Capabilities().commits_in_place;
   return Location{std::move(store), std::move(prefix), std::move(base), in_place};
 }
 
@@ -120,35 +91,27 @@ std::shared_ptr<KvStore> Location::View() const {
 Result<Location> OpenLocation(std::string_view path_or_url) {
   std::string s(path_or_url);
   if (s.find('|') != std::string::npos) {
-    return InvalidArgumentError("`" + s + "`: an Orbax checkpoint location must be a plain path or "
-                                "file://, memory://, s3:// or gs:// URL, not a pipeline");
+    return InvalidArgumentError("`" + s + "`: an Orbax checkpoint location must be a plain path or " +
+                                KvStoreDriverUrlForms() + " URL, not a pipeline");
   }
-  constexpr std::string_view kFile = "file://";
-  constexpr std::string_view kMemory = "memory://";
-  if (s.rfind(kFile, 0) == 0) {
-    std::string rest = s.substr(kFile.size());
-    if (rest.empty() || rest[0] != '/') {
-      return InvalidArgumentError("`" + s + "`: a file URL needs an absolute path (file:///abs/dir)");
+  if (std::optional<std::string> rest = FileUrlPath(s)) {
+    if (rest->empty() || (*rest)[0] != '/') {
+      return InvalidArgumentError("`" + s + "`: a file URL needs an absolute path (" + FileUrl("/abs/dir") + ")");
     }
-    CAIRN_ASSIGN_OR_RETURN(std::string decoded, UrlPathToKeyPrefix(rest.substr(1), s));
+    CAIRN_ASSIGN_OR_RETURN(std::string decoded, UrlPathToKeyPrefix(rest->substr(1), s));
     return OpenLocalPath("/" + decoded);
   }
-  if (s.rfind(kMemory, 0) == 0) {
-    std::string rest = s.substr(kMemory.size());
-    while (!rest.empty() && rest.back() == '/') rest.pop_back();
-    size_t slash = rest.rfind('/');
-    std::string parent = slash == std::string::npos ? "" : rest.substr(0, slash + 1);
-    std::string name = slash == std::string::npos ? rest : rest.substr(slash + 1);
-    std::string parent_url = std::string(kMemory) + parent;
-    CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<KvStore> store, OpenKvStore(parent_url));
-    if (name.empty()) return Location{store, "", parent_url};
-    CAIRN_RETURN_IF_ERROR(ValidateKey(name).Annotate("URL " + s));
-    return Location{store, name + "/", parent_url};
+  if (IsKvStoreDriverUrl(s)) {
+    // The store is opened at the parent of the named directory by the
+    // kvstore URL opener (object stores: endpoint, region and credentials
+    // from the environment); whether it commits in place, it answers.
+    CAIRN_ASSIGN_OR_RETURN(ParentKvStore parent, OpenParentKvStore(s));
+    const bool in_place = parent.store->Capabilities().commits_in_place;
+    return Location{std::move(parent.store), std::move(parent.name), std::move(parent.url), in_place};
   }
-  if (IsObjectStoreUrl(s)) return OpenObjectStoreLocation(s);
   if (s.find("://") != std::string::npos) {
     return InvalidArgumentError("`" + s + "`: unsupported scheme for an Orbax checkpoint location "
-                                "(use a path, file://, memory://, s3:// or gs://)");
+                                "(use a path, " + KvStoreDriverUrlForms() + ")");
   }
   return OpenLocalPath(s);
 }

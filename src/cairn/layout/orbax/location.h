@@ -27,9 +27,10 @@ struct Location {
   // What users call the store's root in messages and results: a local
   // directory path for file locations ("/ckpt"), else the store's URL.
   std::string base;
-  // The store cannot rename (object stores): directories are committed in
-  // place, marker last, and readers that look for finished steps require
-  // the marker. Children and parents inherit it.
+  // The store cannot rename (object stores; StoreCapabilities::
+  // commits_in_place, asked of the store when the location is opened):
+  // directories are committed in place, marker last, and readers that look
+  // for finished steps require the marker. Children and parents inherit it.
   bool commits_in_place = false;
 
   // The location `name` below this one. REQUIRES: name is one component.
@@ -52,24 +53,22 @@ struct Location {
 //   - a local path ("ckpt", "/a/b"), absolute or relative; symlinks the user
 //     names in the path itself are resolved (realpath of the longest existing
 //     part), symlinks inside the checkpoint are not followed by the store;
-//   - "file:///a/b" (percent-decoded as in kvstore URLs);
-//   - "memory://name/path" (the process-wide memory store);
-//   - "s3://bucket/path", "gs://bucket/path" (object stores, opened by the
-//     kvstore URL opener with its settings from the environment;
-//     percent-decoded; commits_in_place).
+//   - "file:///a/b" (percent-decoded as in kvstore URLs), as the path;
+//   - any other one-part URL of a kvstore driver ("memory://name/path",
+//     "s3://bucket/path", "gs://bucket/path"; kvstore/drivers.cc), opened
+//     by the kvstore URL opener (object stores: settings from the
+//     environment), percent-decoded; commits_in_place as the store answers.
 // The store is rooted at the parent directory and the prefix is the last
-// component + '/' ("s3://bucket" alone is the bucket's root, prefix "").
+// component + '/' (a bucket alone, "s3://bucket", is the bucket's root,
+// prefix "").
 // A pipeline ("...|ocdbt:") is InvalidArgument: the Orbax layout needs a
 // plain base store. Nothing is created.
 Result<Location> OpenLocation(std::string_view path_or_url);
 
 // The location of key prefix `prefix` ("" or ending with '/') of an open
 // store, for readers that already hold the store: base is the store's URL,
-// commits_in_place when that URL is an object store's (s3://, gs://).
+// commits_in_place as the store answers (KvStore::Capabilities).
 Location LocationInStore(std::shared_ptr<KvStore> store, std::string prefix);
-
-// True for URLs of stores that cannot rename (s3://, gs://).
-bool IsObjectStoreUrl(std::string_view url);
 
 // The entries directly below `loc` (KvStore::ListChildren).
 Result<std::vector<ChildEntry>> ListEntries(const Location& loc);

@@ -1,5 +1,5 @@
 // Commits start from the manifest their store object last read or wrote
-// (commit protocol step 1 in ocdbt_kvstore.cc), as TensorStore's do: a save
+// (commit protocol step 1 in ocdbt_commit.cc), as TensorStore's do: a save
 // of an array into a fresh database (the metadata document with
 // PutIfAbsent, then the chunks through the batch writer) reads the manifest
 // once, not once per commit and per question about the config. The

@@ -10,7 +10,7 @@
 //
 // Durability: a file is durable (KvWriter::Commit) when it rolls over and on
 // Finish; the caller writes the manifest that refers to the files only after
-// Finish returned OK (protocol in ocdbt_kvstore.cc). Files of an abandoned
+// Finish returned OK (protocol in ocdbt_commit.cc). Files of an abandoned
 // writer are unlinked if still open, or stay behind unreferenced. With a
 // full-file handler (set_full_file_handler), a file that rolls over is handed
 // to the handler instead of being committed in Append, and the caller must

@@ -292,4 +292,10 @@ std::unique_ptr<KvBatchWriter> NewOcdbtBatchWriter(std::shared_ptr<OcdbtKvStore>
   return std::make_unique<OcdbtBatchWriter>(std::move(store));
 }
 
+std::unique_ptr<KvBatchWriter> OcdbtKvStore::OpenBatchWriter() {
+  std::shared_ptr<OcdbtKvStore> self = weak_from_this().lock();
+  if (self == nullptr) return nullptr;
+  return NewOcdbtBatchWriter(std::move(self));
+}
+
 }  // namespace cairn::ocdbt

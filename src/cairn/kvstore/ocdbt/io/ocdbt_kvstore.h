@@ -7,7 +7,7 @@
 // ApplyBatch, DeletePrefix) is one atomic commit: one new generation whose
 // values and nodes are streamed into new data files of at most
 // target_data_file_size bytes, then the manifest (protocol in
-// ocdbt_kvstore.cc). Databases written here are read by TensorStore.
+// ocdbt_commit.cc). Databases written here are read by TensorStore.
 //
 // Concurrency: commits from this object are serialized by a mutex. Commits
 // from other objects, processes or TensorStore on the same database are
@@ -78,9 +78,15 @@ struct KvMutationView {
   std::optional<ByteView> value;
 };
 
-class OcdbtKvStore : public KvStore, public MappedReadStore {
+class OcdbtKvStore : public KvStore, public MappedReadStore, public std::enable_shared_from_this<OcdbtKvStore> {
  public:
   OcdbtKvStore(std::shared_ptr<KvStore> base, OcdbtOptions options);
+
+  // Commits in place (no rename), has a batch writer, batches reads.
+  StoreCapabilities Capabilities() const override { return {true, true, true}; }
+  // The streaming batch writer (ocdbt_batch_writer.h); nullptr for a store
+  // not owned by a shared_ptr (which NewBatchWriter never sees).
+  std::unique_ptr<KvBatchWriter> OpenBatchWriter() override;
 
   Result<std::optional<Buffer>> Get(std::string_view key, const ByteRange& range = {}) override;
   // One manifest read and one descent of the tree for all keys; the values

@@ -22,9 +22,9 @@ Result<std::shared_ptr<KvStore>> OpenBase(const Json& base) {
   if (const Json* p = FindField(base, "path")) {
     CAIRN_ASSIGN_OR_RETURN(path, JsonToString(*p, "`base.path`"));
   }
-  if (driver == "file") return OpenKvStore("file://" + path);
-  if (driver == "memory") return OpenKvStore("memory://" + path);
-  return Bad("base driver `" + driver + "` is not supported (file, memory)");
+  auto store = OpenKvStoreSpec(driver, path);
+  if (!store.ok()) return store.status().Annotate("OCDBT spec");
+  return store;
 }
 
 }  // namespace
