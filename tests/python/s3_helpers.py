@@ -22,13 +22,16 @@ from __future__ import annotations
 import http.client
 import json
 import http.server
-import shutil
+import pathlib
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
 import urllib.request
+
+ATOMIC_MOTO = pathlib.Path(__file__).resolve().parents[1] / "emulators" / "moto_server_atomic.py"
 
 
 def free_port() -> int:
@@ -39,10 +42,10 @@ def free_port() -> int:
 
 class MotoServer:
     def __init__(self):
-        exe = shutil.which("moto_server")
-        assert exe, "moto_server not found: pip install 'moto[server]' (requirements-dev.txt)"
+        # moto's server with its conditional writes made atomic, as S3's are
+        # (tests/emulators/moto_server_atomic.py).
         self.port = free_port()
-        self.proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(self.port)],
+        self.proc = subprocess.Popen([sys.executable, str(ATOMIC_MOTO), "-H", "127.0.0.1", "-p", str(self.port)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         _wait_for_port(self.proc, self.port, "moto_server")
         self.endpoint = f"http://127.0.0.1:{self.port}"

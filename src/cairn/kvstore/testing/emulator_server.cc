@@ -97,10 +97,14 @@ Result<std::string> Start(std::vector<std::string> argv, std::string_view instal
   return UnavailableError("`" + argv[0] + "` did not listen on port " + port_str + " within 30 s");
 }
 
+// moto's server with its conditional writes made atomic, as S3's are
+// (tests/emulators/moto_server_atomic.py); CAIRN_MOTO_SERVER names another.
 Result<std::string> StartMoto() {
   const char* cmd = std::getenv("CAIRN_MOTO_SERVER");
-  std::string command = cmd != nullptr && *cmd != '\0' ? cmd : "moto_server";
-  return Start({command, "-H", "127.0.0.1", "-p", "{port}"},
+  std::vector<std::string> argv = {"python3", CAIRN_SOURCE_DIR "/tests/emulators/moto_server_atomic.py"};
+  if (cmd != nullptr && *cmd != '\0') argv = {cmd};
+  for (const char* a : {"-H", "127.0.0.1", "-p", "{port}"}) argv.emplace_back(a);
+  return Start(std::move(argv),
                "install it with `pip install moto[server]` (requirements-dev.txt) or set "
                "CAIRN_MOTO_SERVER");
 }
