@@ -1,6 +1,7 @@
 // Lower-case hex of bytes, and the value of one hex digit: the one place
 // cairn writes and reads hex (SigV4 digests, S3 multipart ETags, OCDBT
-// uuids); and keys and paths made printable for error messages.
+// uuids); percent-encoding (URIs, OCDBT URLs); and keys and paths made
+// printable for error messages.
 #pragma once
 
 #include <cstddef>
@@ -45,6 +46,27 @@ inline std::string Printable(std::string_view text) {
       out += kHex[u & 15];
     } else {
       out += c;
+    }
+  }
+  return out;
+}
+
+// `text` with every byte percent-encoded (`%XX`, upper-case hex) except
+// ASCII letters and digits and the bytes in `kept` (RFC 3986's unreserved
+// "-._~" for a URI component; more where a grammar allows).
+inline std::string PercentEncode(std::string_view text, std::string_view kept) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u >= 'A' && u <= 'Z') || (u >= 'a' && u <= 'z') || (u >= '0' && u <= '9') ||
+        kept.find(c) != std::string_view::npos) {
+      out += c;
+    } else {
+      out += '%';
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
     }
   }
   return out;

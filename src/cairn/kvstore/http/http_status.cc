@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "cairn/util/hex.h"
+
 namespace cairn::http {
 
 std::optional<std::string> HttpResponse::Header(std::string_view lower_name) const {
@@ -36,21 +38,7 @@ Status HttpStatusError(const HttpCall& call, const HttpResponse& response,
 }
 
 std::string UriEncode(std::string_view s, bool keep_slash) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    auto u = static_cast<unsigned char>(c);
-    if ((u >= 'A' && u <= 'Z') || (u >= 'a' && u <= 'z') || (u >= '0' && u <= '9') || c == '-' ||
-        c == '.' || c == '_' || c == '~' || (keep_slash && c == '/')) {
-      out += c;
-    } else {
-      out += '%';
-      out += kHex[u >> 4];
-      out += kHex[u & 15];
-    }
-  }
-  return out;
+  return PercentEncode(s, keep_slash ? "-._~/" : "-._~");
 }
 
 std::string FormEncode(std::initializer_list<std::pair<const char*, std::string>> fields) {

@@ -6,6 +6,7 @@
 #include "cairn/kvstore/ocdbt/io/ocdbt_kvstore.h"
 #include "cairn/kvstore/prefix/prefix_kvstore.h"
 #include "cairn/kvstore/url.h"
+#include "cairn/util/hex.h"
 
 namespace cairn::ocdbt {
 namespace {
@@ -14,22 +15,7 @@ namespace {
 // does: a literal '@' (which would start a version), '%', spaces, control
 // and non-ASCII bytes become %XX.
 std::string EncodeOcdbtPath(std::string_view path) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  static constexpr std::string_view kKept = "-._~!$&'()*+,;=:/";
-  std::string out;
-  for (char c : path) {
-    const auto u = static_cast<unsigned char>(c);
-    if (std::isalnum(u) != 0 && u < 0x80) {
-      out += c;
-    } else if (kKept.find(c) != std::string_view::npos) {
-      out += c;
-    } else {
-      out += '%';
-      out += kHex[u >> 4];
-      out += kHex[u & 15];
-    }
-  }
-  return out;
+  return PercentEncode(path, "-._~!$&'()*+,;=:/");
 }
 
 // Parses the version of `ocdbt:@<version>/...`: `v<generation>` (decimal,
