@@ -19,6 +19,7 @@
 #include "cairn/engine/step_retention.h"
 #include "cairn/kvstore/memory/memory_kvstore.h"
 #include "cairn/kvstore/testing/fault_kvstore.h"
+#include "cairn/kvstore/testing/in_place_store.h"
 #include "cairn/layout/orbax/save_owner.h"
 #include "cairn/layout/orbax/step.h"
 #include "cairn/util/process_identity.h"
@@ -26,22 +27,6 @@
 namespace cairn::emergency {
 namespace {
 namespace fs = std::filesystem;
-
-// A store that cannot rename: the default (in-place) prefix commit, as
-// object stores (the persistent tier on s3:// or gs://).
-class InPlaceStore final : public KvStore {
- public:
-  explicit InPlaceStore(std::shared_ptr<KvStore> base) : base_(std::move(base)) {}
-  Result<std::optional<Buffer>> Get(std::string_view k, const ByteRange& r) override { return base_->Get(k, r); }
-  Status Put(std::string_view k, ByteView v) override { return base_->Put(k, v); }
-  Result<bool> PutIfAbsent(std::string_view k, ByteView v) override { return base_->PutIfAbsent(k, v); }
-  Status Delete(std::string_view k) override { return base_->Delete(k); }
-  Result<std::vector<KeyInfo>> List(std::string_view p) override { return base_->List(p); }
-  std::string url() const override { return base_->url(); }
-
- private:
-  std::shared_ptr<KvStore> base_;
-};
 
 // The keys of a local step as the manager writes it (7 keys).
 const std::vector<std::string> kStepKeys = {"_CHECKPOINT_METADATA", "cairn_local_step.json", "commit_success.txt",
@@ -69,7 +54,8 @@ TEST(EmergencyRetention, AFaultAtEveryWriteLeavesEveryListedStepWhole) {
     bool finished = false;
     for (uint64_t n = 0; n < 80 && !finished; ++n) {
       auto mem = std::make_shared<MemoryKvStore>("memory://retention/");
-      std::shared_ptr<KvStore> base = in_place ? std::shared_ptr<KvStore>(std::make_shared<InPlaceStore>(mem)) : mem;
+      std::shared_ptr<KvStore> base =
+          in_place ? std::shared_ptr<KvStore>(std::make_shared<cairn::testing::InPlaceStore>(mem)) : mem;
       auto fault = std::make_shared<FaultKvStore>(base);
       orbax::Location root{fault, "local/", "memory://retention"};
       root.commits_in_place = in_place;

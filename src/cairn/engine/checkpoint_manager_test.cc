@@ -15,6 +15,7 @@
 #include "cairn/engine/restore.h"
 #include "cairn/kvstore/memory/memory_kvstore.h"
 #include "cairn/kvstore/testing/fault_kvstore.h"
+#include "cairn/kvstore/testing/in_place_store.h"
 #include "cairn/layout/orbax/metadata_files.h"
 
 namespace cairn::engine {
@@ -154,21 +155,6 @@ TEST(StepDiscovery, IgnoresTemporaryAndDeletingNames) {
   EXPECT_EQ(names, (std::vector<std::string>{"05", "1", "2.orbax-checkpoint-tmp-0123abcd", "4", "x"}));
 }
 
-// A store that cannot rename: the default (in-place) prefix commit.
-class InPlaceStore final : public KvStore {
- public:
-  explicit InPlaceStore(std::shared_ptr<KvStore> base) : base_(std::move(base)) {}
-  Result<std::optional<Buffer>> Get(std::string_view k, const ByteRange& r) override { return base_->Get(k, r); }
-  Status Put(std::string_view k, ByteView v) override { return base_->Put(k, v); }
-  Result<bool> PutIfAbsent(std::string_view k, ByteView v) override { return base_->PutIfAbsent(k, v); }
-  Status Delete(std::string_view k) override { return base_->Delete(k); }
-  Result<std::vector<KeyInfo>> List(std::string_view p) override { return base_->List(p); }
-  std::string url() const override { return base_->url(); }
-
- private:
-  std::shared_ptr<KvStore> base_;
-};
-
 // Fills `root/<step>/` with a step-like tree of `n` keys and the marker.
 void FakeStep(const orbax::Location& root, const std::string& name, int n) {
   for (int i = 0; i < n; ++i) {
@@ -185,7 +171,8 @@ TEST(DeleteStep, FaultAtEveryWriteLeavesStepWholeOrInvisible) {
     bool finished = false;
     for (uint64_t n = 0; n < 40 && !finished; ++n) {
       auto mem = std::make_shared<MemoryKvStore>("memory://delete/");
-      std::shared_ptr<KvStore> base = in_place ? std::shared_ptr<KvStore>(std::make_shared<InPlaceStore>(mem)) : mem;
+      std::shared_ptr<KvStore> base =
+          in_place ? std::shared_ptr<KvStore>(std::make_shared<cairn::testing::InPlaceStore>(mem)) : mem;
       auto fault = std::make_shared<FaultKvStore>(base);
       orbax::Location root{fault, "run/", "memory://delete"};
       FakeStep(root, "5", 6);

@@ -17,6 +17,7 @@
 #include "cairn/kvstore/file/file_kvstore.h"
 #include "cairn/kvstore/memory/memory_kvstore.h"
 #include "cairn/kvstore/testing/fault_kvstore.h"
+#include "cairn/kvstore/testing/in_place_store.h"
 #include "cairn/layout/orbax/item_store.h"
 #include "cairn/layout/orbax/item_writer.h"
 #include "cairn/layout/orbax/metadata_files.h"
@@ -301,28 +302,6 @@ TEST_P(Straggler, WritesAfterANewBeginNeverReachTheCommittedCheckpoint) {
 
 INSTANTIATE_TEST_SUITE_P(OcdbtAndDirs, Straggler, ::testing::Bool());
 
-// A store that cannot rename, as the object stores: memory underneath, with
-// KvStore's default (in-place, marker last) prefix commit.
-class InPlaceStore : public KvStore {
- public:
-  Result<std::optional<Buffer>> Get(std::string_view key, const ByteRange& range = {}) override {
-    return base_->Get(key, range);
-  }
-  Status Put(std::string_view key, ByteView value) override { return base_->Put(key, value); }
-  Result<bool> PutIfAbsent(std::string_view key, ByteView value) override {
-    return base_->PutIfAbsent(key, value);
-  }
-  Result<bool> CompareAndPut(std::string_view key, std::optional<ByteView> expected, ByteView value) override {
-    return base_->CompareAndPut(key, expected, value);
-  }
-  Status Delete(std::string_view key) override { return base_->Delete(key); }
-  Result<std::vector<KeyInfo>> List(std::string_view prefix = "") override { return base_->List(prefix); }
-  std::string url() const override { return "inplace://"; }
-
- private:
-  std::shared_ptr<MemoryKvStore> base_ = std::make_shared<MemoryKvStore>();
-};
-
 // Issue 8, item 11: a write fails at every step of a save (FaultKvStore under
 // the layout). The save reports the error; step 1, committed before, still
 // restores bit-exactly; step 2 is never listed.
@@ -341,7 +320,7 @@ TEST_P(SaveFaults, EveryFailingStepLeavesThePreviousStepAndNoPartialOne) {
   SetSaveLeaseNanos(int64_t{3600} * 1000 * 1000 * 1000);
   Tree first(0.0f), second(50.0f);
   auto make_base = [&](const std::string& dir) -> std::shared_ptr<KvStore> {
-    if (c.in_place) return std::make_shared<InPlaceStore>();
+    if (c.in_place) return std::make_shared<cairn::testing::InPlaceStore>();
     if (c.memory) return std::make_shared<MemoryKvStore>();
     return std::make_shared<FileKvStore>(dir);
   };
