@@ -8,6 +8,7 @@
 // Under `mpirun -n N` the ranks split the work (each within its own budget)
 // and rank 0 commits and prints.
 // Exit status: 0 on success, 1 on a failed conversion, 2 on bad options.
+#include <chrono>
 #include <cinttypes>
 #include <cstdlib>
 #include <cstdio>
@@ -16,7 +17,8 @@
 #include <vector>
 
 #include "cairn/engine/convert/convert_checkpoint.h"
-#include "cairn/mpi_coordinator.h"
+#include "cairn/environment.h"
+#include "cairn/options.h"
 #include "cli_util.h"
 #include "commands/commands.h"
 #include "progress.h"
@@ -33,29 +35,6 @@ struct ConvertCliOptions {
   int threads = 0;
   bool verify = false, overwrite = false, json = false, no_resume = false;
 };
-
-// "1GiB", "512MiB", "64k", "1000" -> bytes.
-Result<uint64_t> ParseBytes(const std::string& text) {
-  size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (...) {
-    return Status(StatusCode::kInvalidArgument, "`" + text + "` is not a size like 512MiB");
-  }
-  std::string unit = text.substr(used);
-  uint64_t scale = 1;
-  if (unit == "" || unit == "B") scale = 1;
-  else if (unit == "k" || unit == "K" || unit == "KiB") scale = uint64_t{1} << 10;
-  else if (unit == "M" || unit == "MiB") scale = uint64_t{1} << 20;
-  else if (unit == "G" || unit == "GiB") scale = uint64_t{1} << 30;
-  else if (unit == "KB") scale = 1000;
-  else if (unit == "MB") scale = 1000 * 1000;
-  else if (unit == "GB") scale = 1000 * 1000 * 1000;
-  else return Status(StatusCode::kInvalidArgument, "unknown size unit in `" + text + "`");
-  if (value < 0) return Status(StatusCode::kInvalidArgument, "negative size `" + text + "`");
-  return static_cast<uint64_t>(value * static_cast<double>(scale));
-}
 
 // "A=B" -> {A, B}.
 Result<std::pair<std::string, std::string>> SplitRule(const std::string& rule, const char* what) {
@@ -75,8 +54,8 @@ Result<engine::ConvertCheckpointRequest> BuildRequest(const ConvertCliOptions& o
   r.from = o.from;
   if (o.step >= 0) r.step = o.step;
   r.overwrite = o.overwrite;
-  CAIRN_ASSIGN_OR_RETURN(r.max_file_bytes, ParseBytes(o.max_file_size));
-  CAIRN_ASSIGN_OR_RETURN(r.options.memory_budget, ParseBytes(o.memory_budget));
+  CAIRN_ASSIGN_OR_RETURN(r.max_file_bytes, ParseByteSize(o.max_file_size));
+  CAIRN_ASSIGN_OR_RETURN(r.options.memory_budget, ParseByteSize(o.memory_budget));
   r.options.threads = o.threads;
   r.options.verify = o.verify;
   r.options.resume = !o.no_resume;
@@ -94,19 +73,11 @@ Result<engine::ConvertCheckpointRequest> BuildRequest(const ConvertCliOptions& o
   return r;
 }
 
-// Under mpirun (more than one rank), the MPI coordinator; otherwise none.
-Result<std::unique_ptr<Coordinator>> CoordinatorFromEnvironment() {
-  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
-  if (size == nullptr) size = std::getenv("PMI_SIZE");
-  if (size == nullptr || std::atoi(size) <= 1) return std::unique_ptr<Coordinator>();
-  CAIRN_RETURN_IF_ERROR(InitializeMpiIfNeeded());
-  return NewMpiCoordinator(std::chrono::minutes(30));
-}
-
 int RunConvert(const ConvertCliOptions& o) {
   auto request = BuildRequest(o);
   if (!request.ok()) return PrintError("convert", "options", request.status(), 2);
-  auto coordinator = CoordinatorFromEnvironment();
+  // Under mpirun (more than one rank), the MPI coordinator; otherwise none.
+  auto coordinator = CoordinatorFromEnvironment(std::chrono::minutes(30));
   if (!coordinator.ok()) return PrintError("convert", "MPI", coordinator.status(), 1);
   request->coordinator = coordinator->get();
   const bool primary = *coordinator == nullptr || (*coordinator)->is_primary();

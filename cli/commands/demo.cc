@@ -29,6 +29,7 @@
 
 #include "cairn/coordinator.h"
 #include "cairn/engine.h"
+#include "cairn/options.h"
 #include "cli_util.h"
 #include "commands/commands.h"
 #include "commands/demo_device.h"
@@ -42,29 +43,6 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// "2GiB", "64MiB", "500MB", "1073741824" -> bytes; 0 when malformed.
-uint64_t ParseSize(const std::string& text) {
-  size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (...) {
-    return 0;
-  }
-  std::string unit = text.substr(used);
-  for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  double scale = 0;
-  if (unit.empty() || unit == "b") scale = 1;
-  else if (unit == "kib" || unit == "k") scale = 1024.0;
-  else if (unit == "mib" || unit == "m") scale = 1024.0 * 1024;
-  else if (unit == "gib" || unit == "g") scale = 1024.0 * 1024 * 1024;
-  else if (unit == "kb") scale = 1e3;
-  else if (unit == "mb") scale = 1e6;
-  else if (unit == "gb") scale = 1e9;
-  if (scale == 0 || !(value > 0)) return 0;
-  return static_cast<uint64_t>(value * scale);
-}
 
 uint64_t DirectoryBytes(const fs::path& dir) {
   uint64_t total = 0;
@@ -131,7 +109,8 @@ RestoreTargets MakeRestoreTargets(const DemoState& st) {
 }
 
 int RunDemo(const std::string& size_text, std::string dir, const std::string& compression) {
-  const uint64_t target = ParseSize(size_text);
+  const Result<uint64_t> parsed = ParseByteSize(size_text);
+  const uint64_t target = parsed.ok() ? *parsed : 0;
   if (target < (uint64_t{1} << 20)) {
     std::fprintf(stderr, "cairn demo: --size `%s` is not a size of at least 1MiB (e.g. 2GiB, 64MiB)\n",
                  size_text.c_str());

@@ -43,12 +43,12 @@ struct EmergencyCheckpointOptions {
   int local_max_to_keep = 2;
   int64_t persistent_save_interval_steps = 10;
   int persistent_max_to_keep = 0;  // 0: keep all
-  std::string compression = "default";  // "default", "none", "auto"
-  // The local tier's: "none" (a restore from it is a copy), or as above;
-  // "" for `compression`.
+  // Both tiers' storage options (engine.h); the local tier's compression is
+  // `local_compression`'s.
+  SaveCheckpointOptions save;
+  // The local tier's compression: "none" (a restore from it is a copy), or
+  // a name as SaveCheckpointOptions::compression; "" for save.compression.
   std::string local_compression = "none";
-  uint64_t memory_budget_bytes = 0;
-  std::chrono::nanoseconds timeout = std::chrono::minutes(10);
 };
 
 struct EmergencyRestoreReport {

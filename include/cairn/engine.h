@@ -56,14 +56,24 @@ struct CheckpointArray {
   std::vector<CheckpointShard> shards;  // this process's shards
 };
 
+// How a checkpoint is stored; every save path (SaveCheckpoint, both
+// managers) takes these, each field meaning the same everywhere.
 struct SaveCheckpointOptions {
-  bool use_ocdbt = true;
-  bool use_zarr3 = true;
+  bool use_ocdbt = true;  // one OCDBT database per process; else a file per chunk
+  bool use_zarr3 = true;  // Zarr v3 arrays (sharded); else Zarr v2
+  // Replicated shards are split among their replicas, each writing a slice;
+  // off: replica 0 writes each shard whole. The checkpoint is the same.
   bool replica_parallel = true;
-  // "default" (Orbax's zstd), "none", or "auto" (zstd only where a sample
-  // shrinks by about 10% or more).
+  // "default" or "zstd" (Orbax's zstd), "none", or "auto" (zstd only where
+  // a sample shrinks by about 10% or more).
   std::string compression = "default";
   uint64_t memory_budget_bytes = 0;  // 0: the process-wide default budget
+  // OCDBT data files are started anew past this size, and larger chunks
+  // are split (Orbax's rule); 0: unlimited.
+  uint64_t target_data_file_size = uint64_t{1} << 31;
+  // Upper bound on a chunk's bytes (Orbax's chunk_byte_size); 0: none.
+  uint64_t chunk_byte_size = 0;
+  // Every collective of the save gives up (Unavailable) after this long.
   std::chrono::nanoseconds timeout = std::chrono::minutes(10);
 };
 

@@ -11,7 +11,6 @@
 
 #include <filesystem>
 
-#include "cairn/checkpoint_manager.h"
 #include "cairn/engine/restore.h"
 #include "cairn/kvstore/memory/memory_kvstore.h"
 #include "cairn/kvstore/testing/fault_kvstore.h"
@@ -345,28 +344,6 @@ TEST(CheckpointManager, FaultAtEveryWriteOfSaveAndRetention) {
     }
     EXPECT_TRUE(finished);
   }
-}
-
-TEST(PublicCheckpointManager, SaveRestoreAndRetention) {
-  const std::string dir = TempDir("public");
-  auto coordinator = NewSingleProcessCoordinator();
-  cairn::CheckpointManagerOptions o;
-  o.max_to_keep = 2;
-  auto m = cairn::CheckpointManager::Open(dir, o, *coordinator);
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
-  for (int64_t step : {1, 2, 3}) {
-    auto v = Values(step);
-    cairn::CheckpointArray a{{"w"}, "float32", {4, 3}, {}, 1, {{{0, 0}, {4, 3}, v.data(), 0}}};
-    auto saved = (*m)->Save(step, {a});
-    ASSERT_TRUE(saved.ok()) << saved.status().ToString();
-  }
-  ASSERT_TRUE((*m)->WaitUntilFinished().ok());
-  EXPECT_EQ((*m)->AllSteps(), (std::vector<int64_t>{2, 3}));
-  std::vector<float> out(12);
-  ASSERT_TRUE((*m)->Restore(3, {{{"w"}, "float32", {{{0, 0}, {4, 3}, out.data()}}}}).ok());
-  EXPECT_EQ(out, Values(3));
-  Status gone = (*m)->Restore(1, {{{"w"}, "float32", {{{0, 0}, {4, 3}, out.data()}}}});
-  EXPECT_EQ(gone.code(), StatusCode::kNotFound) << gone.ToString();
 }
 
 }  // namespace

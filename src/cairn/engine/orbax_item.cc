@@ -11,9 +11,6 @@
 namespace cairn::engine {
 namespace {
 
-constexpr std::string_view kPyTreeHandler =
-    "orbax.checkpoint._src.handlers.pytree_checkpoint_handler.PyTreeCheckpointHandler";
-
 // A local path made absolute; URLs ("s3://b/x", "memory://x") as they are.
 std::string Absolute(std::string p) {
   while (p.size() > 1 && p.back() == '/') p.pop_back();
@@ -169,11 +166,11 @@ Status FinalizeAndCommit(const SaveRequest& request, const ItemPaths& paths, int
   if (request.caller_commits) return Status::OK();
   orbax::CheckpointMetadata md;
   if (request.item_name.empty()) {
-    md.item_handlers = std::string(kPyTreeHandler);
+    md.item_handlers = std::string(orbax::kPyTreeHandler);
   } else {
     CAIRN_RETURN_IF_ERROR(orbax::FinishCommit(*paths.item));
     std::map<std::string, std::string> handlers = request.extra_item_handlers;
-    handlers[request.item_name] = std::string(kPyTreeHandler);
+    handlers[request.item_name] = std::string(orbax::kPyTreeHandler);
     md.item_handlers = std::move(handlers);
   }
   md.init_timestamp_nsecs = init_timestamp_nsecs;

@@ -1,18 +1,13 @@
 // include/cairn/emergency.h over the emergency manager (manager.h).
 #include "cairn/emergency.h"
 
+#include "cairn/api/leaves.h"
+#include "cairn/api/options.h"
 #include "cairn/emergency/manager.h"
 #include "cairn/emergency/mpi_transport.h"
-#include "cairn/layout/orbax/tree_metadata.h"
 
 namespace cairn {
 namespace {
-
-orbax::KeyPath KeyPathOf(const std::vector<std::string>& keys) {
-  orbax::KeyPath path;
-  for (const std::string& k : keys) path.push_back({k, orbax::KeyType::kDict});
-  return path;
-}
 
 class PublicEmergencyManager final : public EmergencyCheckpointManager {
  public:
@@ -23,19 +18,7 @@ class PublicEmergencyManager final : public EmergencyCheckpointManager {
   bool ShouldSave(int64_t step) const override { return native_->ShouldSave(step); }
 
   Result<bool> Save(int64_t step, const std::vector<CheckpointArray>& arrays, bool force) override {
-    std::vector<engine::SaveLeaf> leaves;
-    for (const CheckpointArray& a : arrays) {
-      engine::SaveLeaf leaf;
-      leaf.path = KeyPathOf(a.path);
-      CAIRN_ASSIGN_OR_RETURN(leaf.dtype, ParseDTypeName(a.dtype));
-      leaf.shape = a.shape;
-      leaf.write_shape = a.write_shape;
-      leaf.num_replicas = a.num_replicas;
-      for (const CheckpointShard& s : a.shards) {
-        leaf.shards.push_back({Box(s.origin, s.shape), s.data, {}, s.replica_id});
-      }
-      leaves.push_back(std::move(leaf));
-    }
+    CAIRN_ASSIGN_OR_RETURN(std::vector<engine::SaveLeaf> leaves, api::SaveLeavesOf(arrays));
     return native_->Save(step, leaves, force);
   }
 
@@ -45,16 +28,8 @@ class PublicEmergencyManager final : public EmergencyCheckpointManager {
 
   Result<EmergencyRestoreReport> Restore(std::optional<int64_t> step,
                                          const std::vector<RestoreArray>& arrays) override {
-    std::vector<engine::ArrayToRestore> request;
-    for (const RestoreArray& a : arrays) {
-      engine::ArrayToRestore out;
-      out.param = orbax::ParamName(KeyPathOf(a.path));
-      if (a.dtype.empty()) return InvalidArgumentError("restoring `" + out.param + "`: the dtype is required");
-      CAIRN_ASSIGN_OR_RETURN(DType d, ParseDTypeName(a.dtype));
-      out.dtype = d;
-      for (const RestoreBox& b : a.boxes) out.boxes.push_back({Box(b.origin, b.shape), b.data, {}});
-      request.push_back(std::move(out));
-    }
+    CAIRN_ASSIGN_OR_RETURN(std::vector<engine::ArrayToRestore> request,
+                           api::RestoreArraysOf(arrays, /*dtype_required=*/true));
     CAIRN_ASSIGN_OR_RETURN(emergency::RestoreReport r, native_->RestoreStep(step, std::move(request)));
     EmergencyRestoreReport out;
     out.tier = r.tier == emergency::StepChoice::Tier::kLocal ? "local" : "persistent";
@@ -86,22 +61,14 @@ Result<std::unique_ptr<EmergencyCheckpointManager>> OpenEmergencyCheckpointManag
   o.local_max_to_keep = options.local_max_to_keep;
   o.persistent_save_interval_steps = options.persistent_save_interval_steps;
   o.persistent_max_to_keep = options.persistent_max_to_keep;
-  auto parse = [](const std::string& name) -> Result<engine::Compression> {
-    if (name == "default") return engine::Compression::kOrbaxDefault;
-    if (name == "none") return engine::Compression::kNone;
-    if (name == "auto") return engine::Compression::kAuto;
-    return InvalidArgumentError("compression `" + name + "` is not one of default, none, auto");
-  };
-  CAIRN_ASSIGN_OR_RETURN(o.save.compression, parse(options.compression));
+  CAIRN_ASSIGN_OR_RETURN(o.save, api::EngineSaveOptions(options.save));
   if (options.local_compression.empty()) {
     o.local_compression = std::nullopt;
   } else {
-    auto local = parse(options.local_compression);
+    auto local = api::ParseCompression(options.local_compression);
     if (!local.ok()) return local.status().Annotate("local_compression");
     o.local_compression = *local;
   }
-  o.save.memory_budget_bytes = options.memory_budget_bytes;
-  o.save.timeout = options.timeout;
   std::shared_ptr<emergency::PeerTransport> transport;
   if (options.use_mpi_transport) {
     CAIRN_ASSIGN_OR_RETURN(transport, emergency::NewMpiTransport());

@@ -1,0 +1,38 @@
+# The layering rule (docs/ARCHITECTURE.md): a layer includes only the layers
+# below it. Run at configure time (included by CMakeLists.txt) and as the
+# ctest `layering` (cmake -DCAIRN_SOURCE_DIR=... -P cmake/check_layers.cmake),
+# so an include that goes up a layer fails the build's tests even when the
+# file set did not change.
+#
+# CAIRN_LAYER_ORDER lists the layers bottom up; dist sits beside the stack
+# (it needs only util) and is listed before the engine that uses it. The
+# front door (api/) is last: nothing under src/ may include it.
+set(CAIRN_LAYER_ORDER util dtype codec kvstore zarr layout dist engine emergency api)
+
+function(cairn_check_layers source_dir)
+  set(problems "")
+  list(LENGTH CAIRN_LAYER_ORDER n)
+  foreach(layer IN LISTS CAIRN_LAYER_ORDER)
+    list(FIND CAIRN_LAYER_ORDER ${layer} own)
+    file(GLOB_RECURSE files ${source_dir}/src/cairn/${layer}/*.h ${source_dir}/src/cairn/${layer}/*.cc)
+    foreach(f IN LISTS files)
+      file(STRINGS ${f} includes REGEX "^#include \"cairn/[a-z_]+/")
+      foreach(line IN LISTS includes)
+        string(REGEX REPLACE "^#include \"cairn/([a-z_]+)/.*" "\\1" target "${line}")
+        list(FIND CAIRN_LAYER_ORDER ${target} index)
+        if(index GREATER own)
+          file(RELATIVE_PATH rel ${source_dir} ${f})
+          list(APPEND problems "${rel} (layer ${layer}) includes layer ${target}: ${line}")
+        endif()
+      endforeach()
+    endforeach()
+  endforeach()
+  if(problems)
+    list(JOIN problems "\n  " text)
+    message(FATAL_ERROR "includes that go up a layer:\n  ${text}")
+  endif()
+endfunction()
+
+if(CMAKE_SCRIPT_MODE_FILE AND CAIRN_SOURCE_DIR)
+  cairn_check_layers(${CAIRN_SOURCE_DIR})
+endif()
