@@ -36,35 +36,62 @@
 
 namespace cairn {
 
+// How steps are kept and named; how each step is stored is `save`.
 struct CheckpointManagerOptions {
+  // ShouldSave is true for multiples of this (>= 1) and for the first save.
   int64_t save_interval_steps = 1;
-  std::optional<int64_t> max_to_keep;  // unset: keep every step
-  std::optional<int64_t> keep_period;  // also keep steps divisible by this
+  std::optional<int64_t> max_to_keep;  // the newest steps kept; unset: every step
+  std::optional<int64_t> keep_period;  // steps divisible by this are kept too
+  // Save returns once the shards are copied; the commit and the retention
+  // run in the background until WaitUntilFinished.
   bool enable_async = true;
-  std::string step_prefix;                     // "" : steps are named `<step>`
-  std::optional<int> step_format_fixed_length;  // zero-pad step numbers
-  SaveCheckpointOptions save;                   // every step's save
+  std::string step_prefix;                     // "": steps are named `<step>`
+  std::optional<int> step_format_fixed_length;  // zero-pad step numbers to this width
+  SaveCheckpointOptions save;                   // every step's save (engine.h)
 };
 
+// Opened like EmergencyCheckpointManager (emergency.h): a static Open that
+// takes the options and the job's Coordinator.
 class CheckpointManager {
  public:
-  // Errors: InvalidArgument for bad options; the store's errors listing the
-  // directory (a missing directory is an empty one).
+  // Opens the steps under `directory` (a path or a URL; missing: empty, the
+  // first save creates it). Result: the manager, its steps listed.
+  // Errors: InvalidArgument for bad options (a compression name, an
+  // interval below 1); the store's errors naming the directory; Unavailable
+  // when the other processes do not open it within the save timeout.
   static Result<std::unique_ptr<CheckpointManager>> Open(const std::string& directory,
                                                          const CheckpointManagerOptions& options,
                                                          Coordinator& coordinator);
   virtual ~CheckpointManager() = default;  // waits for the background work
 
+  // Result: whether Save(step) would save (Orbax's ShouldSaveStep).
   virtual bool ShouldSave(int64_t step) const = 0;
-  // False when the step is not saved (ShouldSave said no); AlreadyExists for
-  // a committed step.
+  // Saves `arrays` (this process's shards) as `step`. Result: false when
+  // the step is not saved (ShouldSave said no and `force` is false), true
+  // once it is started (enable_async) or committed.
+  // Errors: AlreadyExists for a committed step; InvalidArgument for arrays
+  // that do not fit their shapes or an unknown dtype; FailedPrecondition
+  // after Close; the store's errors naming the key; Unavailable when the
+  // other processes do not arrive within the timeout.
   virtual Result<bool> Save(int64_t step, const std::vector<CheckpointArray>& arrays, bool force = false) = 0;
+  // Blocks until the background commits and retention are done.
+  // Errors: their first error (returned once).
   virtual Status WaitUntilFinished() = 0;
-  virtual std::vector<int64_t> AllSteps() const = 0;
-  virtual std::optional<int64_t> LatestStep() const = 0;
+  // Result: the committed steps and the one being saved, ascending (as
+  // Orbax's all_steps). Errors: none today (a Result like the emergency
+  // manager's, whose listing is collective).
+  virtual Result<std::vector<int64_t>> AllSteps() const = 0;
+  // Result: the newest of AllSteps, or nullopt when there is none.
+  virtual Result<std::optional<int64_t>> LatestStep() const = 0;
   // Reads the requested boxes of a committed step (as RestoreCheckpoint).
+  // Errors: NotFound for a step that is not committed; FailedPrecondition
+  // for the step still being saved; RestoreCheckpoint's errors.
   virtual Status Restore(int64_t step, const std::vector<RestoreArray>& arrays) const = 0;
+  // Deletes a committed step (a crash leaves it whole or gone).
+  // Errors: NotFound for a step that is not committed; the store's errors.
   virtual Status Delete(int64_t step) = 0;
+  // WaitUntilFinished, then refuses further saves (FailedPrecondition).
+  // Errors: WaitUntilFinished's.
   virtual Status Close() = 0;
 };
 

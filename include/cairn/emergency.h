@@ -33,17 +33,19 @@
 
 namespace cairn {
 
+// Where the tiers are, how often each saves and how many steps each keeps;
+// how steps are stored is `save`.
 struct EmergencyCheckpointOptions {
-  std::string local_directory;
-  std::string persistent_directory;
+  std::string local_directory;       // this process's own fast storage
+  std::string persistent_directory;  // shared by every process
   int num_replicas = 1;   // data-parallel replicas, processes split in order
-  int peer_copies = 0;    // > 0 needs use_mpi_transport
+  int peer_copies = 0;    // copies of each local step on peers; > 0 needs use_mpi_transport
   bool use_mpi_transport = false;  // peer copies over MPI (programs run by mpirun)
   int64_t local_save_interval_steps = 1;
   int local_max_to_keep = 2;
   int64_t persistent_save_interval_steps = 10;
   int persistent_max_to_keep = 0;  // 0: keep all
-  // Both tiers' storage options (engine.h); the local tier's compression is
+  // Both tiers' storage options (engine.h). The local tier's compression is
   // `local_compression`'s.
   SaveCheckpointOptions save;
   // The local tier's compression: "none" (a restore from it is a copy), or
@@ -54,28 +56,51 @@ struct EmergencyCheckpointOptions {
 struct EmergencyRestoreReport {
   std::string tier;  // "local" or "persistent"
   int64_t step = -1;
-  uint64_t bytes_from_own_disk = 0;
-  uint64_t bytes_from_peers = 0;
-  uint64_t bytes_from_persistent = 0;
-  std::vector<std::string> log;
+  uint64_t bytes_from_own_disk = 0;    // read from local steps this host held
+  uint64_t bytes_from_peers = 0;       // read from local steps fetched from peers
+  uint64_t bytes_from_persistent = 0;  // read from the persistent tier
+  std::vector<std::string> log;        // how the step was chosen and gathered
 };
 
+// Opened like CheckpointManager (checkpoint_manager.h): a static Open that
+// takes the options and the job's Coordinator.
 class EmergencyCheckpointManager {
  public:
+  // Opens both tiers (collective). Result: the manager, its steps listed.
+  // Errors: InvalidArgument for bad options (a compression name, peer
+  // copies without a transport); Unimplemented for the MPI transport in a
+  // build without MPI; the stores' errors naming the directory;
+  // Unavailable when the other processes do not open it within the timeout.
+  static Result<std::unique_ptr<EmergencyCheckpointManager>> Open(const EmergencyCheckpointOptions& options,
+                                                                  Coordinator& coordinator);
   virtual ~EmergencyCheckpointManager() = default;
+  // Result: whether Save(step) would save to either tier.
   virtual bool ShouldSave(int64_t step) const = 0;
-  // Saves to the tiers `step` is due in (both with force); false if none.
+  // Saves to the tiers `step` is due in (both with force). Result: false
+  // when neither is due. Errors: as CheckpointManager::Save, per tier.
   virtual Result<bool> Save(int64_t step, const std::vector<CheckpointArray>& arrays, bool force = false) = 0;
+  // Errors: the first error of the background writing, peer copies and
+  // retention.
   virtual Status WaitUntilFinished() = 0;
-  virtual Result<std::vector<int64_t>> AllSteps() = 0;  // collective
-  virtual Result<std::optional<int64_t>> LatestStep() = 0;  // collective
+  // Collective. Result: the steps a restore could use (local steps the job
+  // holds whole, persistent steps), ascending. Errors: Unavailable when the
+  // other processes do not arrive; the stores' errors.
+  virtual Result<std::vector<int64_t>> AllSteps() = 0;
+  // Collective. Result: the newest of AllSteps, or nullopt. Errors: as AllSteps.
+  virtual Result<std::optional<int64_t>> LatestStep() = 0;
   // Collective. `step`: nullopt for the newest usable step. Every array needs
-  // its dtype.
+  // its dtype. Result: which tier and step, and where the bytes came from.
+  // Errors: InvalidArgument for an array without a dtype or boxes outside
+  // it; NotFound when no tier holds the step; DataLoss for a corrupt chunk
+  // (naming the array); Unavailable when the other processes do not arrive.
   virtual Result<EmergencyRestoreReport> Restore(std::optional<int64_t> step,
                                                  const std::vector<RestoreArray>& arrays) = 0;
+  // WaitUntilFinished, then stops the background work. Errors: its first.
   virtual Status Close() = 0;
 };
 
+// EmergencyCheckpointManager::Open, under the name it had first (kept for
+// existing callers).
 Result<std::unique_ptr<EmergencyCheckpointManager>> OpenEmergencyCheckpointManager(
     const EmergencyCheckpointOptions& options, Coordinator& coordinator);
 

@@ -18,8 +18,8 @@ class PublicManager final : public CheckpointManager {
     return m_->Save(step, std::move(leaves), force);
   }
   Status WaitUntilFinished() override { return m_->WaitUntilFinished(); }
-  std::vector<int64_t> AllSteps() const override { return m_->AllSteps(); }
-  std::optional<int64_t> LatestStep() const override { return m_->LatestStep(); }
+  Result<std::vector<int64_t>> AllSteps() const override { return m_->AllSteps(); }
+  Result<std::optional<int64_t>> LatestStep() const override { return m_->LatestStep(); }
   Status Restore(int64_t step, const std::vector<RestoreArray>& arrays) const override {
     CAIRN_ASSIGN_OR_RETURN(orbax::Location loc, m_->StepLocation(step));
     return RestoreCheckpoint(loc.Path(), arrays);

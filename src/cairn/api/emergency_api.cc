@@ -50,7 +50,7 @@ class PublicEmergencyManager final : public EmergencyCheckpointManager {
 
 }  // namespace
 
-Result<std::unique_ptr<EmergencyCheckpointManager>> OpenEmergencyCheckpointManager(
+Result<std::unique_ptr<EmergencyCheckpointManager>> EmergencyCheckpointManager::Open(
     const EmergencyCheckpointOptions& options, Coordinator& coordinator) {
   emergency::EmergencyOptions o;
   o.local_directory = options.local_directory;
@@ -76,6 +76,11 @@ Result<std::unique_ptr<EmergencyCheckpointManager>> OpenEmergencyCheckpointManag
   CAIRN_ASSIGN_OR_RETURN(auto native, emergency::EmergencyCheckpointManager::Open(o, coordinator, transport));
   return std::unique_ptr<EmergencyCheckpointManager>(
       new PublicEmergencyManager(std::move(transport), std::move(native)));
+}
+
+Result<std::unique_ptr<EmergencyCheckpointManager>> OpenEmergencyCheckpointManager(
+    const EmergencyCheckpointOptions& options, Coordinator& coordinator) {
+  return EmergencyCheckpointManager::Open(options, coordinator);
 }
 
 }  // namespace cairn

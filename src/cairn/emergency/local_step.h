@@ -48,7 +48,7 @@ namespace cairn::emergency {
 inline constexpr std::string_view kLocalStepRecord = "cairn_local_step.json";
 inline constexpr std::string_view kStateItem = "state";
 // Chunks of at least this many bytes start at a multiple of it in the local
-// tier's OCDBT data files (SaveOptions::ocdbt_value_alignment), so that a
+// tier's OCDBT data files (LocalTierSave::ocdbt_value_alignment), so that a
 // restore from a RAM disk can map them (engine/restore.h).
 inline constexpr uint64_t kLocalValueAlignment = 4096;
 inline constexpr std::string_view kProcessMetadataItem = "process_metadata";

@@ -145,11 +145,11 @@ Result<bool> EmergencyCheckpointManager::Save(int64_t step, const std::vector<en
     r.item_name = std::string(kStateItem);
     r.leaves = leaves;
     r.options = options_.save;
-    r.options.write_all_held_shards = true;
+    r.local_tier.write_all_held_shards = true;
     r.options.compression = options_.local_compression.value_or(options_.save.compression);
-    r.options.own_process_index = p;
+    r.local_tier.own_process_index = p;
     // Chunks start on page boundaries: a restore from a RAM disk maps them.
-    r.options.ocdbt_value_alignment = kLocalValueAlignment;
+    r.local_tier.ocdbt_value_alignment = kLocalValueAlignment;
     const std::string pm = std::string(kProcessMetadataItem) + "/";
     r.extra_files = {
         {pm + "global_process_metadata.json", options_.global_process_metadata_json.empty()

@@ -7,7 +7,7 @@
 //      replication and retention; its persistent commit).
 //   2. Local tier (step % local interval == 0): the engine saves, with a
 //      single-process coordinator, every shard this process holds
-//      (SaveOptions::write_all_held_shards) into `<local>/<step>/state/`
+//      (LocalTierSave::write_all_held_shards) into `<local>/<step>/state/`
 //      under `ocdbt.process_<i>/`, plus `process_metadata/` and the record
 //      cairn_local_step.json (local_step.h), all committed at once (rename).
 //   3. Persistent tier (step % persistent interval == 0): a normal engine

@@ -105,13 +105,13 @@ void AbandonItem(const SaveRequest& request, const ItemPaths& paths) {
 Result<std::shared_ptr<KvStore>> OpenProcessStore(const SaveRequest& request, const ItemPaths& paths,
                                                   int process_index, int process_count) {
   return orbax::OpenItemWriteStore(paths.item_tmp(), request.options.use_ocdbt, process_index,
-                                   process_count, request.options.ocdbt_value_alignment);
+                                   process_count, request.local_tier.ocdbt_value_alignment);
 }
 
 Result<std::shared_ptr<KvStore>> OpenProcessStore(const SaveRequest& request, const ItemPaths& paths,
                                                   const std::string& process_name) {
   return orbax::OpenItemWriteStore(paths.item_tmp(), request.options.use_ocdbt, process_name,
-                                   request.options.ocdbt_value_alignment);
+                                   request.local_tier.ocdbt_value_alignment);
 }
 
 Result<ArrayFormat> FormatFor(const SaveLeaf& leaf, const Shape& chunk, const SaveOptions& options,
@@ -155,9 +155,9 @@ Status FinalizeAndCommit(const SaveRequest& request, const ItemPaths& paths, int
   o.use_ocdbt = request.options.use_ocdbt;
   o.use_zarr3 = request.options.use_zarr3;
   o.process_count = process_count;
-  if (request.options.own_process_index >= 0) {
-    o.first_process_index = request.options.own_process_index;
-    o.process_count = request.options.own_process_index + 1;
+  if (request.local_tier.own_process_index >= 0) {
+    o.first_process_index = request.local_tier.own_process_index;
+    o.process_count = request.local_tier.own_process_index + 1;
   }
   o.process_names = process_names;
   o.custom_metadata = request.options.custom_metadata;

@@ -54,7 +54,7 @@ class RestoreMapped : public ::testing::Test {
     SaveRequest r;
     r.directory = top + "/item";
     r.options.compression = compression;
-    r.options.ocdbt_value_alignment = alignment;
+    r.local_tier.ocdbt_value_alignment = alignment;
     SaveLeaf leaf = ArrayLeaf("w", {kRows, kCols}, {kChunkRows, kCols});
     for (Index row = 0; row < kRows; row += kChunkRows) {
       leaf.shards.push_back(Shard(w_, {kRows, kCols}, Box({row, 0}, {kChunkRows, kCols})));

@@ -102,7 +102,7 @@ class PendingSaveImpl final : public PendingSave {
   // The name this process's database and array metadata are named after.
   std::string StoreName() const {
     if (!request.options.process_name.empty()) return request.options.process_name;
-    return std::to_string(request.options.own_process_index >= 0 ? request.options.own_process_index
+    return std::to_string(request.local_tier.own_process_index >= 0 ? request.local_tier.own_process_index
                                                                  : coordinator->process_index());
   }
   // Whether this process writes the arrays' Zarr metadata (save_request.h).

@@ -122,7 +122,7 @@ Result<SavePlan> PlanSave(const SaveRequest& request) {
     for (const ShardToSave& s : leaf.shards) {
       CAIRN_RETURN_IF_ERROR(CheckShard(leaf, s, a.chunk_shape, where));
       if (s.box.empty()) continue;
-      if (options.write_all_held_shards) {
+      if (request.local_tier.write_all_held_shards) {
         const bool seen = std::any_of(a.pieces.begin(), a.pieces.end(),
                                       [&](const PlannedPiece& p) { return p.box == s.box; });
         if (!seen) a.pieces.push_back(Piece(s, elem));

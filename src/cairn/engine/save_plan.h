@@ -13,7 +13,7 @@
 //     writes slice r. A shard with no such dimension is written whole by
 //     replica 0. Either way each chunk is written exactly once, by one
 //     process, with the same bytes.
-//   - every shard held (SaveOptions::write_all_held_shards, the emergency
+//   - every shard held (LocalTierSave::write_all_held_shards, the emergency
 //     local tier): each distinct box this process holds, whole.
 // Shards must be aligned to the chunk grid (each edge on a chunk boundary
 // or at the array's end): InvalidArgument otherwise, naming leaf and box,

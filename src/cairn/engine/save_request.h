@@ -91,15 +91,6 @@ struct SaveOptions {
   // Upper bound on a chunk's bytes (Orbax's chunk_byte_size); 0 = none.
   uint64_t chunk_byte_size = 0;
   Json custom_metadata;  // `_METADATA` custom_metadata (null by default)
-  // Emergency local tier (Orbax's local layout): this process writes every
-  // shard it holds, whatever its replica id (each distinct box once),
-  // instead of the shards save_plan.h assigns to it.
-  bool write_all_held_shards = false;
-  // >= 0: this process saves alone (a single-process coordinator) as
-  // process `own_process_index` of its job: its database and array metadata
-  // are named after that index (`ocdbt.process_<i>/`), as every host names
-  // its own local checkpoint in Orbax's emergency layout.
-  int own_process_index = -1;
   // Non-empty: this process's database and array metadata file are named
   // after it (`ocdbt.process_<name>/`, `array_metadatas/process_<name>`)
   // instead of an index: Orbax's Pathways controller saves its numpy arrays
@@ -112,13 +103,28 @@ struct SaveOptions {
   // process named "0" or by a named one (the controller), so no key is in
   // two databases. Requires `caller_commits`.
   bool shards_only = false;
+  // Every collective of the save gives up (Unavailable) after this long.
+  std::chrono::nanoseconds timeout = std::chrono::minutes(10);
+};
+
+// How a save writes one host's own copy in the emergency local tier (Orbax's
+// local layout). Only emergency/ sets these; every other save keeps the
+// defaults. Apart from SaveOptions so that the generic options hold only
+// what every save path means.
+struct LocalTierSave {
+  // This process writes every shard it holds, whatever its replica id (each
+  // distinct box once), instead of the shards save_plan.h assigns to it.
+  bool write_all_held_shards = false;
+  // >= 0: this process saves alone (a single-process coordinator) as
+  // process `own_process_index` of its job: its database and array metadata
+  // are named after that index (`ocdbt.process_<i>/`), as every host names
+  // its own local checkpoint in Orbax's emergency layout.
+  int own_process_index = -1;
   // Values of at least this many bytes start at a multiple of it in their
   // OCDBT data file (OcdbtOptions::value_alignment); the emergency local
   // tier sets the page size, so a restore from a RAM disk can map chunks
   // instead of copying them (kvstore/mapped_read.h). 0: packed.
   uint64_t ocdbt_value_alignment = 0;
-  // Every collective of the save gives up (Unavailable) after this long.
-  std::chrono::nanoseconds timeout = std::chrono::minutes(10);
 };
 
 struct SaveRequest {
@@ -141,6 +147,7 @@ struct SaveRequest {
   bool caller_commits = false;
   std::vector<SaveLeaf> leaves;
   SaveOptions options;
+  LocalTierSave local_tier;  // the emergency local tier's (above)
   // Small files the primary writes into the top directory before the commit
   // (path relative to it, "a/b.json"; content), so they appear atomically
   // with the checkpoint (the emergency tier's `process_metadata/`).

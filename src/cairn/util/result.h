@@ -45,6 +45,12 @@ class [[nodiscard]] Result {
   std::optional<T> value_;
 };
 
+// A Result equals a value when it holds an equal one; an error equals none.
+template <typename T>
+bool operator==(const Result<T>& result, const T& value) {
+  return result.ok() && *result == value;
+}
+
 }  // namespace cairn
 
 // `CAIRN_ASSIGN_OR_RETURN(auto x, Foo());` declares/assigns x from a Result,
