@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cairn/engine/convert/convert_checkpoint.h"
+#include "cairn/engine/convert/destinations.h"
 #include "cairn/environment.h"
 #include "cairn/options.h"
 #include "cli_util.h"
@@ -129,7 +130,7 @@ Command RegisterConvert(CLI::App& app) {
   sub->add_option("dest", opts->dest, "where to write: a directory path or URL")->required();
   sub->add_option("--to", opts->to, "destination format")
       ->required()
-      ->check(CLI::IsMember({"orbax", "orbax-zarr2", "axlearn", "safetensors"}));
+      ->check(CLI::IsMember(engine::DestinationFormatNames()));
   sub->add_option("--from", opts->from, "source format (default: detected)")
       ->check(CLI::IsMember({"safetensors", "axlearn", "orbax"}));
   sub->add_option("--step", opts->step, "step of the source (default: the latest committed)");
