@@ -24,6 +24,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
+#include "cairn/api/options.h"
 #include "cairn/coordinator.h"
 #include "cairn/engine/colocated.h"
 #include "cairn/engine/restore.h"
@@ -135,12 +136,8 @@ engine::SaveLeaf ConvertLeaf(const PyLeaf& l, bool honor_immutable) {
   return leaf;
 }
 
-engine::Compression ParseCompression(const std::string& c) {
-  if (c == "default" || c == "zstd") return engine::Compression::kOrbaxDefault;
-  if (c == "none") return engine::Compression::kNone;
-  if (c == "auto") return engine::Compression::kAuto;
-  ThrowStatus(InvalidArgumentError("compression must be 'default', 'none' or 'auto', not '" + c + "'"));
-}
+// The front door's one parser (api/options.h).
+engine::Compression ParseCompression(const std::string& c) { return ValueOrThrow(api::ParseCompression(c)); }
 
 struct PyPendingSave {
   // The Python arrays immutable shards point into, dropped (GIL held) once
