@@ -6,7 +6,7 @@
 
 #include "cairn/util/box.h"
 #include "cairn/util/json.h"
-#include "cairn/util/status.h"
+#include "cairn/status.h"
 
 namespace cairn::cli {
 

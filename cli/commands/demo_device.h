@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <string>
 
-#include "cairn/util/status.h"
+#include "cairn/status.h"
 
 namespace cairn::cli {
 

@@ -29,7 +29,7 @@
 
 #include "cairn/coordinator.h"
 #include "cairn/engine.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn {
 

@@ -31,8 +31,8 @@
 #include <vector>
 
 #include "cairn/coordinator.h"
-#include "cairn/util/result.h"
-#include "cairn/util/status.h"
+#include "cairn/result.h"
+#include "cairn/status.h"
 
 namespace cairn {
 

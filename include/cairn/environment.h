@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "cairn/coordinator.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn {
 

@@ -27,8 +27,8 @@
 #include <memory>
 
 #include "cairn/coordinator.h"
-#include "cairn/util/result.h"
-#include "cairn/util/status.h"
+#include "cairn/result.h"
+#include "cairn/status.h"
 
 namespace cairn {
 

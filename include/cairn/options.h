@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn {
 

@@ -8,8 +8,8 @@
 
 #include <nanobind/nanobind.h>
 
-#include "cairn/util/result.h"
-#include "cairn/util/status.h"
+#include "cairn/result.h"
+#include "cairn/status.h"
 
 namespace cairn::python {
 

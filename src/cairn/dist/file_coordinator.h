@@ -30,7 +30,7 @@
 #include <string_view>
 
 #include "cairn/coordinator.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::dist {
 

@@ -12,7 +12,7 @@
 #include <cstddef>
 
 #include "cairn/dtype/dtype.h"
-#include "cairn/util/status.h"
+#include "cairn/status.h"
 
 namespace cairn {
 

@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn {
 

@@ -41,7 +41,7 @@
 #include "cairn/layout/orbax/location.h"
 #include "cairn/util/box.h"
 #include "cairn/util/json.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::emergency {
 

@@ -34,7 +34,7 @@
 #include <string>
 
 #include "cairn/util/buffer.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::emergency {
 

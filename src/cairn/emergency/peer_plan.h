@@ -18,7 +18,7 @@
 
 #include <vector>
 
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::emergency {
 

@@ -24,7 +24,7 @@
 #include <string_view>
 
 #include "cairn/layout/orbax/location.h"
-#include "cairn/util/status.h"
+#include "cairn/status.h"
 
 namespace cairn::emergency {
 

@@ -16,7 +16,7 @@
 
 #include "cairn/layout/orbax/location.h"
 #include "cairn/util/json.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::emergency {
 

@@ -19,7 +19,7 @@
 
 #include "cairn/coordinator.h"
 #include "cairn/emergency/transport.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::emergency {
 

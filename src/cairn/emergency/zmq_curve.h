@@ -8,7 +8,7 @@
 #include <map>
 #include <string>
 
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::emergency::zmq_curve {
 

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "cairn/engine/save_request.h"
-#include "cairn/util/status.h"
+#include "cairn/status.h"
 
 namespace cairn::engine {
 

@@ -22,7 +22,7 @@
 #include "cairn/dtype/dtype.h"
 #include "cairn/kvstore/mapped_read.h"
 #include "cairn/util/box.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::orbax {
 struct OrbaxItem;  // layout/orbax/item_store.h

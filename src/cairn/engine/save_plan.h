@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "cairn/engine/save_request.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::engine {
 

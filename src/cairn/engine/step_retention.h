@@ -38,7 +38,7 @@
 
 #include "cairn/layout/orbax/location.h"
 #include "cairn/layout/orbax/step.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::engine {
 

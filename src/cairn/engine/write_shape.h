@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "cairn/util/box.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::engine {
 

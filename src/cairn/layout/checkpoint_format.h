@@ -25,8 +25,8 @@
 #include "cairn/dtype/dtype.h"
 #include "cairn/util/box.h"
 #include "cairn/util/buffer.h"
-#include "cairn/util/result.h"
-#include "cairn/util/status.h"
+#include "cairn/result.h"
+#include "cairn/status.h"
 
 namespace cairn {
 class ZarrArray;

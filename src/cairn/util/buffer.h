@@ -28,7 +28,7 @@
 #include <string>
 #include <string_view>
 
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn {
 

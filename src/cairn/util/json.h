@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn {
 

@@ -40,7 +40,7 @@
 #include <vector>
 
 #include "cairn/util/process_identity.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn {
 

@@ -1,4 +1,4 @@
-#include "cairn/util/status.h"
+#include "cairn/status.h"
 
 #include <cerrno>
 #include <cstring>

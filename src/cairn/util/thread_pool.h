@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include "cairn/util/status.h"
+#include "cairn/status.h"
 
 namespace cairn {
 

@@ -8,8 +8,8 @@
 #include "cairn/util/coding.h"
 #include "cairn/util/crc32c.h"
 #include "cairn/util/json.h"
-#include "cairn/util/result.h"
-#include "cairn/util/status.h"
+#include "cairn/result.h"
+#include "cairn/status.h"
 #include "cairn/util/thread_pool.h"
 
 namespace cairn {

@@ -30,7 +30,7 @@
 #include <string_view>
 
 #include "cairn/util/json.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 #include "cairn/zarr/array.h"
 #include "cairn/zarr/metadata.h"
 

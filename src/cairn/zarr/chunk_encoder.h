@@ -15,7 +15,7 @@
 #include <string>
 
 #include "cairn/util/buffer.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 #include "cairn/zarr/metadata.h"
 
 namespace cairn {

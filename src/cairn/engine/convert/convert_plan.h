@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "cairn/layout/checkpoint_format.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::engine {
 

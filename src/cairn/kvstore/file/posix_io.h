@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "cairn/util/status.h"
+#include "cairn/status.h"
 
 namespace cairn::file_internal {
 

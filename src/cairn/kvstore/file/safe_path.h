@@ -32,7 +32,7 @@
 #include <string_view>
 #include <unordered_set>
 
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::file_internal {
 

@@ -41,7 +41,7 @@
 #include <string_view>
 
 #include "cairn/kvstore/http/http_client.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::gcs {
 

@@ -10,7 +10,7 @@
 #include <tuple>
 
 #include "cairn/kvstore/http/http_client.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::http {
 

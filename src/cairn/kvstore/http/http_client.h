@@ -50,7 +50,7 @@
 
 #include "cairn/kvstore/http/response_limits.h"
 #include "cairn/util/buffer.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::http {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <unordered_set>
 
-#include "cairn/util/status.h"
+#include "cairn/status.h"
 
 namespace cairn::http {
 

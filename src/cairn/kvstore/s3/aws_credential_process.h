@@ -29,7 +29,7 @@
 #include <string_view>
 
 #include "cairn/kvstore/s3/aws_credential_provider.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::s3 {
 

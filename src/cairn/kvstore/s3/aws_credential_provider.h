@@ -30,7 +30,7 @@
 #include <string_view>
 
 #include "cairn/kvstore/s3/sigv4.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::s3 {
 

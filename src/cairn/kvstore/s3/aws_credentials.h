@@ -32,7 +32,7 @@
 
 #include "cairn/kvstore/s3/aws_credential_provider.h"
 #include "cairn/kvstore/s3/sigv4.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::s3 {
 

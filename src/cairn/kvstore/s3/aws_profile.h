@@ -24,7 +24,7 @@
 #include <string>
 
 #include "cairn/kvstore/s3/sigv4.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::s3 {
 

@@ -20,7 +20,7 @@
 #include <string>
 
 #include "cairn/kvstore/http/http_client.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::s3 {
 

@@ -10,7 +10,7 @@
 
 #include <string>
 
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn {
 

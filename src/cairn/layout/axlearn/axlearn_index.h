@@ -22,7 +22,7 @@
 #include "cairn/dtype/dtype.h"
 #include "cairn/util/box.h"
 #include "cairn/util/json.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::axlearn {
 

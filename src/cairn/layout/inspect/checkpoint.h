@@ -20,7 +20,7 @@
 #include "cairn/dtype/dtype.h"
 #include "cairn/layout/orbax/item_store.h"
 #include "cairn/util/json.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::inspect {
 

@@ -38,7 +38,7 @@
 
 #include "cairn/util/box.h"
 #include "cairn/util/json.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::inspect {
 

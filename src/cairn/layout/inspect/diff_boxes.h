@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "cairn/util/box.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 #include "cairn/zarr/stored_chunks.h"
 
 namespace cairn::inspect {

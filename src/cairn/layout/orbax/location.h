@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "cairn/kvstore/kvstore.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::orbax {
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "cairn/util/json.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::orbax {
 

@@ -32,7 +32,7 @@
 
 #include "cairn/kvstore/kvstore.h"
 #include "cairn/util/process_identity.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::orbax {
 

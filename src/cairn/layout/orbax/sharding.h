@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::orbax {
 

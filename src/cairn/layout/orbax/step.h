@@ -124,7 +124,7 @@
 #include <vector>
 
 #include "cairn/layout/orbax/location.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::orbax {
 

@@ -15,7 +15,7 @@
 
 #include "cairn/kvstore/ocdbt/format/data_file.h"
 #include "cairn/kvstore/ocdbt/format/envelope.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::ocdbt {
 

@@ -16,7 +16,7 @@
 
 #include "cairn/kvstore/ocdbt/format/field_reader.h"
 #include "cairn/util/buffer.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::ocdbt {
 

@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "cairn/util/buffer.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::ocdbt {
 

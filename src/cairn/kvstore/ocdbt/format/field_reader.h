@@ -11,7 +11,7 @@
 
 #include "cairn/util/buffer.h"
 #include "cairn/util/coding.h"
-#include "cairn/util/status.h"
+#include "cairn/status.h"
 
 namespace cairn::ocdbt {
 

@@ -30,7 +30,7 @@
 #include "cairn/kvstore/ocdbt/format/btree.h"
 #include "cairn/kvstore/ocdbt/format/manifest.h"
 #include "cairn/util/buffer.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::ocdbt {
 

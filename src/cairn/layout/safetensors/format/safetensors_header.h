@@ -25,7 +25,7 @@
 
 #include "cairn/dtype/dtype.h"
 #include "cairn/util/buffer.h"
-#include "cairn/util/result.h"
+#include "cairn/result.h"
 
 namespace cairn::safetensors {
 

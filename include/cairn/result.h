@@ -7,7 +7,7 @@
 #include <optional>
 #include <utility>
 
-#include "cairn/util/status.h"
+#include "cairn/status.h"
 
 namespace cairn {
 
