@@ -6,7 +6,8 @@
 #
 # CAIRN_LAYER_ORDER lists the layers bottom up; dist sits beside the stack
 # (it needs only util) and is listed before the engine that uses it. The
-# front door (api/) is last: nothing under src/ may include it.
+# front door (api/) is last: nothing under src/ may include it. The public
+# headers (include/cairn/) include only one another and the standard library.
 set(CAIRN_LAYER_ORDER util dtype codec kvstore zarr layout dist engine emergency api)
 
 function(cairn_check_layers source_dir)
@@ -25,6 +26,19 @@ function(cairn_check_layers source_dir)
           list(APPEND problems "${rel} (layer ${layer}) includes layer ${target}: ${line}")
         endif()
       endforeach()
+    endforeach()
+  endforeach()
+  # The public headers (include/cairn/) are self-contained: they include only
+  # one another and the standard library, never a header under src/.
+  file(GLOB public_headers ${source_dir}/include/cairn/*.h)
+  foreach(f IN LISTS public_headers)
+    file(STRINGS ${f} includes REGEX "^#include \"")
+    foreach(line IN LISTS includes)
+      string(REGEX REPLACE "^#include \"([^\"]*)\".*" "\\1" target "${line}")
+      if(NOT target MATCHES "^cairn/[a-z_]+\\.h$" OR NOT EXISTS ${source_dir}/include/${target})
+        file(RELATIVE_PATH rel ${source_dir} ${f})
+        list(APPEND problems "${rel} (public) includes a header that is not public: ${line}")
+      endif()
     endforeach()
   endforeach()
   if(problems)
