@@ -17,7 +17,7 @@ include(CMakePackageConfigHelpers)
 
 # The layers that implement include/cairn/, whole: a public function nothing
 # inside the library calls must still be in it.
-set(CAIRN_PUBLIC_LAYERS cairn_emergency cairn_dist)
+set(CAIRN_PUBLIC_LAYERS cairn_api cairn_dist)
 
 add_library(cairn SHARED ${PROJECT_SOURCE_DIR}/cmake/cairn_library.cc)
 target_link_libraries(cairn PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,${CAIRN_PUBLIC_LAYERS}>")
