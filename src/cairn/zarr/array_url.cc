@@ -1,9 +1,7 @@
 #include "cairn/zarr/array_url.h"
 
 #include <cctype>
-#include <filesystem>
 #include <string>
-#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -53,20 +51,6 @@ void AppendPath(std::string& component, std::string_view suffix) {
   component.append(suffix);
 }
 
-std::string PercentEncodeSpecials(std::string_view path) {
-  std::string out;
-  out.reserve(path.size());
-  for (char c : path) {
-    switch (c) {
-      case '%': out += "%25"; break;
-      case '|': out += "%7C"; break;
-      case '?': out += "%3F"; break;
-      case '#': out += "%23"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 // Recognizes an array driver component; returns its format and path.
 std::optional<std::pair<ZarrFormat, std::string_view>> ParseDriverComponent(
@@ -92,14 +76,7 @@ std::string NormalizeUrl(std::string_view url_or_path) {
   std::string_view first = url_or_path.substr(0, bar);
   std::string_view tail = bar == std::string_view::npos ? std::string_view() : url_or_path.substr(bar);
   if (first.empty() || HasScheme(first)) return std::string(url_or_path);
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::path p = fs::absolute(fs::path(std::string(first)), ec);
-  if (ec) p = fs::path(std::string(first));
-  std::string abs = p.lexically_normal().string();
-  // Keep a trailing '/' the caller wrote ("dir/" stays a directory path).
-  if (first.back() == '/' && (abs.empty() || abs.back() != '/')) abs += '/';
-  return FileUrl(PercentEncodeSpecials(abs)) + std::string(tail);
+  return FileUrlOfPath(AbsoluteUserPath(first)) + std::string(tail);
 }
 
 Result<ArrayUrl> ParseArrayUrl(std::string_view url) {

@@ -1,9 +1,5 @@
 #include "cairn/engine/convert/convert_checkpoint.h"
 
-#include <unistd.h>
-
-#include <cstdlib>
-
 #include "cairn/engine/convert/destinations.h"
 #include "cairn/kvstore/file/file_url.h"
 #include "cairn/kvstore/url.h"
@@ -16,14 +12,6 @@ bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-std::string Absolute(const std::string& path) {
-  if (!path.empty() && path[0] == '/') return path;
-  char* cwd = getcwd(nullptr, 0);
-  std::string out = cwd ? std::string(cwd) + "/" + path : path;
-  std::free(cwd);
-  return out;
-}
-
 }  // namespace
 
 Result<Location> OpenUserLocation(const std::string& path_or_url) {
@@ -32,7 +20,7 @@ Result<Location> OpenUserLocation(const std::string& path_or_url) {
     CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<KvStore> store, OpenKvStore(path_or_url));
     return Location{std::move(store), ""};
   }
-  std::string path = Absolute(path_or_url);
+  std::string path = AbsoluteUserPath(path_or_url);
   std::string file;
   if (EndsWith(path, ".safetensors") || EndsWith(path, ".json")) {
     size_t slash = path.rfind('/');
@@ -40,7 +28,7 @@ Result<Location> OpenUserLocation(const std::string& path_or_url) {
     path = path.substr(0, slash);
   }
   if (path.empty() || path.back() != '/') path += '/';
-  CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<KvStore> store, OpenKvStore(FileUrl(path)));
+  CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<KvStore> store, OpenKvStore(FileUrlOfPath(path)));
   return Location{std::move(store), file};
 }
 

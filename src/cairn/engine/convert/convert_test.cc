@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <cstring>
 #include <random>
 
@@ -336,6 +340,32 @@ TEST(ConvertPlan, SlabsTileTheBoxAndFit) {
   EXPECT_EQ(ChunkBoxes({5, 4}, {2, 4})[2], Box({4, 0}, {1, 4}));
   EXPECT_EQ(ChunkBoxes({}, {}).size(), 1u);
   EXPECT_TRUE(ChunkBoxes({0, 4}, {1, 4}).empty());
+}
+
+// A path the user wrote names exactly that directory, whatever its
+// characters: '%' is not a URL escape in a path (it was: "x%41y" opened
+// "xAy").
+TEST(Convert, UserPathsWithUrlCharactersOpenThatDirectory) {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "cairn-user-path-XXXXXX").string();
+  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+  for (const std::string name : {"x%41y", "a#b", "q?r", "p|s"}) {
+    const std::string dir = tmpl + "/" + name;
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/key") << name;
+    std::ofstream(dir + "/m.safetensors") << "st";
+    auto opened = OpenUserLocation(dir);
+    ASSERT_TRUE(opened.ok()) << dir << ": " << opened.status().ToString();
+    auto value = opened->store->Get("key");
+    ASSERT_TRUE(value.ok()) << value.status().ToString();
+    ASSERT_TRUE(value->has_value()) << dir << " opened " << opened->store->url();
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>((**value).data()), (**value).size()), name);
+    auto file = OpenUserLocation(dir + "/m.safetensors");
+    ASSERT_TRUE(file.ok()) << file.status().ToString();
+    EXPECT_EQ(file->prefix, "m.safetensors");
+    auto file_value = file->store->Get(file->prefix);
+    ASSERT_TRUE(file_value.ok() && file_value->has_value()) << file->store->url();
+  }
+  std::filesystem::remove_all(tmpl);
 }
 
 }  // namespace

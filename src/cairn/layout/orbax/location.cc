@@ -1,9 +1,5 @@
 #include "cairn/layout/orbax/location.h"
 
-#include <stdlib.h>
-
-#include <filesystem>
-
 #include "cairn/kvstore/file/file_kvstore.h"
 #include "cairn/kvstore/file/file_url.h"
 #include "cairn/kvstore/prefix/prefix_kvstore.h"
@@ -12,40 +8,21 @@
 
 namespace cairn::orbax {
 namespace {
-namespace fs = std::filesystem;
-
-// The absolute, normalized form of `path` with the longest existing part
-// resolved by realpath (symlinks the user named are followed here, once).
-std::string ResolveUserPath(const std::string& path) {
-  std::error_code ec;
-  fs::path abs = fs::absolute(path, ec);
-  if (ec) abs = fs::path(path);
-  abs = abs.lexically_normal();
-  fs::path existing = abs;
-  fs::path rest;
-  while (!existing.empty() && existing != existing.root_path()) {
-    if (fs::exists(existing, ec)) break;
-    rest = existing.filename() / rest;
-    existing = existing.parent_path();
-  }
-  char* real = ::realpath(existing.string().c_str(), nullptr);
-  fs::path out = real != nullptr ? fs::path(real) : existing;
-  ::free(real);
-  if (!rest.empty()) out /= rest;
-  std::string s = out.lexically_normal().string();
-  while (s.size() > 1 && s.back() == '/') s.pop_back();
-  return s;
-}
 
 Result<Location> OpenLocalPath(const std::string& path) {
   if (path.empty()) return InvalidArgumentError("an empty path names no checkpoint");
-  std::string abs = ResolveUserPath(path);
-  if (abs == "/") return Location{std::make_shared<FileKvStore>("/"), "", "/"};
+  std::string abs = ResolvedUserPath(path);
+  if (abs == "/") {
+    CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<KvStore> root, OpenKvStore(FileUrlOfPath("/")));
+    return Location{std::move(root), "", "/"};
+  }
   size_t slash = abs.rfind('/');
   std::string parent = slash == 0 ? "/" : abs.substr(0, slash);
   std::string name = abs.substr(slash + 1);
   CAIRN_RETURN_IF_ERROR(ValidateFileKey(name).Annotate("path " + Printable(path)));
-  return Location{std::make_shared<FileKvStore>(parent), name + "/", parent};
+  auto store = OpenKvStore(FileUrlOfPath(parent));
+  if (!store.ok()) return store.status().Annotate("path " + Printable(path));
+  return Location{std::move(*store), name + "/", parent};
 }
 
 }  // namespace
