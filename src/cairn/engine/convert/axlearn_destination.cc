@@ -10,8 +10,7 @@ Status PrepareAxlearnDestination(DestinationContext& c) {
   ConvertOptions& options = c.options;
   const bool primary = c.primary;
   std::shared_ptr<KvStore> store = c.dest.store;
-  std::string dest_prefix = c.dest.prefix;
-  if (!dest_prefix.empty() && dest_prefix.back() != '/') dest_prefix += '/';
+  const std::string dest_prefix = c.DirPrefix();
   options.plan.dest_separator = '/';
   const int64_t step = request.step ? *request.step : c.opened.step.value_or(0);
   const std::string step_prefix = dest_prefix + axlearn::StepDirName(step) + "/";

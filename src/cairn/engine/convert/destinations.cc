@@ -25,6 +25,12 @@ Result<bool> Exists(KvStore& store, const std::string& key) {
 
 }  // namespace
 
+std::string DestinationContext::DirPrefix() const {
+  std::string prefix = dest.prefix;
+  if (!prefix.empty() && prefix.back() != '/') prefix += '/';
+  return prefix;
+}
+
 Status RefuseCommitted(KvStore& store, const std::vector<std::string>& markers, bool overwrite) {
   for (const std::string& key : markers) {
     CAIRN_ASSIGN_OR_RETURN(bool exists, Exists(store, key));

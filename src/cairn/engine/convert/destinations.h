@@ -36,6 +36,9 @@ struct DestinationContext {
   WriterFactory& attach_writer;       // joins the primary's (other processes)
   ReaderFactory& open_dest;           // reads what was written (verify)
   ConvertCheckpointResult& result;    // dest_location
+
+  // The destination's directory as a key prefix: "" or ending in '/'.
+  std::string DirPrefix() const;
 };
 
 struct DestinationFormat {

@@ -28,8 +28,7 @@ Status PrepareOrbaxDestination(DestinationContext& c, bool use_zarr3) {
                   "Orbax destinations are plain stores (a directory or a " + KvStoreDriverUrlForms() +
                       " URL), not the pipeline " + url);
   }
-  std::string dest_prefix = dst.prefix;
-  if (!dest_prefix.empty() && dest_prefix.back() != '/') dest_prefix += '/';
+  const std::string dest_prefix = c.DirPrefix();
   const int64_t step = request.step ? *request.step : opened.step.value_or(0);
   const bool axlearn_layout = opened.axlearn_index.has_value();
   const std::string step_name = axlearn_layout ? axlearn::StepDirName(step) : std::to_string(step);

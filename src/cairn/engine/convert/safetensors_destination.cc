@@ -11,8 +11,7 @@ Status PrepareSafetensorsDestination(DestinationContext& c) {
   ConvertOptions& options = c.options;
   const bool primary = c.primary;
   std::shared_ptr<KvStore> store = c.dest.store;
-  std::string dest_prefix = c.dest.prefix;
-  if (!dest_prefix.empty() && dest_prefix.back() != '/') dest_prefix += '/';
+  const std::string dest_prefix = c.DirPrefix();
   options.plan.dest_separator = '.';
   if (primary) {
     CAIRN_RETURN_IF_ERROR(RefuseCommitted(
