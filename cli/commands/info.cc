@@ -39,7 +39,7 @@ void PrintEmergencyRun(const EmergencyRunDescription& run) {
   std::printf("emergency run: %s tier\n", run.kind.c_str());
   if (!run.process_index.empty()) {
     std::printf("process: %s of %s, %s replicas\n", run.process_index.c_str(),
-                run.process_count.empty() ? "null" : run.process_count.c_str(),
+                run.process_count.c_str(),
                 run.num_replicas.empty() ? "null" : run.num_replicas.c_str());
   }
   line("local steps", run.local_steps);

@@ -26,7 +26,8 @@ std::string TempDir(const std::string& name) {
   return dir;
 }
 
-// A step with one 4x3 float32 array "params.w" (a file per chunk, chunks 2x3).
+// An Orbax item with one 4x3 float32 array "params.w" (a file per chunk,
+// chunks 2x3), as SaveCheckpoint writes it.
 std::string SaveStep(const std::string& name, float offset = 0) {
   const std::string step = TempDir(name) + "/7";
   std::vector<float> v(12);
@@ -40,7 +41,7 @@ std::string SaveStep(const std::string& name, float offset = 0) {
   return step;
 }
 
-TEST(InspectApi, ListsDescribesAndVerifiesAnOrbaxStep) {
+TEST(InspectApi, ListsDescribesAndVerifiesAnOrbaxItem) {
   const std::string step = SaveStep("list");
   auto listing = ListAddress(step);
   ASSERT_TRUE(listing.ok()) << listing.status().ToString();
@@ -59,7 +60,7 @@ TEST(InspectApi, ListsDescribesAndVerifiesAnOrbaxStep) {
   auto d = DescribeCheckpoint(step);
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   EXPECT_EQ(d->format, "orbax");
-  EXPECT_EQ(d->kind, "step");
+  EXPECT_EQ(d->kind, "item");
   EXPECT_EQ(d->variant, "dir+zarr3");
   EXPECT_TRUE(d->ok());
   ASSERT_EQ(d->items.size(), 1u);
@@ -111,14 +112,14 @@ TEST(InspectApi, ErrorsSayWhatWasBeingDone) {
 TEST(InspectApi, ListsKeysAndArrays) {
   const std::string step = SaveStep("keys");
   // The array's directory: one zarr array, its URL as the zarr driver reads it.
-  auto array = ListAddress(step + "/default/params.w");
+  auto array = ListAddress(step + "/params.w");
   ASSERT_TRUE(array.ok()) << array.status().ToString();
   EXPECT_EQ(array->kind, ListingKind::kArray);
   ASSERT_EQ(array->arrays.size(), 1u);
-  EXPECT_EQ(array->arrays[0].path, "file://" + step + "/default/params.w/|zarr3:");
+  EXPECT_EQ(array->arrays[0].path, "file://" + step + "/params.w/|zarr3:");
   EXPECT_EQ(array->arrays[0].chunks, (std::vector<int64_t>{2, 3}));
   // Its chunk directory: plain keys, sorted.
-  auto keys = ListAddress(step + "/default/params.w/c");
+  auto keys = ListAddress(step + "/params.w/c");
   ASSERT_TRUE(keys.ok()) << keys.status().ToString();
   EXPECT_EQ(keys->kind, ListingKind::kKeys);
   ASSERT_EQ(keys->keys.size(), 2u);
