@@ -12,7 +12,6 @@
 #include "cairn/kvstore/url.h"
 #include "cairn/layout/inspect/checkpoint.h"
 #include "cairn/layout/orbax/metadata_files.h"
-#include "cairn/layout/orbax/step.h"
 #include "cairn/zarr/array_url.h"
 
 namespace cairn {
