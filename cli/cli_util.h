@@ -1,22 +1,24 @@
 // Small output helpers shared by the CLI subcommands.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
 
-#include "cairn/util/box.h"
-#include "cairn/util/json.h"
+#include <nlohmann/json.hpp>
+
 #include "cairn/status.h"
 
 namespace cairn::cli {
 
 // One-line JSON; invalid UTF-8 is replaced rather than thrown on.
-inline std::string DumpLine(const Json& j) {
-  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+inline std::string DumpLine(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 // "[4,6]".
-inline std::string ShapeString(const Shape& shape) {
+inline std::string ShapeString(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i > 0 ? "," : "") + std::to_string(shape[i]);
   return s + "]";

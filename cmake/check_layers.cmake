@@ -8,6 +8,8 @@
 # (it needs only util) and is listed before the engine that uses it. The
 # front door (api/) is last: nothing under src/ may include it. The public
 # headers (include/cairn/) include only one another and the standard library.
+# The CLI (cli/) and the Python bindings include only the public headers plus
+# the array and kvstore API.
 set(CAIRN_LAYER_ORDER util dtype codec kvstore zarr layout dist engine emergency api)
 
 function(cairn_check_layers source_dir)
@@ -38,6 +40,31 @@ function(cairn_check_layers source_dir)
       if(NOT target MATCHES "^cairn/[a-z_]+\\.h$" OR NOT EXISTS ${source_dir}/include/${target})
         file(RELATIVE_PATH rel ${source_dir} ${f})
         list(APPEND problems "${rel} (public) includes a header that is not public: ${line}")
+      endif()
+    endforeach()
+  endforeach()
+  # The front door's clients (the CLI, the Python bindings) include only the
+  # public headers plus the array and kvstore API they expose. One row per
+  # client: a glob relative to the source directory.
+  set(front_door_clients
+      cli/*.h cli/*.cc
+      python/src/convert_bindings.cc)
+  set(client_allowed "^cairn/(zarr/array\\.h|zarr/array_url\\.h|dtype/dtype\\.h|util/box\\.h|kvstore/.+\\.h)$")
+  set(client_files "")
+  foreach(pattern IN LISTS front_door_clients)
+    file(GLOB_RECURSE matched ${source_dir}/${pattern})
+    list(APPEND client_files ${matched})
+  endforeach()
+  foreach(f IN LISTS client_files)
+    file(STRINGS ${f} includes REGEX "^#include \"cairn/")
+    foreach(line IN LISTS includes)
+      string(REGEX REPLACE "^#include \"([^\"]*)\".*" "\\1" target "${line}")
+      if(target MATCHES "^cairn/[a-z_]+\\.h$" AND EXISTS ${source_dir}/include/${target})
+        continue()  # public
+      endif()
+      if(NOT target MATCHES "${client_allowed}")
+        file(RELATIVE_PATH rel ${source_dir} ${f})
+        list(APPEND problems "${rel} (front-door client) includes an internal header: ${line}")
       endif()
     endforeach()
   endforeach()

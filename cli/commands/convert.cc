@@ -1,7 +1,8 @@
 // `cairn convert SRC DST --to {orbax,orbax-zarr2,axlearn,safetensors}`: converts a checkpoint
 // of any format cairn reads (detected, or --from) into another, streaming
 // within --memory-budget, and commits the destination last. The work is one
-// call of engine::ConvertCheckpoint, the same the Python package makes.
+// call of cairn::Convert (include/cairn/convert.h), the same the Python
+// package makes.
 //
 // Prints a progress bar (bytes, throughput, ETA) on a terminal, then a
 // summary line; with --json, one JSON object instead.
@@ -16,8 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "cairn/engine/convert/convert_checkpoint.h"
-#include "cairn/engine/convert/destinations.h"
+#include <nlohmann/json.hpp>
+
+#include "cairn/convert.h"
 #include "cairn/environment.h"
 #include "cairn/options.h"
 #include "cli_util.h"
@@ -47,8 +49,8 @@ Result<std::pair<std::string, std::string>> SplitRule(const std::string& rule, c
   return std::make_pair(rule.substr(0, eq), rule.substr(eq + 1));
 }
 
-Result<engine::ConvertCheckpointRequest> BuildRequest(const ConvertCliOptions& o) {
-  engine::ConvertCheckpointRequest r;
+Result<ConvertRequest> BuildRequest(const ConvertCliOptions& o) {
+  ConvertRequest r;
   r.source = o.source;
   r.dest = o.dest;
   r.to = o.to;
@@ -56,20 +58,20 @@ Result<engine::ConvertCheckpointRequest> BuildRequest(const ConvertCliOptions& o
   if (o.step >= 0) r.step = o.step;
   r.overwrite = o.overwrite;
   CAIRN_ASSIGN_OR_RETURN(r.max_file_bytes, ParseByteSize(o.max_file_size));
-  CAIRN_ASSIGN_OR_RETURN(r.options.memory_budget, ParseByteSize(o.memory_budget));
-  r.options.threads = o.threads;
-  r.options.verify = o.verify;
-  r.options.resume = !o.no_resume;
-  r.options.plan.include = o.include;
-  r.options.plan.exclude = o.exclude;
+  CAIRN_ASSIGN_OR_RETURN(r.memory_budget, ParseByteSize(o.memory_budget));
+  r.threads = o.threads;
+  r.verify = o.verify;
+  r.resume = !o.no_resume;
+  r.include = o.include;
+  r.exclude = o.exclude;
   for (const std::string& rule : o.renames) {
     CAIRN_ASSIGN_OR_RETURN(auto kv, SplitRule(rule, "--rename"));
-    r.options.plan.renames.push_back({kv.first, kv.second});
+    r.renames.push_back(std::move(kv));
   }
   for (const std::string& rule : o.casts) {
     CAIRN_ASSIGN_OR_RETURN(auto kv, SplitRule(rule, "--dtype"));
-    CAIRN_ASSIGN_OR_RETURN(DType dtype, ParseDTypeName(kv.second));
-    r.options.plan.casts.push_back({kv.first, dtype});
+    r.casts.push_back(std::move(kv));
+    CAIRN_RETURN_IF_ERROR(ValidateConvertRequest(r));  // names the dtype, in the flags' order
   }
   return r;
 }
@@ -85,20 +87,20 @@ int RunConvert(const ConvertCliOptions& o) {
   ProgressBar bar("convert");
   std::mutex mu;
   if (primary) {
-    request->options.progress = [&](const engine::ConvertProgress& p) {
+    request->progress = [&](const ConvertProgress& p) {
       std::lock_guard lock(mu);
       bar.Update(p.bytes_done, p.bytes_total);
     };
   }
-  auto result = engine::ConvertCheckpoint(*request);
+  auto result = Convert(*request);
   if (!result.ok()) return PrintError("convert", "`" + o.source + "` to `" + o.dest + "`", result.status(), 1);
   if (!primary) return 0;
-  const engine::ConvertStats& s = result->stats;
+  const ConvertResult& s = *result;
   const double gbps = s.seconds > 0 ? s.bytes_written / s.seconds / 1e9 : 0;
   if (o.json) {
-    Json j = {{"source", result->source_location},
-              {"source_format", result->source_format},
-              {"dest", result->dest_location},
+    nlohmann::json j = {{"source", s.source},
+              {"source_format", s.source_format},
+              {"dest", s.dest},
               {"to", o.to},
               {"arrays", s.arrays},
               {"arrays_resumed", s.arrays_resumed},
@@ -114,8 +116,8 @@ int RunConvert(const ConvertCliOptions& o) {
     return 0;
   }
   std::printf("converted %zu arrays (%.1f MiB) from %s (%s) to %s in %.2fs (%.2f GB/s)%s\n",
-              s.arrays, s.bytes_written / 1048576.0, result->source_location.c_str(),
-              result->source_format.c_str(), result->dest_location.c_str(), s.seconds, gbps,
+              s.arrays, s.bytes_written / 1048576.0, s.source.c_str(), s.source_format.c_str(),
+              s.dest.c_str(), s.seconds, gbps,
               o.verify ? ", verified" : "");
   return 0;
 }
@@ -130,7 +132,7 @@ Command RegisterConvert(CLI::App& app) {
   sub->add_option("dest", opts->dest, "where to write: a directory path or URL")->required();
   sub->add_option("--to", opts->to, "destination format")
       ->required()
-      ->check(CLI::IsMember(engine::DestinationFormatNames()));
+      ->check(CLI::IsMember(ConvertDestinationFormats()));
   sub->add_option("--from", opts->from, "source format (default: detected)")
       ->check(CLI::IsMember({"safetensors", "axlearn", "orbax"}));
   sub->add_option("--step", opts->step, "step of the source (default: the latest committed)");

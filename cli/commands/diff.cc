@@ -1,6 +1,6 @@
 // `cairn diff A B [--json] [--atol X] [--rtol Y]`: compares two checkpoints
 // or arrays of any formats (Orbax variants, AXLearn, safetensors, zarr
-// array URLs; inspect/diff.h): paths only in A / only in
+// array URLs; cairn::Diff in include/cairn/inspect.h): paths only in A / only in
 // B, dtype and shape differences, and per array the number of differing
 // values and the max abs / max rel difference, streaming chunk by chunk.
 // Exit status: 0 identical, 1 different, 2 error. A progress bar on a
@@ -10,8 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "cairn/layout/inspect/diff.h"
-#include "cairn/zarr/array_url.h"
+#include "cairn/inspect.h"
 #include "cli_util.h"
 #include "commands/commands.h"
 #include "progress.h"
@@ -28,20 +27,18 @@ struct DiffCliOptions {
 std::string Name(const std::string& path) { return path.empty() ? "(array)" : path; }
 
 int RunDiff(const DiffCliOptions& opts) {
-  Result<inspect::DiffReport> report = [&] {
+  Result<DiffReport> report = [&] {
     ProgressBar bar("diff");
-    inspect::DiffOptions options;
+    DiffOptions options;
     options.atol = opts.atol;
     options.rtol = opts.rtol;
     options.progress = [&bar](uint64_t done, uint64_t total) { bar.Update(done, total); };
-    // Local paths become file:// URLs: array URLs need a scheme (as in
-    // TensorStore), and checkpoint directories are found from either form.
-    return inspect::Diff(NormalizeUrl(opts.a), NormalizeUrl(opts.b), options);
+    return Diff(opts.a, opts.b, options);
   }();
   if (!report.ok()) return PrintError("diff", opts.a + " vs " + opts.b, report.status(), 2);
-  const bool same = report->identical();
+  const bool same = report->identical;
   if (opts.json) {
-    std::printf("%s\n", DumpLine(inspect::ToJson(*report)).c_str());
+    std::printf("%s\n", ToJson(*report).c_str());
     return same ? 0 : 1;
   }
   for (const std::string& p : report->only_in_a) std::printf("only in A: %s\n", Name(p).c_str());
@@ -49,8 +46,8 @@ int RunDiff(const DiffCliOptions& opts) {
   for (const std::string& p : report->strings_differ) {
     std::printf("%s: string values differ\n", Name(p).c_str());
   }
-  for (const inspect::ArrayDiff& d : report->arrays) {
-    if (d.same()) continue;
+  for (const ArrayDifference& d : report->arrays) {
+    if (d.same) continue;
     const std::string n = Name(d.path);
     if (d.dtype_a != d.dtype_b) {
       std::printf("%s: dtype %s vs %s\n", n.c_str(), d.dtype_a.c_str(), d.dtype_b.c_str());

@@ -9,17 +9,19 @@
 // for a root, the described step (a root: its latest finalized step), its
 // items with their handlers, and per PyTree item the number of arrays, their
 // total stored bytes and the custom metadata. `--json` prints the same as
-// one object (see inspect::ToJson(CheckpointInfo)) with "format" added.
+// one object (cairn::ToJson(CheckpointDescription)). An emergency run's
+// local directory or persistent root also shows what its tiers hold.
+// The work is one call of cairn::DescribeCheckpoint (include/cairn/inspect.h),
+// after cairn::DescribeEmergencyRun.
 // Exit status: 0, or 1 when CKPT is no checkpoint or an item is unreadable.
 #include <cinttypes>
 #include <cstdio>
 #include <memory>
 #include <string>
 
-#include "cairn/layout/inspect/checkpoint.h"
+#include "cairn/inspect.h"
 #include "cli_util.h"
 #include "commands/commands.h"
-#include "commands/other_formats.h"
 
 namespace cairn::cli {
 namespace {
@@ -29,95 +31,61 @@ struct InfoOptions {
   bool json = false;
 };
 
-// The variant of the first readable PyTree item ("" when none); "mixed"
-// when items differ.
-std::string FormatOf(const inspect::CheckpointInfo& info) {
-  std::string format;
-  for (const inspect::ItemInfo& item : info.items) {
-    if (item.variant.empty()) continue;
-    if (format.empty()) format = item.variant;
-    else if (format != item.variant) return "mixed";
+void PrintEmergencyRun(const EmergencyRunDescription& run) {
+  // A field's line, when the record has a value for it.
+  auto line = [](const char* label, const std::string& value) {
+    if (!value.empty() && value != "null") std::printf("%s: %s\n", label, value.c_str());
+  };
+  std::printf("emergency run: %s tier\n", run.kind.c_str());
+  if (!run.process_index.empty()) {
+    std::printf("process: %s of %s, %s replicas\n", run.process_index.c_str(),
+                run.process_count.c_str(),
+                run.num_replicas.empty() ? "null" : run.num_replicas.c_str());
   }
-  return format;
+  line("local steps", run.local_steps);
+  line("peer steps (by owner)", run.peer_steps);
+  line("uncommitted", run.uncommitted);
+  if (!run.persistent_directory.empty()) {
+    std::printf("persistent directory: %s\n", run.persistent_directory.c_str());
+  }
+  line("persistent steps", run.persistent_steps);
+  for (const EmergencyRunDescription::LocalDirectory& d : run.local_directories) {
+    std::printf("process %s local directory %s: local steps %s, peer steps %s\n", d.process.c_str(),
+                d.local_directory.c_str(), d.local_steps.c_str(), d.peer_steps.c_str());
+  }
 }
 
-// AXLearn and safetensors, through the checkpoint-format interface.
-int RunInfoOtherFormat(const InfoOptions& opts, const layout::OpenedCheckpoint& opened) {
-  uint64_t bytes = 0, stored = 0;
-  for (const layout::ArrayInfo& a : opened.reader->arrays()) {
-    bytes += NumElements(a.shape) * DTypeSize(a.dtype);
-    stored += a.stored_bytes;
-  }
-  Json j = {{"path", opened.location},
-            {"format", opened.format},
-            {"arrays", opened.reader->arrays().size()},
-            {"bytes", bytes},
-            {"iterator_files", opened.iterator_files.size()}};
-  if (opened.step) j["step"] = *opened.step;
-  if (stored > 0) j["stored_bytes"] = stored;
-  if (opts.json) {
-    std::printf("%s\n", DumpLine(j).c_str());
-    return 0;
-  }
-  std::printf("path: %s\n", opened.location.c_str());
-  std::printf("format: %s\n", opened.format.c_str());
-  if (opened.step) std::printf("step: %lld\n", static_cast<long long>(*opened.step));
-  std::printf("arrays: %zu, %" PRIu64 " bytes%s\n", opened.reader->arrays().size(), bytes,
-              stored > 0 ? (", " + std::to_string(stored) + " bytes stored").c_str() : "");
-  if (!opened.iterator_files.empty()) {
-    std::printf("iterator state: %zu files\n", opened.iterator_files.size());
-  }
-  return 0;
+// AXLearn and safetensors.
+void PrintOtherFormat(const CheckpointDescription& d) {
+  std::printf("path: %s\n", d.path.c_str());
+  std::printf("format: %s\n", d.format.c_str());
+  if (d.step) std::printf("step: %lld\n", static_cast<long long>(*d.step));
+  std::printf("arrays: %zu, %" PRIu64 " bytes%s\n", d.arrays, d.bytes,
+              d.stored_bytes > 0 ? (", " + std::to_string(d.stored_bytes) + " bytes stored").c_str() : "");
+  if (d.iterator_files > 0) std::printf("iterator state: %zu files\n", d.iterator_files);
 }
 
-int RunInfo(const InfoOptions& opts) {
-  if (auto other = OpenOtherFormat(opts.path)) {
-    if (!other->ok()) return PrintError("info", "`" + opts.path + "`", other->status(), 1);
-    return RunInfoOtherFormat(opts, **other);
-  }
-  auto loc = orbax::OpenLocation(opts.path);
-  if (!loc.ok()) return PrintError("info", "`" + opts.path + "`", loc.status(), 1);
-  if (auto tiers = DescribeEmergencyTiers(*loc); tiers && tiers->value("kind", "") == "local") {
-    return PrintEmergencyTiers(*tiers, opts.json);  // an emergency run's local directory
-  } else if (tiers && !opts.json) {
-    PrintEmergencyTiers(*tiers, false);  // a persistent root: its own description follows
-  }
-  auto info = inspect::DescribeCheckpoint(*loc);
-  if (!info.ok()) return PrintError("info", "`" + opts.path + "`", info.status(), 1);
-  int status = 0;
-  for (const inspect::ItemInfo& item : info->items) {
-    if (!item.error.empty()) status = 1;
-  }
-  if (opts.json) {
-    Json j = inspect::ToJson(*info);
-    j["format"] = FormatOf(*info);
-    std::printf("%s\n", DumpLine(j).c_str());
-    return status;
-  }
-  std::printf("path: %s (%s)\n", info->path.c_str(), inspect::CheckpointKindName(info->kind));
-  std::printf("format: %s\n", FormatOf(*info).empty() ? "unknown" : FormatOf(*info).c_str());
-  if (info->kind == inspect::CheckpointKind::kRoot) {
+void PrintOrbax(const CheckpointDescription& d) {
+  std::printf("path: %s (%s)\n", d.path.c_str(), d.kind.c_str());
+  std::printf("format: %s\n", d.variant.empty() ? "unknown" : d.variant.c_str());
+  if (d.kind == "root") {
     std::string finalized, tmp;
     size_t nf = 0, nt = 0;
-    for (const inspect::StepEntry& s : info->steps) {
+    for (const StepListing& s : d.steps) {
       std::string& list = s.finalized ? finalized : tmp;
       (s.finalized ? nf : nt)++;
       list += (list.empty() ? "" : " ") + s.name;
     }
     std::printf("steps: %zu finalized (%s)\n", nf, finalized.c_str());
     if (nt > 0) std::printf("uncommitted: %zu (%s)\n", nt, tmp.c_str());
-    if (!info->root_metadata.is_null()) {
-      std::printf("root metadata: %s\n", DumpLine(info->root_metadata).c_str());
-    }
+    if (d.root_metadata != "null") std::printf("root metadata: %s\n", d.root_metadata.c_str());
   }
-  if (!info->step_dir.empty()) std::printf("step: %s\n", info->step_dir.c_str());
-  if (info->step_metadata.is_object()) {
-    if (auto it = info->step_metadata.find("custom_metadata"); it != info->step_metadata.end()) {
-      std::printf("step custom metadata: %s\n", DumpLine(*it).c_str());
-    }
+  if (!d.step_dir.empty()) std::printf("step: %s\n", d.step_dir.c_str());
+  if (!d.step_custom_metadata.empty()) {
+    std::printf("step custom metadata: %s\n", d.step_custom_metadata.c_str());
   }
-  std::printf("items: %zu\n", info->items.size());
-  for (const inspect::ItemInfo& item : info->items) {
+  std::printf("items: %zu\n", d.items.size());
+  for (const ItemDescription& item : d.items) {
     std::printf("  %s\n", item.name.empty() ? "." : item.name.c_str());
     if (!item.handler.empty()) std::printf("    handler: %s\n", item.handler.c_str());
     if (!item.is_pytree) continue;
@@ -126,13 +94,35 @@ int RunInfo(const InfoOptions& opts) {
       continue;
     }
     std::printf("    format: %s\n", item.variant.c_str());
-    std::printf("    arrays: %zu, %" PRIu64 " bytes stored\n", item.arrays.size(),
-                item.total_bytes);
-    if (!item.custom_metadata.is_null()) {
-      std::printf("    custom metadata: %s\n", DumpLine(item.custom_metadata).c_str());
+    std::printf("    arrays: %zu, %" PRIu64 " bytes stored\n", item.arrays.size(), item.total_bytes);
+    if (item.custom_metadata != "null") {
+      std::printf("    custom metadata: %s\n", item.custom_metadata.c_str());
     }
   }
-  return status;
+}
+
+int RunInfo(const InfoOptions& opts) {
+  // An emergency run's tiers: alone for a local directory; before the
+  // checkpoint's description for a persistent root (not with --json).
+  // Unreadable records leave only the description.
+  if (auto run = DescribeEmergencyRun(opts.path); run.ok() && *run) {
+    if ((*run)->kind == "local") {
+      if (opts.json) std::printf("%s\n", (*run)->json.c_str());
+      else PrintEmergencyRun(**run);
+      return 0;
+    }
+    if (!opts.json) PrintEmergencyRun(**run);
+  }
+  Result<CheckpointDescription> d = DescribeCheckpoint(opts.path);
+  if (!d.ok()) return PrintError("info", "`" + opts.path + "`", d.status(), 1);
+  if (opts.json) {
+    std::printf("%s\n", ToJson(*d).c_str());
+  } else if (d->format == "orbax") {
+    PrintOrbax(*d);
+  } else {
+    PrintOtherFormat(*d);
+  }
+  return d->ok() ? 0 : 1;
 }
 
 }  // namespace

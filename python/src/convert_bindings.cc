@@ -1,6 +1,6 @@
 // cairn._core._convert: the one call behind `cairn.convert(...)`, the same
-// engine::ConvertCheckpoint that `cairn convert` makes. Python only passes
-// the options through.
+// cairn::Convert (include/cairn/convert.h) that `cairn convert` makes.
+// Python only passes the options through.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
@@ -9,7 +9,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
-#include "cairn/engine/convert/convert_checkpoint.h"
+#include "cairn/convert.h"
 #include "status_translation.h"
 
 namespace nb = nanobind;
@@ -25,7 +25,7 @@ void RegisterConvert(nb::module_& m) {
          std::vector<std::pair<std::string, std::string>> renames,
          std::vector<std::pair<std::string, std::string>> casts, uint64_t memory_budget,
          int threads, bool verify, bool overwrite, uint64_t max_file_bytes, nb::object progress, bool resume) {
-        engine::ConvertCheckpointRequest r;
+        ConvertRequest r;
         r.source = source;
         r.dest = dest;
         r.to = to;
@@ -33,20 +33,17 @@ void RegisterConvert(nb::module_& m) {
         r.step = step;
         r.overwrite = overwrite;
         r.max_file_bytes = max_file_bytes;
-        r.options.plan.include = std::move(include);
-        r.options.plan.exclude = std::move(exclude);
-        for (auto& [from_prefix, to_prefix] : renames) {
-          r.options.plan.renames.push_back({from_prefix, to_prefix});
-        }
-        for (auto& [glob, dtype] : casts) {
-          r.options.plan.casts.push_back({glob, ValueOrThrow(ParseDTypeName(dtype))});
-        }
-        r.options.memory_budget = memory_budget;
-        r.options.threads = threads;
-        r.options.verify = verify;
-        r.options.resume = resume;
+        r.include = std::move(include);
+        r.exclude = std::move(exclude);
+        r.renames = std::move(renames);
+        r.casts = std::move(casts);
+        r.memory_budget = memory_budget;
+        r.threads = threads;
+        r.verify = verify;
+        r.resume = resume;
+        ThrowIfError(ValidateConvertRequest(r));
         if (!progress.is_none()) {
-          r.options.progress = [progress](const engine::ConvertProgress& p) {
+          r.progress = [progress](const ConvertProgress& p) {
             nb::gil_scoped_acquire gil;
             try {
               progress(p.bytes_done, p.bytes_total, p.arrays_done, p.arrays_total);
@@ -55,22 +52,22 @@ void RegisterConvert(nb::module_& m) {
             }
           };
         }
-        Result<engine::ConvertCheckpointResult> result = [&] {
+        Result<ConvertResult> result = [&] {
           nb::gil_scoped_release release;
-          return engine::ConvertCheckpoint(r);
+          return Convert(r);
         }();
-        const engine::ConvertCheckpointResult& out = ValueOrThrow(std::move(result));
+        const ConvertResult& out = ValueOrThrow(std::move(result));
         nb::dict d;
-        d["source"] = out.source_location;
+        d["source"] = out.source;
         d["source_format"] = out.source_format;
-        d["dest"] = out.dest_location;
-        d["arrays"] = out.stats.arrays;
-        d["arrays_resumed"] = out.stats.arrays_resumed;
-        d["bytes_read"] = out.stats.bytes_read;
-        d["bytes_written"] = out.stats.bytes_written;
-        d["seconds"] = out.stats.seconds;
-        d["verify_seconds"] = out.stats.verify_seconds;
-        d["peak_slab_bytes"] = out.stats.peak_slab_bytes;
+        d["dest"] = out.dest;
+        d["arrays"] = out.arrays;
+        d["arrays_resumed"] = out.arrays_resumed;
+        d["bytes_read"] = out.bytes_read;
+        d["bytes_written"] = out.bytes_written;
+        d["seconds"] = out.seconds;
+        d["verify_seconds"] = out.verify_seconds;
+        d["peak_slab_bytes"] = out.peak_slab_bytes;
         return d;
       },
       nb::arg("source"), nb::arg("dest"), nb::arg("to"), nb::arg("from_format"), nb::arg("step"),

@@ -142,11 +142,6 @@ Result<CheckpointKind> ClassifyCheckpoint(const Location& loc) {
                        "directory) nor a root holding steps");
 }
 
-Json ToJson(const ArrayEntry& e) {
-  return {{"path", e.path}, {"dtype", std::string(DTypeName(e.dtype))},
-          {"shape", e.shape}, {"chunks", e.chunks}, {"bytes", e.bytes}};
-}
-
 Result<std::vector<ArrayEntry>> ListItemArrays(const orbax::OrbaxItem& item,
                                                const std::string& path_prefix) {
   std::vector<ArrayEntry> out;
@@ -229,37 +224,6 @@ Result<CheckpointInfo> DescribeCheckpoint(const Location& loc) {
     info.items.push_back(DescribeItem(info.step_location.Child(name), name, info.step_metadata));
   }
   return info;
-}
-
-Json ToJson(const CheckpointInfo& info) {
-  Json steps = Json::array();
-  for (const StepEntry& s : info.steps) {
-    steps.push_back({{"name", s.name},
-                     {"step", s.step ? Json(*s.step) : Json(nullptr)},
-                     {"finalized", s.finalized}});
-  }
-  Json items = Json::array();
-  for (const ItemInfo& it : info.items) {
-    Json arrays = Json::array();
-    for (const ArrayEntry& a : it.arrays) arrays.push_back(ToJson(a));
-    Json j = {{"name", it.name},          {"dir", it.dir},
-              {"handler", it.handler},    {"pytree", it.is_pytree},
-              {"variant", it.variant},    {"custom_metadata", it.custom_metadata},
-              {"num_arrays", it.arrays.size()}, {"total_bytes", it.total_bytes},
-              {"arrays", arrays}};
-    if (!it.error.empty()) j["error"] = it.error;
-    items.push_back(std::move(j));
-  }
-  Json j = {{"path", info.path}, {"kind", CheckpointKindName(info.kind)}, {"items", items}};
-  if (info.kind == CheckpointKind::kRoot) {
-    j["steps"] = steps;
-    j["root_metadata"] = info.root_metadata;
-  }
-  if (!info.step_dir.empty()) {
-    j["step_dir"] = info.step_dir;
-    j["step_metadata"] = info.step_metadata;
-  }
-  return j;
 }
 
 }  // namespace cairn::inspect

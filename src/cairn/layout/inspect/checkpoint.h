@@ -52,7 +52,6 @@ struct ArrayEntry {
   Shape chunks;        // the stored chunk (shard) shape
   uint64_t bytes = 0;  // stored bytes of all the array's keys (chunks and metadata)
 };
-Json ToJson(const ArrayEntry& entry);
 
 // The arrays of an opened item, in `_METADATA` order; each path is
 // `path_prefix` + param name. Errors name the array.
@@ -88,7 +87,6 @@ struct CheckpointInfo {
   Json root_metadata;            // metadata/_ROOT_METADATA, or null
   std::vector<ItemInfo> items;
 };
-Json ToJson(const CheckpointInfo& info);
 
 // The step directories under `root` (names that parse as steps, finalized
 // or tmp), sorted by step then name.

@@ -314,24 +314,6 @@ bool DiffReport::identical() const {
   return std::all_of(arrays.begin(), arrays.end(), [](const ArrayDiff& d) { return d.same(); });
 }
 
-Json ToJson(const DiffReport& r) {
-  Json arrays = Json::array();
-  for (const ArrayDiff& d : r.arrays) {
-    Json j = {{"path", d.path}, {"same", d.same()}, {"dtype_a", d.dtype_a},
-              {"dtype_b", d.dtype_b}, {"shape_a", d.shape_a}, {"shape_b", d.shape_b},
-              {"values_compared", d.values_compared}, {"num_different", d.num_different},
-              {"nan_mismatches", d.nan_mismatches}};
-    // JSON has no infinity: an infinite difference is written as null.
-    j["max_abs"] = std::isinf(d.max_abs) ? Json(nullptr) : Json(d.max_abs);
-    j["max_rel"] = d.max_rel;
-    arrays.push_back(std::move(j));
-  }
-  return {{"a", r.a}, {"b", r.b}, {"format_a", r.format_a}, {"format_b", r.format_b},
-          {"identical", r.identical()}, {"only_in_a", r.only_in_a},
-          {"only_in_b", r.only_in_b}, {"strings_differ", r.strings_differ},
-          {"arrays", arrays}};
-}
-
 Result<DiffReport> Diff(const std::string& a, const std::string& b, const DiffOptions& options) {
   DiffReport r;
   r.a = a;

@@ -67,7 +67,6 @@ struct DiffReport {
   std::vector<std::string> strings_differ;  // string leaves with other values
   bool identical() const;
 };
-Json ToJson(const DiffReport& report);
 
 struct DiffOptions {
   std::function<void(uint64_t done, uint64_t total)> progress;

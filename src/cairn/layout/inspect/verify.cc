@@ -387,24 +387,6 @@ uint64_t DecodedBytesOf(const std::vector<Location>& item_dirs) {
 
 }  // namespace
 
-std::string ToString(const Problem& p) {
-  std::string s = p.kind + ":";
-  if (!p.array.empty()) s += " array `" + p.array + "`";
-  if (!p.key.empty()) s += " key `" + p.key + "`";
-  if (!p.file.empty()) s += " file " + p.file;
-  return s + ": " + p.message;
-}
-
-Json ToJson(const VerifyReport& r) {
-  Json problems = Json::array();
-  for (const Problem& p : r.problems) {
-    problems.push_back({{"kind", p.kind}, {"array", p.array}, {"key", p.key},
-                        {"file", p.file}, {"message", p.message}});
-  }
-  return {{"path", r.path}, {"ok", r.ok()}, {"items", r.items}, {"arrays", r.arrays},
-          {"chunks", r.chunks}, {"bytes_read", r.bytes_read}, {"problems", problems}};
-}
-
 Result<VerifyReport> VerifyCheckpoint(const Location& loc, const VerifyOptions& options) {
   VerifyReport report;
   const std::string path = loc.Path();

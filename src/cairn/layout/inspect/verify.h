@@ -70,8 +70,6 @@ struct VerifyReport {
   std::vector<Problem> problems;
   bool ok() const { return problems.empty(); }
 };
-Json ToJson(const VerifyReport& report);
-std::string ToString(const Problem& p);
 
 // Verifies the checkpoint at `loc`. Damage is reported in the result;
 // the error return is for a location that is no Orbax checkpoint (NotFound).
