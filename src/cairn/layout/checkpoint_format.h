@@ -47,6 +47,13 @@ struct ArrayInfo {
   // convention ('.' for Orbax and safetensors, '/' for AXLearn). Empty when
   // the format has only `path`.
   std::vector<std::string> tree_path;
+  // The piece the reader decodes at once to read any part of it: a zarr
+  // chunk, or an inner chunk of a shard (a multiple of it makes
+  // write_shape). A box cut across one decodes all of it, so a converter
+  // that copies in whole multiples of it reads each stored byte once.
+  // Empty when a box reads only its own bytes (safetensors) or the format
+  // does not say.
+  Shape read_shape;
 };
 
 // Splits a format's path at `separator` into tree keys.
@@ -90,6 +97,12 @@ class CheckpointReader {
     (void)box;
     return std::optional<Buffer>();
   }
+  // The stored bytes this reader has read from its store so far (chunks as
+  // stored, compressed; metadata read when opening included), so callers
+  // can tell how often they made it read the same bytes: take the
+  // difference over a piece of work. nullopt when the format does not
+  // count.
+  virtual std::optional<uint64_t> StoredBytesRead() const { return std::nullopt; }
   // Reads and checks every stored piece of every array, calling `problem`
   // for each damage found (the error return is for failures to list or
   // open, not for damage). Formats of zarr arrays check each chunk with the

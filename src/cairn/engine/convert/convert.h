@@ -60,7 +60,11 @@ struct ConvertOptions {
 struct ConvertStats {
   size_t arrays = 0;
   size_t arrays_resumed = 0;   // found complete from an interrupted run, not copied again
-  uint64_t bytes_read = 0;     // source bytes
+  // Stored source bytes read (as stored, compressed), when the reader
+  // counts them (CheckpointReader::StoredBytesRead); else the source bytes
+  // copied. A conversion reads each stored chunk once: this is the
+  // source's stored size, not a multiple of it.
+  uint64_t bytes_read = 0;
   uint64_t bytes_written = 0;  // destination bytes
   double seconds = 0;
   double verify_seconds = 0;

@@ -35,43 +35,47 @@ struct Task {
   std::vector<Box> slabs;
 };
 
-// The bytes held by slabs in flight. With `ordered`, tickets are served in
-// order: ticket k gets its bytes only after ticket k-1 got its own, so the
-// oldest unwritten slab always holds its bytes and the writer can always
-// make progress. Every change of the charges in flight moves the block
-// cache's cap to what the memory budget leaves beside them
-// (CacheShareBeside, convert_memory.h).
+// The bytes held by slabs in flight: at most `limit` (the slab share)
+// together, except one charge over it, which waits until nothing else is
+// in flight and then runs alone, charged at most the whole budget (a
+// source chunk too large for two to share the budget: convert_memory.h).
+// With `ordered`, tickets are served in order: ticket k gets its bytes
+// only after ticket k-1 got its own, so the oldest unwritten slab always
+// holds its bytes and the writer can always make progress. Every change of
+// the charges in flight moves the block cache's cap to what the memory
+// budget leaves beside them (CacheShareBeside, convert_memory.h).
 class SlabBudget {
  public:
   SlabBudget(uint64_t limit, bool ordered, uint64_t memory_budget)
       : limit_(limit), ordered_(ordered), memory_budget_(memory_budget) {
     std::lock_guard lock(mu_);
-    SetBufferBlockCacheLimit(CacheShareBeside(memory_budget_, used_));
+    MoveCacheCap();
   }
 
   // Returns false when `abort` was raised while waiting.
   bool Acquire(uint64_t bytes, uint64_t ticket, const std::atomic<bool>& abort) {
-    bytes = std::min(bytes, limit_);
+    bytes = std::min(bytes, memory_budget_);
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] {
-      return abort.load() || ((!ordered_ || next_ticket_ == ticket) && used_ + bytes <= limit_);
+      return abort.load() || ((!ordered_ || next_ticket_ == ticket) &&
+                              (used_ + bytes <= limit_ || used_ == 0));
     });
     if (abort.load()) return false;
     used_ += bytes;
     peak_ = std::max(peak_, used_);
     // Evicts what the new charge may need: cached blocks and charges stay
     // within the memory budget together.
-    SetBufferBlockCacheLimit(CacheShareBeside(memory_budget_, used_));
+    MoveCacheCap();
     if (ordered_) ++next_ticket_;
     cv_.notify_all();
     return true;
   }
 
   void Release(uint64_t bytes) {
-    bytes = std::min(bytes, limit_);
+    bytes = std::min(bytes, memory_budget_);
     std::lock_guard lock(mu_);
     used_ -= bytes;
-    SetBufferBlockCacheLimit(CacheShareBeside(memory_budget_, used_));
+    MoveCacheCap();
     cv_.notify_all();
   }
 
@@ -86,6 +90,12 @@ class SlabBudget {
   }
 
  private:
+  // REQUIRES: mu_ held.
+  void MoveCacheCap() {
+    SetBufferBlockCacheLimit(used_ <= limit_ ? CacheShareBeside(memory_budget_, used_)
+                                             : memory_budget_ - used_);
+  }
+
   const uint64_t limit_;
   const bool ordered_;
   const uint64_t memory_budget_;
@@ -114,13 +124,17 @@ class Copier {
 
   Status Run(ConvertStats& stats) {
     start_ = Clock::now();
+    const std::optional<uint64_t> read_before = source_.StoredBytesRead();
     CAIRN_RETURN_IF_ERROR(BuildTasks());
     std::vector<std::thread> workers;
     for (int i = 0; i < threads_; ++i) workers.emplace_back([this] { Work(); });
     for (std::thread& t : workers) t.join();
     if (!first_error_.ok()) return first_error_;
     stats.arrays = plan_.size();
-    stats.bytes_read = bytes_read_.load();
+    // What the reader read from storage, when it counts; else the source
+    // bytes copied.
+    const std::optional<uint64_t> read_after = source_.StoredBytesRead();
+    stats.bytes_read = read_before && read_after ? *read_after - *read_before : bytes_read_.load();
     stats.bytes_written = bytes_written_.load();
     stats.peak_slab_bytes = budget_.peak();
     return Status::OK();
@@ -162,8 +176,13 @@ class Copier {
         slab_limit = std::max<uint64_t>(max_slab > codecs ? max_slab - codecs : 0,
                                         std::min<uint64_t>(max_slab, 1 << 20));
       }
+      // A destination chunk of a source that decodes in pieces is made of
+      // whole pieces (convert.cc fits it so) and copied as one slab: cut
+      // into slabs, each would decode the pieces again.
+      const bool whole = !ordered_ && ReadUnitElements(m.source) > 0;
       for (const Box& box : ChunkBoxes(m.dest.shape, chunk)) {
-        std::vector<Box> slabs = SplitIntoSlabs(box, SlabBytesPerElement(m), slab_limit);
+        std::vector<Box> slabs = whole ? (box.empty() ? std::vector<Box>{} : std::vector<Box>{box})
+                                       : SplitIntoSlabs(box, SlabBytesPerElement(m), slab_limit);
         remaining_slabs_[i] += slabs.size();
         if (ordered_) {
           for (Box& s : slabs) tasks_.push_back({i, {std::move(s)}});

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "cairn/layout/counting_kvstore.h"
 #include "cairn/zarr/array.h"
 #include "cairn/zarr/chunk_check.h"
 #include "cairn/zarr/chunk_encoder.h"
@@ -53,6 +54,8 @@ class AxlearnReader final : public layout::CheckpointReader {
     auto it = zarr_.find(std::string(path));
     return it == zarr_.end() ? nullptr : it->second;
   }
+
+  std::optional<uint64_t> StoredBytesRead() const override { return counted_->bytes_read(); }
 
   Result<std::optional<Buffer>> ReadWholeChunk(std::string_view path, const Box& box) override {
     auto it = zarr_.find(std::string(path));
@@ -115,7 +118,8 @@ class AxlearnReader final : public layout::CheckpointReader {
     return stats;
   }
 
-  std::shared_ptr<KvStore> store_;
+  std::shared_ptr<KvStore> store_;  // counted_
+  std::shared_ptr<layout::CountingKvStore> counted_;
   std::string step_prefix_;
   std::string url_;
   std::vector<layout::ArrayInfo> arrays_;
@@ -260,6 +264,9 @@ Result<std::unique_ptr<layout::CheckpointReader>> OpenReader(std::shared_ptr<KvS
   CAIRN_ASSIGN_OR_RETURN(StepIndex index, ReadIndex(*store, step_prefix));
   auto reader = std::make_unique<AxlearnReader>();
   reader->url_ = store->Describe(step_prefix);
+  // The tensors are read through a store that counts what they read.
+  reader->counted_ = std::make_shared<layout::CountingKvStore>(store);
+  store = reader->counted_;
   reader->store_ = store;
   reader->step_prefix_ = step_prefix;
   for (const IndexEntry& e : index.entries) {
@@ -276,7 +283,7 @@ Result<std::unique_ptr<layout::CheckpointReader>> OpenReader(std::shared_ptr<KvS
                         FormatTupleShape(m.shape));
     }
     reader->arrays_.push_back({e.path, m.dtype, m.shape, m.chunk_shape, 0,
-                               layout::SplitTreePath(e.path, '/')});
+                               layout::SplitTreePath(e.path, '/'), m.chunk_shape});
     reader->zarr_[e.path] = *array;
   }
   std::sort(reader->arrays_.begin(), reader->arrays_.end(),

@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <map>
 
+#include "cairn/codec/sharding_codec.h"
+#include "cairn/layout/counting_kvstore.h"
+#include "cairn/zarr/shard_io.h"
+
 namespace cairn::orbax {
 namespace {
 
@@ -34,7 +38,10 @@ class OrbaxReader final : public layout::CheckpointReader {
     return got;
   }
 
+  std::optional<uint64_t> StoredBytesRead() const override { return counted_->bytes_read(); }
+
   OrbaxItem item_;
+  std::shared_ptr<layout::CountingKvStore> counted_;  // item_.store, counted
   std::vector<layout::ArrayInfo> arrays_;
   std::map<std::string, std::shared_ptr<ZarrArray>> zarr_;
 };
@@ -44,6 +51,8 @@ class OrbaxReader final : public layout::CheckpointReader {
 Result<std::unique_ptr<layout::CheckpointReader>> NewOrbaxReader(OrbaxItem item) {
   auto reader = std::make_unique<OrbaxReader>();
   reader->item_ = std::move(item);
+  reader->counted_ = std::make_shared<layout::CountingKvStore>(reader->item_.store);
+  reader->item_.store = reader->counted_;
   for (const TreeEntry& e : reader->item_.metadata.entries) {
     if (!IsArrayValueType(e.value.value_type) || e.value.skip_deserialize) continue;
     const std::string param = ParamName(e.path);
@@ -58,6 +67,9 @@ Result<std::unique_ptr<layout::CheckpointReader>> NewOrbaxReader(OrbaxItem item)
                                                    e.value.write_shape->end())
                                            : m.chunk_shape;
     for (const KeyEntry& k : e.path) info.tree_path.push_back(k.key);
+    // Decoded at once: the chunk, or inside a shard its inner chunk.
+    const ShardingCodec* sharding = internal_zarr::TopLevelSharding(m.codecs);
+    info.read_shape = sharding != nullptr ? sharding->InnerSpec(m.chunk_spec()).shape : m.chunk_shape;
     reader->arrays_.push_back(std::move(info));
     reader->zarr_[param] = std::move(array);
   }
