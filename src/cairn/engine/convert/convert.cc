@@ -188,16 +188,17 @@ Result<ConvertStats> ConvertDistributed(layout::CheckpointReader& source,
   auto totals = coordinator.AllGather(
       "cairn/convert/bytes",
       std::to_string(stats.bytes_read) + " " + std::to_string(stats.bytes_written) + " " +
-          std::to_string(stats.peak_slab_bytes),
+          std::to_string(stats.peak_slab_bytes) + " " + std::to_string(stats.chunks_copied_stored),
       timeout);
   if (!totals.ok()) return totals.status();
-  stats.bytes_read = stats.bytes_written = stats.peak_slab_bytes = 0;
+  stats.bytes_read = stats.bytes_written = stats.peak_slab_bytes = stats.chunks_copied_stored = 0;
   for (const std::string& t : *totals) {
-    unsigned long long r = 0, w = 0, p = 0;
-    if (std::sscanf(t.c_str(), "%llu %llu %llu", &r, &w, &p) == 3) {
+    unsigned long long r = 0, w = 0, p = 0, c = 0;
+    if (std::sscanf(t.c_str(), "%llu %llu %llu %llu", &r, &w, &p, &c) == 4) {
       stats.bytes_read += r;
       stats.bytes_written += w;
       stats.peak_slab_bytes = std::max<uint64_t>(stats.peak_slab_bytes, p);
+      stats.chunks_copied_stored += c;
     }
   }
   stats.arrays = plan->size();

@@ -18,6 +18,7 @@
 #include "cairn/engine/convert/convert_memory.h"
 #include "cairn/util/buffer.h"
 #include "cairn/util/buffer_cache.h"
+#include "cairn/zarr/stored_chunk.h"
 
 namespace cairn::engine {
 namespace {
@@ -137,6 +138,7 @@ class Copier {
     stats.bytes_read = read_before && read_after ? *read_after - *read_before : bytes_read_.load();
     stats.bytes_written = bytes_written_.load();
     stats.peak_slab_bytes = budget_.peak();
+    stats.chunks_copied_stored = stored_chunks_.load();
     return Status::OK();
   }
 
@@ -158,6 +160,7 @@ class Copier {
     }
     const uint64_t max_slab = FitShare(options_.memory_budget);
     remaining_slabs_.assign(plan_.size(), 0);
+    stored_.assign(plan_.size(), false);
     for (size_t i : order) {
       const ArrayMapping& m = plan_[i];
       if (i < skip_.size() && skip_[i]) {
@@ -165,6 +168,11 @@ class Copier {
         continue;
       }
       total_bytes_ += NumElements(m.dest.shape) * DTypeSize(m.dest.dtype);
+      // Stored chunks valid as they are in the destination are copied
+      // undecoded (the whole-chunk path, convert.h).
+      const std::string form = source_.StoredChunkForm(m.source.path);
+      stored_[i] = options_.pass_stored_chunks && !form.empty() &&
+                   form == writer_.StoredChunkForm(m.dest.path);
       // Ordered writers take whole arrays front to back; the others whole
       // destination chunks (fitted to max_slab). Slabs of an ordered
       // writer leave room for the codec memory of their reads, so that
@@ -219,7 +227,8 @@ class Copier {
     const uint64_t n = static_cast<uint64_t>(slab.num_elements());
     if (WholeChunkPath(m, slab)) {
       bool copied = false;
-      CAIRN_RETURN_IF_ERROR(CopyWholeChunk(i, slab, copied));
+      if (stored_[i]) CAIRN_RETURN_IF_ERROR(CopyStoredChunk(i, slab, copied));
+      if (!copied) CAIRN_RETURN_IF_ERROR(CopyWholeChunk(i, slab, copied));
       if (copied) return Status::OK();
     }
     const uint64_t bytes = n * SlabBytesPerElement(m);
@@ -295,6 +304,33 @@ class Copier {
     return Status::OK();
   }
 
+  // A chunk whose stored bytes the writer takes as they are: read and
+  // stored without decoding, charged its stored bytes. Sets `copied` when
+  // it was (not for a missing chunk, or one that fails the reader's cheap
+  // checks: the caller decodes it).
+  Status CopyStoredChunk(size_t i, const Box& slab, bool& copied) {
+    const ArrayMapping& m = plan_[i];
+    const uint64_t n = static_cast<uint64_t>(slab.num_elements());
+    const uint64_t charge = StoredBound(n * DTypeSize(m.source.dtype));
+    if (!budget_.Acquire(charge, 0, failed_)) {
+      copied = true;  // failed elsewhere: nothing more to do
+      return Status::OK();
+    }
+    struct Releaser {
+      SlabBudget& b;
+      uint64_t bytes;
+      ~Releaser() { b.Release(bytes); }
+    } release{budget_, charge};
+    CAIRN_ASSIGN_OR_RETURN(std::optional<StoredChunk> chunk,
+                           source_.ReadStoredChunk(m.source.path, slab));
+    if (!chunk) return Status::OK();
+    CAIRN_RETURN_IF_ERROR(writer_.WriteStoredChunk(m.dest.path, slab, chunk->view()));
+    copied = true;
+    ++stored_chunks_;
+    Done(i, n);
+    return Status::OK();
+  }
+
   void Done(size_t i, uint64_t n) {
     const ArrayMapping& m = plan_[i];
     bytes_read_ += n * DTypeSize(m.source.dtype);
@@ -338,9 +374,11 @@ class Copier {
   uint64_t chunk_counter_ = 0;
   Clock::time_point start_;
   std::vector<Task> tasks_;
+  std::vector<bool> stored_;  // by mapping: stored chunks pass as they are
   std::atomic<uint64_t> next_task_{0};
   std::atomic<bool> failed_{false};
   std::atomic<uint64_t> bytes_read_{0}, bytes_written_{0};
+  std::atomic<uint64_t> stored_chunks_{0};
   std::mutex turn_mu_;
   std::condition_variable turn_cv_;
   uint64_t written_upto_ = 0;  // guarded by turn_mu_

@@ -148,6 +148,7 @@ TEST(ConvertMemory, ChunkBuffersAreReusedAcrossChunks) {
   options.plan.dest_separator = '/';
   options.memory_budget = 16 * kMiB;
   options.threads = 1;
+  options.pass_stored_chunks = false;  // the buffers of decoding and encoding are under test
   auto make = [&](const std::vector<ArrayInfo>& planned) {
     return axlearn::CreateWriter(store, "dst", planned, {});
   };

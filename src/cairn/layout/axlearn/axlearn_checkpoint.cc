@@ -7,6 +7,7 @@
 #include "cairn/zarr/array.h"
 #include "cairn/zarr/chunk_check.h"
 #include "cairn/zarr/chunk_encoder.h"
+#include "cairn/zarr/stored_chunk.h"
 #include "cairn/zarr/stored_chunks.h"
 
 namespace cairn::axlearn {
@@ -56,6 +57,21 @@ class AxlearnReader final : public layout::CheckpointReader {
   }
 
   std::optional<uint64_t> StoredBytesRead() const override { return counted_->bytes_read(); }
+
+  std::string StoredChunkForm(std::string_view path) const override {
+    auto it = zarr_.find(std::string(path));
+    return it == zarr_.end() ? "" : cairn::StoredChunkForm(it->second->metadata());
+  }
+
+  Result<std::optional<StoredChunk>> ReadStoredChunk(std::string_view path, const Box& box) override {
+    auto it = zarr_.find(std::string(path));
+    if (it == zarr_.end()) {
+      return Status(StatusCode::kNotFound, "no tensor `" + std::string(path) + "` in " + url_);
+    }
+    auto got = cairn::ReadStoredChunk(*it->second, box);
+    if (!got.ok()) return got.status().Annotate("tensor `" + std::string(path) + "`");
+    return got;
+  }
 
   Result<std::optional<Buffer>> ReadWholeChunk(std::string_view path, const Box& box) override {
     auto it = zarr_.find(std::string(path));
@@ -164,6 +180,21 @@ class AxlearnWriter final : public layout::CheckpointWriter {
           .Annotate("tensor `" + std::string(path) + "`");
     }
     return z.Write(box, src).Annotate("tensor `" + std::string(path) + "`");
+  }
+
+  std::string StoredChunkForm(std::string_view path) const override {
+    auto it = zarr_.find(std::string(path));
+    return it == zarr_.end() ? "" : cairn::StoredChunkForm(it->second->metadata());
+  }
+
+  // A chunk another array stored in the same form: stored as it is.
+  Status WriteStoredChunk(std::string_view path, const Box& box, ByteView stored) override {
+    auto it = zarr_.find(std::string(path));
+    if (it == zarr_.end()) {
+      return Status(StatusCode::kNotFound,
+                    "no tensor `" + std::string(path) + "` declared for " + store_->url());
+    }
+    return cairn::WriteStoredChunk(*it->second, box, stored).Annotate("tensor `" + std::string(path) + "`");
   }
 
   Result<bool> ArrayComplete(std::string_view path) override {

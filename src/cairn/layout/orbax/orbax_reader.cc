@@ -6,6 +6,7 @@
 #include "cairn/codec/sharding_codec.h"
 #include "cairn/layout/counting_kvstore.h"
 #include "cairn/zarr/shard_io.h"
+#include "cairn/zarr/stored_chunk.h"
 
 namespace cairn::orbax {
 namespace {
@@ -39,6 +40,24 @@ class OrbaxReader final : public layout::CheckpointReader {
   }
 
   std::optional<uint64_t> StoredBytesRead() const override { return counted_->bytes_read(); }
+
+  std::string StoredChunkForm(std::string_view path) const override {
+    auto it = zarr_.find(std::string(path));
+    return it == zarr_.end() ? "" : cairn::StoredChunkForm(it->second->metadata());
+  }
+
+  Result<std::optional<StoredChunk>> ReadStoredChunk(std::string_view path, const Box& box) override {
+    auto it = zarr_.find(std::string(path));
+    if (it == zarr_.end()) {
+      return Status(StatusCode::kNotFound,
+                    "no array `" + std::string(path) + "` in Orbax item " + item_.dir);
+    }
+    auto got = cairn::ReadStoredChunk(*it->second, box);
+    if (!got.ok()) {
+      return got.status().Annotate("array `" + std::string(path) + "` of Orbax item " + item_.dir);
+    }
+    return got;
+  }
 
   OrbaxItem item_;
   std::shared_ptr<layout::CountingKvStore> counted_;  // item_.store, counted
