@@ -161,6 +161,7 @@ class Copier {
     const uint64_t max_slab = FitShare(options_.memory_budget);
     remaining_slabs_.assign(plan_.size(), 0);
     stored_.assign(plan_.size(), false);
+    rows_.assign(plan_.size(), false);
     for (size_t i : order) {
       const ArrayMapping& m = plan_[i];
       if (i < skip_.size() && skip_[i]) {
@@ -177,7 +178,13 @@ class Copier {
       // destination chunks (fitted to max_slab). Slabs of an ordered
       // writer leave room for the codec memory of their reads, so that
       // two fit in the budget.
-      const Shape& chunk = ordered_ ? m.dest.shape : m.dest.write_shape;
+      // An ordered writer takes an array whose source pieces are whole
+      // rows of it one piece at a time, in storage order: each is decoded
+      // once and handed over (CopyOrderedPiece). Otherwise its slabs
+      // would cut across pieces and decode each again per slab.
+      rows_[i] = ordered_ && RowPieces(m);
+      const Shape& chunk =
+          rows_[i] ? m.source.read_shape : ordered_ ? m.dest.shape : m.dest.write_shape;
       uint64_t slab_limit = max_slab;
       if (ordered_) {
         const uint64_t codecs = SlabCharge(m, 0, source_.format(), writer_.format());
@@ -187,7 +194,7 @@ class Copier {
       // A destination chunk of a source that decodes in pieces is made of
       // whole pieces (convert.cc fits it so) and copied as one slab: cut
       // into slabs, each would decode the pieces again.
-      const bool whole = !ordered_ && ReadUnitElements(m.source) > 0;
+      const bool whole = (!ordered_ && ReadUnitElements(m.source) > 0) || rows_[i];
       for (const Box& box : ChunkBoxes(m.dest.shape, chunk)) {
         std::vector<Box> slabs = whole ? (box.empty() ? std::vector<Box>{} : std::vector<Box>{box})
                                        : SplitIntoSlabs(box, SlabBytesPerElement(m), slab_limit);
@@ -205,6 +212,19 @@ class Copier {
       if (remaining_slabs_[i] == 0) ++arrays_done_;
     }
     return Status::OK();
+  }
+
+  // The source's pieces of `m` are whole rows (bands spanning every later
+  // dimension), copied as they are (no cast).
+  static bool RowPieces(const ArrayMapping& m) {
+    const Shape& unit = m.source.read_shape;
+    if (ReadUnitElements(m.source) == 0 || m.dest.dtype != m.source.dtype || unit.empty()) {
+      return false;
+    }
+    for (size_t d = 1; d < unit.size(); ++d) {
+      if (unit[d] != m.source.shape[d]) return false;
+    }
+    return unit[0] > 0;
   }
 
   void Work() {
@@ -225,6 +245,7 @@ class Copier {
   Status CopySlab(size_t i, const Box& slab, uint64_t ticket) {
     const ArrayMapping& m = plan_[i];
     const uint64_t n = static_cast<uint64_t>(slab.num_elements());
+    if (rows_[i]) return CopyOrderedPiece(i, slab, ticket);
     if (WholeChunkPath(m, slab)) {
       bool copied = false;
       if (stored_[i]) CAIRN_RETURN_IF_ERROR(CopyStoredChunk(i, slab, copied));
@@ -304,6 +325,49 @@ class Copier {
     return Status::OK();
   }
 
+  // One source piece of whole rows to an ordered writer, in its turn: the
+  // decoded piece is handed over (charged as the whole-chunk path); a
+  // piece the reader cannot hand over (missing, or clipped at the array's
+  // end) is read into a slab of its own (charged as a slab).
+  Status CopyOrderedPiece(size_t i, const Box& slab, uint64_t ticket) {
+    const ArrayMapping& m = plan_[i];
+    const uint64_t n = static_cast<uint64_t>(slab.num_elements());
+    const bool full = slab.shape[0] == m.source.read_shape[0];
+    const uint64_t charge = full ? WholeChunkCharge(m, n, writer_.format())
+                                 : SlabCharge(m, n, source_.format(), writer_.format());
+    if (!budget_.Acquire(charge, ticket, failed_)) return Status::OK();
+    struct Releaser {
+      SlabBudget& b;
+      uint64_t bytes;
+      ~Releaser() { b.Release(bytes); }
+    } release{budget_, charge};
+    std::optional<Buffer> piece;
+    if (full) {
+      CAIRN_ASSIGN_OR_RETURN(piece, source_.ReadWholeChunk(m.source.path, slab));
+    }
+    if (!piece) {
+      CAIRN_ASSIGN_OR_RETURN(Buffer own, TryAllocate(n * DTypeSize(m.source.dtype),
+                                                     "array `" + m.source.path + "` box " +
+                                                         slab.ToString()));
+      CAIRN_RETURN_IF_ERROR(source_.ReadBox(m.source.path, slab, own.data()));
+      piece = std::move(own);
+    }
+    {
+      std::unique_lock lock(turn_mu_);
+      turn_cv_.wait(lock, [&] { return failed_.load() || written_upto_ == ticket; });
+      if (failed_.load()) return Status::OK();
+    }
+    Status written = writer_.WriteBox(m.dest.path, slab, piece->data());
+    {
+      std::lock_guard lock(turn_mu_);
+      ++written_upto_;
+      turn_cv_.notify_all();
+    }
+    CAIRN_RETURN_IF_ERROR(written);
+    Done(i, n);
+    return Status::OK();
+  }
+
   // A chunk whose stored bytes the writer takes as they are: read and
   // stored without decoding, charged its stored bytes. Sets `copied` when
   // it was (not for a missing chunk, or one that fails the reader's cheap
@@ -375,6 +439,7 @@ class Copier {
   Clock::time_point start_;
   std::vector<Task> tasks_;
   std::vector<bool> stored_;  // by mapping: stored chunks pass as they are
+  std::vector<bool> rows_;    // by mapping: an ordered writer takes whole pieces
   std::atomic<uint64_t> next_task_{0};
   std::atomic<bool> failed_{false};
   std::atomic<uint64_t> bytes_read_{0}, bytes_written_{0};

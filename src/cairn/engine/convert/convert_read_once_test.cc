@@ -12,6 +12,8 @@
 #include "cairn/engine/testing/random_data.h"
 #include "cairn/kvstore/memory/memory_kvstore.h"
 #include "cairn/layout/axlearn/axlearn_checkpoint.h"
+#include "cairn/layout/safetensors/safetensors_reader.h"
+#include "cairn/layout/safetensors/safetensors_writer.h"
 
 namespace cairn::engine {
 namespace {
@@ -83,6 +85,38 @@ TEST(ConvertReadOnce, EachStoredChunkIsReadOnceAtAnyBudgetThatHoldsOneOfEach) {
     EXPECT_GT(stats->peak_slab_bytes, 0u);
     EXPECT_LE(stats->peak_slab_bytes, budget);
     auto out = axlearn::OpenReader(store, dest);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    std::vector<uint8_t> got(data.size());
+    ASSERT_TRUE((*out)->ReadBox("w", Box::FromShape({512, 1024}), got.data()).ok());
+    EXPECT_TRUE(got == data) << "budget " << budget;
+  }
+}
+
+// A writer that takes bytes in storage order (safetensors) gets a source
+// stored in bands of whole rows one band at a time: each is decoded once.
+// Row slabs fitted to the budget cut across the bands (2x at 512 KiB).
+TEST(ConvertReadOnce, AnOrderedWriterTakesBandsOfRowsWholeAndReadsThemOnce) {
+  auto store = std::make_shared<MemoryKvStore>();
+  const std::vector<uint8_t> data = WriteSource(store);
+  const uint64_t stored = StoredChunkBytes(*store);
+  for (const uint64_t budget : {512 * kKiB, 2 * 512 * kKiB}) {
+    auto source = axlearn::OpenReader(store, "src");
+    ASSERT_TRUE(source.ok()) << source.status().ToString();
+    const std::string dest = "st" + std::to_string(budget) + "/";
+    ConvertOptions options;
+    options.memory_budget = budget;
+    options.threads = 4;
+    auto make = [&](const std::vector<ArrayInfo>& planned)
+        -> Result<std::unique_ptr<layout::CheckpointWriter>> {
+      CAIRN_ASSIGN_OR_RETURN(auto w, safetensors::CreateWriter(store, dest, planned, {}));
+      return std::unique_ptr<layout::CheckpointWriter>(std::move(w));
+    };
+    auto stats = Convert(**source, make, nullptr, options);
+    ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+    EXPECT_EQ(stats->bytes_read, stored) << "budget " << budget << ": read "
+                                         << double(stats->bytes_read) / double(stored) << "x";
+    EXPECT_LE(stats->peak_slab_bytes, budget);
+    auto out = safetensors::OpenReader(store, dest);
     ASSERT_TRUE(out.ok()) << out.status().ToString();
     std::vector<uint8_t> got(data.size());
     ASSERT_TRUE((*out)->ReadBox("w", Box::FromShape({512, 1024}), got.data()).ok());
