@@ -19,6 +19,10 @@ the page cache dropped first:
   (e) cairn's peak RSS on checkpoints of --rss-sizes GiB (default 1, 2, 4)
       and --gib, each its own source, same budget: it should stay flat.
 
+Each cairn run also reports the bytes it read per stored byte of its input
+(its --json bytes_read over the source's size on disk): 1.00x when every
+stored chunk is read once, whatever --budget is.
+
 Every run reports its CPU time: a conversion whose CPU is busy on every
 core is bound by zstd (decode + encode), not by the device. Beside the
 device's bound the run measures the CPU's: the same zstd work (decode the
@@ -342,6 +346,24 @@ def measured(cmd, cache_paths):
     return stats["seconds"], stats["maxrss_kib"] / 1024, r.stdout
 
 
+def stored_bytes(root):
+    """The bytes of every file under `root` (the source as stored)."""
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(root) for f in files)
+
+
+def read_per_input(stdout, stored):
+    """Bytes read per stored byte of the input, from cairn's --json summary
+    (bytes_read: the stored bytes its reader read, over all processes);
+    None for a tool that prints none."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)["bytes_read"] / stored
+            except (ValueError, KeyError, ZeroDivisionError):
+                return None
+    return None
+
+
 def make_source(exe, root, gib, step):
     """The Orbax source (OCDBT + Zarr v3) at root/<step>/default, written by
     cairn's own save path: a safetensors file streamed from generated values,
@@ -438,6 +460,8 @@ def main():
                          ["mpirun", "--allow-run-as-root", "--oversubscribe", "-n", "2", exe, "convert",
                           src, out, "--to", "axlearn", "--json", *budget]))
         cpu = {}
+        read = {}  # cairn's bytes read per stored byte of its input (its --json summary)
+        stored = stored_bytes(src)
         naive_failed = None
         for name, cmd in jobs:
             shutil.rmtree(out, ignore_errors=True)
@@ -472,8 +496,10 @@ def main():
                 raise SystemExit(f"{name} left no {index}")
             runs[name] = (seconds, rss)
             cpu[name] = measured.cpu_seconds
+            read[name] = read_per_input(stdout, stored)
             print(f"  {name}: {seconds:.2f} s, peak RSS {rss:.0f} MiB, CPU {cpu[name]:.1f} s "
-                  f"({cpu[name] / seconds / os.cpu_count():.0%} of {os.cpu_count()} cores)", flush=True)
+                  f"({cpu[name] / seconds / os.cpu_count():.0%} of {os.cpu_count()} cores)"
+                  + (f", read {read[name]:.2f}x its stored input" if read[name] else ""), flush=True)
         if args.extra:
             # The way back: the AXLearn step to Orbax (OCDBT + zarr3).
             back = os.path.join(work, "back")
@@ -501,7 +527,8 @@ def main():
             rows.append([name, f"{seconds:.2f}", f"{gbs:.2f}", f"{rss:.0f}", f"{naive / seconds:.2f}x" if naive == naive else "n/a",
                          f"{gbs / bound:.0%}", f"{gbs / cpu_unshared:.0%}",
                          f"{cpu[name] / seconds / os.cpu_count():.0%}", f"{unshared:.2f}",
-                         f"{min(unshared, bound) / min(cpu_unshared, bound):.0%}"])
+                         f"{min(unshared, bound) / min(cpu_unshared, bound):.0%}",
+                         f"{read[name]:.2f}x" if read.get(name) else "n/a"])
         print(f"\n{nbytes / GIB:.2f} GiB, {len(layout(args.gib))} arrays, Orbax OCDBT+zarr3 -> AXLearn "
               f"(zarr2+zstd1); device read {rbw:.2f} / write {wbw:.2f} GB/s, r+w bound "
               f"{bound:.2f} GB/s; CPU bound {cpu_unshared:.2f} GB/s unshared (one zstd thread: "
@@ -510,7 +537,7 @@ def main():
               f"budget {args.budget}; load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         print_table(["tool", "seconds", "GB/s", "peak RSS MiB", "speed vs naive", "of device r+w bound",
                      "of CPU bound", "CPU busy", "GB/s per CPU time x cores",
-                     "of the bound that applies, unshared"], rows)
+                     "of the bound that applies, unshared", "bytes read per input byte"], rows)
 
         # Peak RSS as the checkpoint grows: each size is its own source
         # (layout(gib): larger arrays for larger checkpoints), same budget.

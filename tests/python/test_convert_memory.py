@@ -107,15 +107,17 @@ def convert(src, dst, to):
     return json.loads(out), peak
 
 
-def assert_within_budget(peak, what, size=SIZE):
+def assert_within_budget(peak, what, size=SIZE, holds_a_chunk=True):
     bound = BUDGET + FIXED_OVERHEAD
     assert peak <= bound, (f"{what}: peak RSS {peak / MiB:.0f} MiB for {size / GiB:.0f} GiB, "
                            f"bound {bound / MiB:.0f} MiB ({BUDGET / MiB:.0f} budget + "
                            f"{FIXED_OVERHEAD / MiB:.0f} fixed)")
     # Not vacuous: the conversion did hold a chunk (64 MiB) in memory. (Not
     # two: a chunk decoded straight into place and encoded from there needs
-    # one, plus its encoded bytes.)
-    assert peak > CHUNK_ROWS * COLS * 4, f"{what}: peak RSS {peak / MiB:.0f} MiB"
+    # one, plus its encoded bytes.) Chunks passed along as stored are never
+    # decoded: only their stored bytes are held.
+    if holds_a_chunk:
+        assert peak > CHUNK_ROWS * COLS * 4, f"{what}: peak RSS {peak / MiB:.0f} MiB"
 
 
 def assert_sample_rows(read_rows, what, size=SIZE, k=0):
@@ -154,7 +156,10 @@ def test_orbax_to_axlearn_stays_within_the_budget(orbax_source, tmp_path):
     root, item, _, _ = orbax_source
     summary, peak = convert(item, tmp_path / "axl", "axlearn")
     assert summary["bytes_written"] == SIZE and summary["source_format"] == "orbax"
-    assert_within_budget(peak, "Orbax -> AXLearn")
+    # Orbax's zstd chunks are valid AXLearn chunks: they pass as stored,
+    # read once (the source's ~40 MiB on disk), never decoded.
+    assert summary["bytes_read"] < SIZE // 50, summary
+    assert_within_budget(peak, "Orbax -> AXLearn", holds_a_chunk=False)
     arr = ts.open({"driver": "zarr", "kvstore": {
         "driver": "file", "path": str(tmp_path / "axl" / f"step_{STEP:08d}" / "gda" / "a0")}}).result()
     assert_sample_rows(lambda r0, r1, c0=0, c1=COLS: arr[r0:r1, c0:c1].read().result(),

@@ -1,5 +1,7 @@
 #include "cairn/layout/checkpoint_format.h"
 
+#include "cairn/zarr/stored_chunk.h"
+
 #include <algorithm>
 
 namespace cairn::layout {
@@ -99,6 +101,20 @@ Result<VerifyStoredStats> CheckpointReader::VerifyStored(
     }
   }
   return stats;
+}
+
+Result<std::optional<StoredChunk>> CheckpointReader::ReadStoredChunk(std::string_view path,
+                                                                   const Box& box) {
+  (void)path;
+  (void)box;
+  return std::optional<StoredChunk>();
+}
+
+Status CheckpointWriter::WriteStoredChunk(std::string_view path, const Box& box, ByteView stored) {
+  (void)box;
+  (void)stored;
+  return Status(StatusCode::kUnimplemented,
+                std::string(format()) + " writer takes no stored chunks (array `" + std::string(path) + "`)");
 }
 
 }  // namespace cairn::layout

@@ -30,6 +30,7 @@
 
 namespace cairn {
 class ZarrArray;
+struct StoredChunk;  // zarr/stored_chunk.h
 }  // namespace cairn
 
 namespace cairn::layout {
@@ -47,6 +48,13 @@ struct ArrayInfo {
   // convention ('.' for Orbax and safetensors, '/' for AXLearn). Empty when
   // the format has only `path`.
   std::vector<std::string> tree_path;
+  // The piece the reader decodes at once to read any part of it: a zarr
+  // chunk, or an inner chunk of a shard (a multiple of it makes
+  // write_shape). A box cut across one decodes all of it, so a converter
+  // that copies in whole multiples of it reads each stored byte once.
+  // Empty when a box reads only its own bytes (safetensors) or the format
+  // does not say.
+  Shape read_shape;
 };
 
 // Splits a format's path at `separator` into tree keys.
@@ -90,6 +98,27 @@ class CheckpointReader {
     (void)box;
     return std::optional<Buffer>();
   }
+  // The stored bytes this reader has read from its store so far (chunks as
+  // stored, compressed; metadata read when opening included), so callers
+  // can tell how often they made it read the same bytes: take the
+  // difference over a piece of work. nullopt when the format does not
+  // count.
+  virtual std::optional<uint64_t> StoredBytesRead() const { return std::nullopt; }
+  // What the stored chunks of array `path` are (zarr/stored_chunk.h's
+  // StoredChunkForm): a writer whose array has the same form stores them
+  // as they are (CheckpointWriter::WriteStoredChunk), so a converter copies
+  // them without decoding. Empty (the default) when they cannot be passed
+  // along, or for an unknown path.
+  virtual std::string StoredChunkForm(std::string_view path) const {
+    (void)path;
+    return "";
+  }
+  // The stored bytes of chunk `box` of array `path` (exactly one chunk,
+  // wholly inside the array), not decoded, checked as far as that is cheap
+  // (a zstd frame declares the chunk's size). nullopt when that cannot be
+  // done (the chunk is missing, or the form is empty); the caller then
+  // reads and decodes. Errors as ReadBox's.
+  virtual Result<std::optional<StoredChunk>> ReadStoredChunk(std::string_view path, const Box& box);
   // Reads and checks every stored piece of every array, calling `problem`
   // for each damage found (the error return is for failures to list or
   // open, not for damage). Formats of zarr arrays check each chunk with the
@@ -125,6 +154,16 @@ class CheckpointWriter {
   // The array paths in the order their bytes must be written, each array
   // front to back in row-major slabs; nullptr when any order will do.
   virtual const std::vector<std::string>* required_order() const { return nullptr; }
+  // The form of the stored chunks of array `path` (as the reader's): empty
+  // (the default) when the writer takes no stored chunks.
+  virtual std::string StoredChunkForm(std::string_view path) const {
+    (void)path;
+    return "";
+  }
+  // Stores `stored`, the stored bytes of a chunk of the same form
+  // (CheckpointReader::ReadStoredChunk), as chunk `box` of array `path`, as
+  // it is. As WriteBox for concurrency. Unimplemented by default.
+  virtual Status WriteStoredChunk(std::string_view path, const Box& box, ByteView stored);
   // True when an earlier, interrupted run of the same conversion into this
   // (uncommitted) destination already wrote every chunk of array `path`
   // durably, with the metadata declared now, and each chunk is intact (it

@@ -35,6 +35,34 @@ int ThreadsFor(const ConvertOptions& options) {
              : std::max(4, 2 * static_cast<int>(std::thread::hardware_concurrency()));
 }
 
+std::string ShapeText(const Shape& shape) {
+  std::string out = "[";
+  for (size_t d = 0; d < shape.size(); ++d) out += (d ? ", " : "") + std::to_string(shape[d]);
+  return out + "]";
+}
+
+// The refusal of a budget below MinimumBudget(m): names the array, its
+// chunks and the least budget, as the CLI and Python take it back.
+Status BudgetTooSmall(const ArrayMapping& m, uint64_t budget) {
+  const uint64_t n = ReadUnitElements(m.source);
+  const uint64_t least = MinimumBudget(m);
+  const std::string at_least = FormatBudget(least);
+  const uint64_t least_bytes = RoundUpBudget(least);
+  const std::string given =
+      RoundUpBudget(budget) == budget ? FormatBudget(budget) : std::to_string(budget) + " bytes";
+  std::string dest = FormatBudget(n * DTypeSize(m.dest.dtype));
+  if (m.dest.dtype != m.source.dtype) dest += " as " + std::string(DTypeName(m.dest.dtype));
+  return Status(StatusCode::kInvalidArgument,
+                "memory budget of " + given + " is too small for array `" + m.source.path + "` (" +
+                    std::string(DTypeName(m.source.dtype)) + " " + ShapeText(m.source.shape) +
+                    ", stored in chunks of " + ShapeText(m.source.read_shape) + "): it must hold " +
+                    "one source chunk (" + FormatBudget(n * DTypeSize(m.source.dtype)) +
+                    " decoded) and one destination chunk (" + dest +
+                    ") so that each chunk is read once; the least budget is " + at_least +
+                    " (--memory-budget " + at_least + ", memory_budget=" +
+                    std::to_string(least_bytes) + ")");
+}
+
 // Plans, and fits destination chunks to a slab: chunks that fit are copied
 // whole, never read back, modified and written again.
 Result<std::vector<ArrayMapping>> PlanAndFit(layout::CheckpointReader& source,
@@ -46,10 +74,17 @@ Result<std::vector<ArrayMapping>> PlanAndFit(layout::CheckpointReader& source,
   }
   CAIRN_ASSIGN_OR_RETURN(std::vector<ArrayMapping> plan,
                          PlanConversion(source.arrays(), options.plan));
+  const ArrayMapping* largest = nullptr;  // the array that needs the most
   for (ArrayMapping& m : plan) {
     if (m.dest.write_shape.size() != m.dest.shape.size()) m.dest.write_shape = m.dest.shape;
-    m.dest.write_shape = FitChunkShape(m.dest.write_shape, FitBytesPerElement(m),
-                                       FitShare(options.memory_budget));
+    // Never cut across a piece the source decodes at once (convert_memory.h).
+    m.dest.write_shape = FitChunkShapeInUnits(m.dest.write_shape, m.source.read_shape,
+                                              FitBytesPerElement(m),
+                                              FitShare(options.memory_budget));
+    if (largest == nullptr || MinimumBudget(m) > MinimumBudget(*largest)) largest = &m;
+  }
+  if (largest != nullptr && MinimumBudget(*largest) > options.memory_budget) {
+    return BudgetTooSmall(*largest, options.memory_budget);
   }
   return plan;
 }
@@ -153,16 +188,17 @@ Result<ConvertStats> ConvertDistributed(layout::CheckpointReader& source,
   auto totals = coordinator.AllGather(
       "cairn/convert/bytes",
       std::to_string(stats.bytes_read) + " " + std::to_string(stats.bytes_written) + " " +
-          std::to_string(stats.peak_slab_bytes),
+          std::to_string(stats.peak_slab_bytes) + " " + std::to_string(stats.chunks_copied_stored),
       timeout);
   if (!totals.ok()) return totals.status();
-  stats.bytes_read = stats.bytes_written = stats.peak_slab_bytes = 0;
+  stats.bytes_read = stats.bytes_written = stats.peak_slab_bytes = stats.chunks_copied_stored = 0;
   for (const std::string& t : *totals) {
-    unsigned long long r = 0, w = 0, p = 0;
-    if (std::sscanf(t.c_str(), "%llu %llu %llu", &r, &w, &p) == 3) {
+    unsigned long long r = 0, w = 0, p = 0, c = 0;
+    if (std::sscanf(t.c_str(), "%llu %llu %llu %llu", &r, &w, &p, &c) == 4) {
       stats.bytes_read += r;
       stats.bytes_written += w;
       stats.peak_slab_bytes = std::max<uint64_t>(stats.peak_slab_bytes, p);
+      stats.chunks_copied_stored += c;
     }
   }
   stats.arrays = plan->size();

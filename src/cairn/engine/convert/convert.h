@@ -14,7 +14,16 @@
 // (the same chunk grid, the same dtype, an unordered writer), the reader
 // hands over the chunk it decoded (CheckpointReader::ReadWholeChunk) and
 // the writer encodes straight from it, so no slab is allocated and no byte
-// is copied between decoding and encoding.
+// is copied between decoding and encoding. When the writer also reads the
+// source's stored bytes as they are (the same StoredChunkForm: e.g. Orbax's
+// zarr v3 zstd chunks and AXLearn's zarr v2 zstd chunks), the chunk is not
+// even decoded: its stored bytes are copied (CheckpointReader::
+// ReadStoredChunk, CheckpointWriter::WriteStoredChunk), at the disk's
+// copy speed.
+//
+// Each stored source chunk is read once: destination chunks are made of
+// whole pieces the source decodes at once, and a budget that cannot hold
+// one source chunk and one destination chunk is refused (convert_memory.h).
 //
 // Memory: the slabs in flight, the readers' and writers' buffers for them
 // (a chunk being decoded or encoded) and the block cache of freed buffers
@@ -51,6 +60,9 @@ struct ConvertOptions {
   // wrote completely (CheckpointWriter::ArrayComplete); partial ones are
   // written again.
   bool resume = true;
+  // Copy chunks whose stored bytes are valid in the destination as they are
+  // stored (zarr/stored_chunk.h); false: decode and encode every chunk.
+  bool pass_stored_chunks = true;
   // Called from worker threads (one at a time) after each slab.
   std::function<void(const ConvertProgress&)> progress;
   // Collectives of a distributed conversion time out after this.
@@ -60,13 +72,20 @@ struct ConvertOptions {
 struct ConvertStats {
   size_t arrays = 0;
   size_t arrays_resumed = 0;   // found complete from an interrupted run, not copied again
-  uint64_t bytes_read = 0;     // source bytes
+  // Stored source bytes read (as stored, compressed), when the reader
+  // counts them (CheckpointReader::StoredBytesRead); else the source bytes
+  // copied. A conversion reads each stored chunk once: this is the
+  // source's stored size, not a multiple of it.
+  uint64_t bytes_read = 0;
   uint64_t bytes_written = 0;  // destination bytes
   double seconds = 0;
   double verify_seconds = 0;
   // The most bytes charged by slabs in flight: their buffers and the
   // codec memory the reader and writer hold for them (convert_memory.h).
   uint64_t peak_slab_bytes = 0;
+  // Chunks copied as stored, not decoded and encoded again (their stored
+  // bytes are valid in the destination: zarr/stored_chunk.h).
+  uint64_t chunks_copied_stored = 0;
 };
 
 using WriterFactory = std::function<Result<std::unique_ptr<layout::CheckpointWriter>>(

@@ -18,6 +18,7 @@
 #include "cairn/engine/convert/convert_memory.h"
 #include "cairn/util/buffer.h"
 #include "cairn/util/buffer_cache.h"
+#include "cairn/zarr/stored_chunk.h"
 
 namespace cairn::engine {
 namespace {
@@ -35,43 +36,47 @@ struct Task {
   std::vector<Box> slabs;
 };
 
-// The bytes held by slabs in flight. With `ordered`, tickets are served in
-// order: ticket k gets its bytes only after ticket k-1 got its own, so the
-// oldest unwritten slab always holds its bytes and the writer can always
-// make progress. Every change of the charges in flight moves the block
-// cache's cap to what the memory budget leaves beside them
-// (CacheShareBeside, convert_memory.h).
+// The bytes held by slabs in flight: at most `limit` (the slab share)
+// together, except one charge over it, which waits until nothing else is
+// in flight and then runs alone, charged at most the whole budget (a
+// source chunk too large for two to share the budget: convert_memory.h).
+// With `ordered`, tickets are served in order: ticket k gets its bytes
+// only after ticket k-1 got its own, so the oldest unwritten slab always
+// holds its bytes and the writer can always make progress. Every change of
+// the charges in flight moves the block cache's cap to what the memory
+// budget leaves beside them (CacheShareBeside, convert_memory.h).
 class SlabBudget {
  public:
   SlabBudget(uint64_t limit, bool ordered, uint64_t memory_budget)
       : limit_(limit), ordered_(ordered), memory_budget_(memory_budget) {
     std::lock_guard lock(mu_);
-    SetBufferBlockCacheLimit(CacheShareBeside(memory_budget_, used_));
+    MoveCacheCap();
   }
 
   // Returns false when `abort` was raised while waiting.
   bool Acquire(uint64_t bytes, uint64_t ticket, const std::atomic<bool>& abort) {
-    bytes = std::min(bytes, limit_);
+    bytes = std::min(bytes, memory_budget_);
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] {
-      return abort.load() || ((!ordered_ || next_ticket_ == ticket) && used_ + bytes <= limit_);
+      return abort.load() || ((!ordered_ || next_ticket_ == ticket) &&
+                              (used_ + bytes <= limit_ || used_ == 0));
     });
     if (abort.load()) return false;
     used_ += bytes;
     peak_ = std::max(peak_, used_);
     // Evicts what the new charge may need: cached blocks and charges stay
     // within the memory budget together.
-    SetBufferBlockCacheLimit(CacheShareBeside(memory_budget_, used_));
+    MoveCacheCap();
     if (ordered_) ++next_ticket_;
     cv_.notify_all();
     return true;
   }
 
   void Release(uint64_t bytes) {
-    bytes = std::min(bytes, limit_);
+    bytes = std::min(bytes, memory_budget_);
     std::lock_guard lock(mu_);
     used_ -= bytes;
-    SetBufferBlockCacheLimit(CacheShareBeside(memory_budget_, used_));
+    MoveCacheCap();
     cv_.notify_all();
   }
 
@@ -86,6 +91,12 @@ class SlabBudget {
   }
 
  private:
+  // REQUIRES: mu_ held.
+  void MoveCacheCap() {
+    SetBufferBlockCacheLimit(used_ <= limit_ ? CacheShareBeside(memory_budget_, used_)
+                                             : memory_budget_ - used_);
+  }
+
   const uint64_t limit_;
   const bool ordered_;
   const uint64_t memory_budget_;
@@ -114,15 +125,20 @@ class Copier {
 
   Status Run(ConvertStats& stats) {
     start_ = Clock::now();
+    const std::optional<uint64_t> read_before = source_.StoredBytesRead();
     CAIRN_RETURN_IF_ERROR(BuildTasks());
     std::vector<std::thread> workers;
     for (int i = 0; i < threads_; ++i) workers.emplace_back([this] { Work(); });
     for (std::thread& t : workers) t.join();
     if (!first_error_.ok()) return first_error_;
     stats.arrays = plan_.size();
-    stats.bytes_read = bytes_read_.load();
+    // What the reader read from storage, when it counts; else the source
+    // bytes copied.
+    const std::optional<uint64_t> read_after = source_.StoredBytesRead();
+    stats.bytes_read = read_before && read_after ? *read_after - *read_before : bytes_read_.load();
     stats.bytes_written = bytes_written_.load();
     stats.peak_slab_bytes = budget_.peak();
+    stats.chunks_copied_stored = stored_chunks_.load();
     return Status::OK();
   }
 
@@ -144,6 +160,8 @@ class Copier {
     }
     const uint64_t max_slab = FitShare(options_.memory_budget);
     remaining_slabs_.assign(plan_.size(), 0);
+    stored_.assign(plan_.size(), false);
+    rows_.assign(plan_.size(), false);
     for (size_t i : order) {
       const ArrayMapping& m = plan_[i];
       if (i < skip_.size() && skip_[i]) {
@@ -151,19 +169,35 @@ class Copier {
         continue;
       }
       total_bytes_ += NumElements(m.dest.shape) * DTypeSize(m.dest.dtype);
+      // Stored chunks valid as they are in the destination are copied
+      // undecoded (the whole-chunk path, convert.h).
+      const std::string form = source_.StoredChunkForm(m.source.path);
+      stored_[i] = options_.pass_stored_chunks && !form.empty() &&
+                   form == writer_.StoredChunkForm(m.dest.path);
       // Ordered writers take whole arrays front to back; the others whole
       // destination chunks (fitted to max_slab). Slabs of an ordered
       // writer leave room for the codec memory of their reads, so that
       // two fit in the budget.
-      const Shape& chunk = ordered_ ? m.dest.shape : m.dest.write_shape;
+      // An ordered writer takes an array whose source pieces are whole
+      // rows of it one piece at a time, in storage order: each is decoded
+      // once and handed over (CopyOrderedPiece). Otherwise its slabs
+      // would cut across pieces and decode each again per slab.
+      rows_[i] = ordered_ && RowPieces(m);
+      const Shape& chunk =
+          rows_[i] ? m.source.read_shape : ordered_ ? m.dest.shape : m.dest.write_shape;
       uint64_t slab_limit = max_slab;
       if (ordered_) {
         const uint64_t codecs = SlabCharge(m, 0, source_.format(), writer_.format());
         slab_limit = std::max<uint64_t>(max_slab > codecs ? max_slab - codecs : 0,
                                         std::min<uint64_t>(max_slab, 1 << 20));
       }
+      // A destination chunk of a source that decodes in pieces is made of
+      // whole pieces (convert.cc fits it so) and copied as one slab: cut
+      // into slabs, each would decode the pieces again.
+      const bool whole = (!ordered_ && ReadUnitElements(m.source) > 0) || rows_[i];
       for (const Box& box : ChunkBoxes(m.dest.shape, chunk)) {
-        std::vector<Box> slabs = SplitIntoSlabs(box, SlabBytesPerElement(m), slab_limit);
+        std::vector<Box> slabs = whole ? (box.empty() ? std::vector<Box>{} : std::vector<Box>{box})
+                                       : SplitIntoSlabs(box, SlabBytesPerElement(m), slab_limit);
         remaining_slabs_[i] += slabs.size();
         if (ordered_) {
           for (Box& s : slabs) tasks_.push_back({i, {std::move(s)}});
@@ -178,6 +212,19 @@ class Copier {
       if (remaining_slabs_[i] == 0) ++arrays_done_;
     }
     return Status::OK();
+  }
+
+  // The source's pieces of `m` are whole rows (bands spanning every later
+  // dimension), copied as they are (no cast).
+  static bool RowPieces(const ArrayMapping& m) {
+    const Shape& unit = m.source.read_shape;
+    if (ReadUnitElements(m.source) == 0 || m.dest.dtype != m.source.dtype || unit.empty()) {
+      return false;
+    }
+    for (size_t d = 1; d < unit.size(); ++d) {
+      if (unit[d] != m.source.shape[d]) return false;
+    }
+    return unit[0] > 0;
   }
 
   void Work() {
@@ -198,9 +245,11 @@ class Copier {
   Status CopySlab(size_t i, const Box& slab, uint64_t ticket) {
     const ArrayMapping& m = plan_[i];
     const uint64_t n = static_cast<uint64_t>(slab.num_elements());
+    if (rows_[i]) return CopyOrderedPiece(i, slab, ticket);
     if (WholeChunkPath(m, slab)) {
       bool copied = false;
-      CAIRN_RETURN_IF_ERROR(CopyWholeChunk(i, slab, copied));
+      if (stored_[i]) CAIRN_RETURN_IF_ERROR(CopyStoredChunk(i, slab, copied));
+      if (!copied) CAIRN_RETURN_IF_ERROR(CopyWholeChunk(i, slab, copied));
       if (copied) return Status::OK();
     }
     const uint64_t bytes = n * SlabBytesPerElement(m);
@@ -276,6 +325,76 @@ class Copier {
     return Status::OK();
   }
 
+  // One source piece of whole rows to an ordered writer, in its turn: the
+  // decoded piece is handed over (charged as the whole-chunk path); a
+  // piece the reader cannot hand over (missing, or clipped at the array's
+  // end) is read into a slab of its own (charged as a slab).
+  Status CopyOrderedPiece(size_t i, const Box& slab, uint64_t ticket) {
+    const ArrayMapping& m = plan_[i];
+    const uint64_t n = static_cast<uint64_t>(slab.num_elements());
+    const bool full = slab.shape[0] == m.source.read_shape[0];
+    const uint64_t charge = full ? WholeChunkCharge(m, n, writer_.format())
+                                 : SlabCharge(m, n, source_.format(), writer_.format());
+    if (!budget_.Acquire(charge, ticket, failed_)) return Status::OK();
+    struct Releaser {
+      SlabBudget& b;
+      uint64_t bytes;
+      ~Releaser() { b.Release(bytes); }
+    } release{budget_, charge};
+    std::optional<Buffer> piece;
+    if (full) {
+      CAIRN_ASSIGN_OR_RETURN(piece, source_.ReadWholeChunk(m.source.path, slab));
+    }
+    if (!piece) {
+      CAIRN_ASSIGN_OR_RETURN(Buffer own, TryAllocate(n * DTypeSize(m.source.dtype),
+                                                     "array `" + m.source.path + "` box " +
+                                                         slab.ToString()));
+      CAIRN_RETURN_IF_ERROR(source_.ReadBox(m.source.path, slab, own.data()));
+      piece = std::move(own);
+    }
+    {
+      std::unique_lock lock(turn_mu_);
+      turn_cv_.wait(lock, [&] { return failed_.load() || written_upto_ == ticket; });
+      if (failed_.load()) return Status::OK();
+    }
+    Status written = writer_.WriteBox(m.dest.path, slab, piece->data());
+    {
+      std::lock_guard lock(turn_mu_);
+      ++written_upto_;
+      turn_cv_.notify_all();
+    }
+    CAIRN_RETURN_IF_ERROR(written);
+    Done(i, n);
+    return Status::OK();
+  }
+
+  // A chunk whose stored bytes the writer takes as they are: read and
+  // stored without decoding, charged its stored bytes. Sets `copied` when
+  // it was (not for a missing chunk, or one that fails the reader's cheap
+  // checks: the caller decodes it).
+  Status CopyStoredChunk(size_t i, const Box& slab, bool& copied) {
+    const ArrayMapping& m = plan_[i];
+    const uint64_t n = static_cast<uint64_t>(slab.num_elements());
+    const uint64_t charge = StoredBound(n * DTypeSize(m.source.dtype));
+    if (!budget_.Acquire(charge, 0, failed_)) {
+      copied = true;  // failed elsewhere: nothing more to do
+      return Status::OK();
+    }
+    struct Releaser {
+      SlabBudget& b;
+      uint64_t bytes;
+      ~Releaser() { b.Release(bytes); }
+    } release{budget_, charge};
+    CAIRN_ASSIGN_OR_RETURN(std::optional<StoredChunk> chunk,
+                           source_.ReadStoredChunk(m.source.path, slab));
+    if (!chunk) return Status::OK();
+    CAIRN_RETURN_IF_ERROR(writer_.WriteStoredChunk(m.dest.path, slab, chunk->view()));
+    copied = true;
+    ++stored_chunks_;
+    Done(i, n);
+    return Status::OK();
+  }
+
   void Done(size_t i, uint64_t n) {
     const ArrayMapping& m = plan_[i];
     bytes_read_ += n * DTypeSize(m.source.dtype);
@@ -319,9 +438,12 @@ class Copier {
   uint64_t chunk_counter_ = 0;
   Clock::time_point start_;
   std::vector<Task> tasks_;
+  std::vector<bool> stored_;  // by mapping: stored chunks pass as they are
+  std::vector<bool> rows_;    // by mapping: an ordered writer takes whole pieces
   std::atomic<uint64_t> next_task_{0};
   std::atomic<bool> failed_{false};
   std::atomic<uint64_t> bytes_read_{0}, bytes_written_{0};
+  std::atomic<uint64_t> stored_chunks_{0};
   std::mutex turn_mu_;
   std::condition_variable turn_cv_;
   uint64_t written_upto_ = 0;  // guarded by turn_mu_

@@ -28,9 +28,41 @@ uint64_t SlabBytesPerElement(const ArrayMapping& m) {
 
 uint64_t CodecBytes(std::string_view format, const layout::ArrayInfo& a) {
   if (format == "safetensors") return 0;
+  const Shape& piece = a.read_shape.size() == a.shape.size() && !a.read_shape.empty()
+                           ? a.read_shape
+                           : a.write_shape;
   uint64_t chunk = DTypeSize(a.dtype);
-  for (Index d : a.write_shape) chunk *= static_cast<uint64_t>(std::max<Index>(d, 1));
+  for (Index d : piece) chunk *= static_cast<uint64_t>(std::max<Index>(d, 1));
   return 2 * chunk + kCodecSlackBytes;
+}
+
+uint64_t ReadUnitElements(const layout::ArrayInfo& a) {
+  if (a.read_shape.empty() || a.read_shape.size() != a.shape.size()) return 0;
+  uint64_t n = 1;
+  for (size_t d = 0; d < a.shape.size(); ++d) {
+    n *= static_cast<uint64_t>(std::max<Index>(1, std::min(a.read_shape[d], a.shape[d])));
+  }
+  return n;
+}
+
+uint64_t MinimumBudget(const ArrayMapping& m) {
+  return ReadUnitElements(m.source) * (DTypeSize(m.source.dtype) + DTypeSize(m.dest.dtype));
+}
+
+namespace {
+constexpr uint64_t kKiB = 1024, kMiB = kKiB << 10;
+uint64_t BudgetUnit(uint64_t bytes) { return bytes >= kMiB ? kMiB : bytes >= kKiB ? kKiB : 1; }
+}  // namespace
+
+uint64_t RoundUpBudget(uint64_t bytes) {
+  const uint64_t unit = BudgetUnit(bytes);
+  return (bytes + unit - 1) / unit * unit;
+}
+
+std::string FormatBudget(uint64_t bytes) {
+  const uint64_t unit = BudgetUnit(bytes);
+  const std::string n = std::to_string((bytes + unit - 1) / unit);
+  return unit == kMiB ? n + "MiB" : unit == kKiB ? n + "KiB" : n + "B";
 }
 
 uint64_t SlabCharge(const ArrayMapping& m, uint64_t elements, std::string_view source_format,

@@ -32,15 +32,22 @@
 // after it is written, so slabs in flight never charge more than
 // budget - BlockCacheShare(budget), and cached blocks plus charges in
 // flight never exceed the budget. Destination chunks are shrunk so that
-// two slabs fit (FitShare). A single slab whose
-// charge exceeds the budget (a source chunk larger than the budget) still
-// runs, alone: the bound is then that one chunk's codec memory.
+// two slabs fit (FitShare), but only in whole multiples of the piece the
+// source decodes at once (ArrayInfo::read_shape): a destination chunk cut
+// across a source chunk would decode that chunk once per cut (a 2 GiB
+// array in 256 MiB chunks read 4x from disk at a 512 MiB budget). A chunk
+// whose charge is over the slab share runs alone, charged at most the whole
+// budget (the block cache then gives up its share), so every stored chunk
+// is read once as long as the budget holds one source chunk and one
+// destination chunk (MinimumBudget); a smaller budget is refused before
+// anything is written.
 //
 // Thread safety: pure functions; BlockCacheLimit changes a process-wide
 // setting for its lifetime.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "cairn/engine/convert/convert_plan.h"
@@ -58,8 +65,10 @@ uint64_t BlockCacheShare(uint64_t budget);
 uint64_t SlabShare(uint64_t budget);
 
 // The block cache's cap while slabs charging `in_flight` bytes are in
-// flight: the rest of the budget (at least BlockCacheShare(budget) since
-// in_flight <= SlabShare(budget)).
+// flight: the rest of the budget (at least BlockCacheShare(budget), since
+// charges up to the slab share share it). One chunk that runs alone over
+// the slab share leaves the cache what it leaves of the whole budget
+// (convert_copier.cc).
 uint64_t CacheShareBeside(uint64_t budget, uint64_t in_flight);
 
 // Source bytes plus, when casting, destination bytes, per element.
@@ -67,7 +76,8 @@ uint64_t SlabBytesPerElement(const ArrayMapping& m);
 
 // Bytes a reader (or writer) of `format` holds beside the slab while it
 // reads (or writes) a slab of array `a`: 0 for safetensors, else twice a
-// chunk of `a.write_shape` plus kCodecSlackBytes.
+// chunk of `a.read_shape` (when set, else `a.write_shape`) plus
+// kCodecSlackBytes.
 uint64_t CodecBytes(std::string_view format, const layout::ArrayInfo& a);
 
 // The charge of a slab of `elements` elements of mapping `m`.
@@ -91,6 +101,22 @@ uint64_t FitShare(uint64_t budget);
 // writer of zarr arrays: the slab plus the writer's copy and encoded bytes
 // (the reader's codec bytes depend on the source chunk, not on the fit).
 uint64_t FitBytesPerElement(const ArrayMapping& m);
+
+// The elements of one piece of `a` its reader decodes at once
+// (ArrayInfo::read_shape, clipped to the array); 0 when it has none.
+uint64_t ReadUnitElements(const layout::ArrayInfo& a);
+
+// The least budget that copies array `m` reading each stored chunk once:
+// one decoded source chunk (ReadUnitElements) and one destination chunk of
+// the same elements (so a budget that holds them never re-reads). 0 when
+// the source reads boxes without decoding more (safetensors).
+uint64_t MinimumBudget(const ArrayMapping& m);
+
+// A byte count rounded up to what users type: whole MiB from 1 MiB on,
+// whole KiB from 1 KiB on ("513MiB", "96KiB", "100B"), and that count in
+// bytes.
+std::string FormatBudget(uint64_t bytes);
+uint64_t RoundUpBudget(uint64_t bytes);
 
 // Makes malloc map blocks of 1 MiB and up and unmap them when freed (glibc:
 // a fixed M_MMAP_THRESHOLD; elsewhere nothing). glibc's default raises the

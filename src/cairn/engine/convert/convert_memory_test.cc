@@ -69,6 +69,7 @@ TEST(ConvertMemory, ChargesAndTheCacheStayWithinTheBudget) {
   options.plan.dest_separator = '/';
   options.memory_budget = 8 * kMiB;
   options.threads = 4;
+  options.pass_stored_chunks = false;  // the charges of decoding and encoding are under test
   size_t cache_max = 0;
   options.progress = [&](const ConvertProgress&) {
     cache_max = std::max(cache_max, BufferBlockCacheBytes());
@@ -148,6 +149,7 @@ TEST(ConvertMemory, ChunkBuffersAreReusedAcrossChunks) {
   options.plan.dest_separator = '/';
   options.memory_budget = 16 * kMiB;
   options.threads = 1;
+  options.pass_stored_chunks = false;  // the buffers of decoding and encoding are under test
   auto make = [&](const std::vector<ArrayInfo>& planned) {
     return axlearn::CreateWriter(store, "dst", planned, {});
   };

@@ -49,6 +49,7 @@ Result<std::vector<ArrayMapping>> PlanConversion(const std::vector<layout::Array
       break;
     }
     m.dest.stored_bytes = 0;
+    m.dest.read_shape.clear();  // the destination's writer chooses its own
     auto [it, inserted] = source_of.emplace(m.dest.path, s.path);
     if (!inserted) {
       return Status(StatusCode::kInvalidArgument,
@@ -78,6 +79,22 @@ Shape FitChunkShape(Shape chunk, uint64_t bytes_per_element, uint64_t max_bytes)
     while (chunk[d] > 1 && bytes() > max_bytes) chunk[d] = (chunk[d] + 1) / 2;
   }
   return chunk;
+}
+
+Shape FitChunkShapeInUnits(const Shape& chunk, const Shape& unit, uint64_t bytes_per_element,
+                           uint64_t max_bytes) {
+  if (unit.size() != chunk.size()) return FitChunkShape(chunk, bytes_per_element, max_bytes);
+  Shape cells(chunk.size()), u(chunk.size());
+  uint64_t unit_bytes = bytes_per_element;
+  for (size_t d = 0; d < chunk.size(); ++d) {
+    u[d] = std::max<Index>(1, std::min(unit[d], std::max<Index>(chunk[d], 1)));
+    cells[d] = (std::max<Index>(chunk[d], 1) + u[d] - 1) / u[d];
+    unit_bytes *= static_cast<uint64_t>(u[d]);
+  }
+  cells = FitChunkShape(std::move(cells), unit_bytes, max_bytes);
+  Shape fitted(chunk.size());
+  for (size_t d = 0; d < chunk.size(); ++d) fitted[d] = std::min(chunk[d], cells[d] * u[d]);
+  return fitted;
 }
 
 std::vector<Box> ChunkBoxes(const Shape& shape, const Shape& write_shape) {

@@ -55,6 +55,12 @@ Result<std::vector<ArrayMapping>> PlanConversion(const std::vector<layout::Array
 // dimension is 1. Keeps row-major slabs of the chunk contiguous.
 Shape FitChunkShape(Shape chunk, uint64_t bytes_per_element, uint64_t max_bytes);
 
+// As FitChunkShape, in whole multiples of `unit` (aligned at 0, clipped
+// to `chunk`): the result is never cut across a unit, and is `unit`
+// itself (clipped) when even one unit is over `max_bytes`.
+Shape FitChunkShapeInUnits(const Shape& chunk, const Shape& unit, uint64_t bytes_per_element,
+                           uint64_t max_bytes);
+
 // The chunks of an array of `shape` with chunk `write_shape` (each at least
 // 1), in row-major order of the chunk grid, clipped at the array's end. A
 // rank-0 array has one empty-shaped box.

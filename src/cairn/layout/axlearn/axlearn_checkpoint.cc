@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <map>
 
+#include "cairn/layout/counting_kvstore.h"
 #include "cairn/zarr/array.h"
 #include "cairn/zarr/chunk_check.h"
 #include "cairn/zarr/chunk_encoder.h"
+#include "cairn/zarr/stored_chunk.h"
 #include "cairn/zarr/stored_chunks.h"
 
 namespace cairn::axlearn {
@@ -52,6 +54,23 @@ class AxlearnReader final : public layout::CheckpointReader {
   std::shared_ptr<ZarrArray> ZarrArrayOf(std::string_view path) const override {
     auto it = zarr_.find(std::string(path));
     return it == zarr_.end() ? nullptr : it->second;
+  }
+
+  std::optional<uint64_t> StoredBytesRead() const override { return counted_->bytes_read(); }
+
+  std::string StoredChunkForm(std::string_view path) const override {
+    auto it = zarr_.find(std::string(path));
+    return it == zarr_.end() ? "" : cairn::StoredChunkForm(it->second->metadata());
+  }
+
+  Result<std::optional<StoredChunk>> ReadStoredChunk(std::string_view path, const Box& box) override {
+    auto it = zarr_.find(std::string(path));
+    if (it == zarr_.end()) {
+      return Status(StatusCode::kNotFound, "no tensor `" + std::string(path) + "` in " + url_);
+    }
+    auto got = cairn::ReadStoredChunk(*it->second, box);
+    if (!got.ok()) return got.status().Annotate("tensor `" + std::string(path) + "`");
+    return got;
   }
 
   Result<std::optional<Buffer>> ReadWholeChunk(std::string_view path, const Box& box) override {
@@ -115,7 +134,8 @@ class AxlearnReader final : public layout::CheckpointReader {
     return stats;
   }
 
-  std::shared_ptr<KvStore> store_;
+  std::shared_ptr<KvStore> store_;  // counted_
+  std::shared_ptr<layout::CountingKvStore> counted_;
   std::string step_prefix_;
   std::string url_;
   std::vector<layout::ArrayInfo> arrays_;
@@ -160,6 +180,21 @@ class AxlearnWriter final : public layout::CheckpointWriter {
           .Annotate("tensor `" + std::string(path) + "`");
     }
     return z.Write(box, src).Annotate("tensor `" + std::string(path) + "`");
+  }
+
+  std::string StoredChunkForm(std::string_view path) const override {
+    auto it = zarr_.find(std::string(path));
+    return it == zarr_.end() ? "" : cairn::StoredChunkForm(it->second->metadata());
+  }
+
+  // A chunk another array stored in the same form: stored as it is.
+  Status WriteStoredChunk(std::string_view path, const Box& box, ByteView stored) override {
+    auto it = zarr_.find(std::string(path));
+    if (it == zarr_.end()) {
+      return Status(StatusCode::kNotFound,
+                    "no tensor `" + std::string(path) + "` declared for " + store_->url());
+    }
+    return cairn::WriteStoredChunk(*it->second, box, stored).Annotate("tensor `" + std::string(path) + "`");
   }
 
   Result<bool> ArrayComplete(std::string_view path) override {
@@ -260,6 +295,9 @@ Result<std::unique_ptr<layout::CheckpointReader>> OpenReader(std::shared_ptr<KvS
   CAIRN_ASSIGN_OR_RETURN(StepIndex index, ReadIndex(*store, step_prefix));
   auto reader = std::make_unique<AxlearnReader>();
   reader->url_ = store->Describe(step_prefix);
+  // The tensors are read through a store that counts what they read.
+  reader->counted_ = std::make_shared<layout::CountingKvStore>(store);
+  store = reader->counted_;
   reader->store_ = store;
   reader->step_prefix_ = step_prefix;
   for (const IndexEntry& e : index.entries) {
@@ -276,7 +314,7 @@ Result<std::unique_ptr<layout::CheckpointReader>> OpenReader(std::shared_ptr<KvS
                         FormatTupleShape(m.shape));
     }
     reader->arrays_.push_back({e.path, m.dtype, m.shape, m.chunk_shape, 0,
-                               layout::SplitTreePath(e.path, '/')});
+                               layout::SplitTreePath(e.path, '/'), m.chunk_shape});
     reader->zarr_[e.path] = *array;
   }
   std::sort(reader->arrays_.begin(), reader->arrays_.end(),

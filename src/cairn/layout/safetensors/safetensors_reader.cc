@@ -59,7 +59,7 @@ class SafetensorsReader final : public layout::CheckpointReader {
       : store_(std::move(store)), tensors_(std::move(tensors)) {
     for (const auto& [name, t] : tensors_) {
       arrays_.push_back({name, t.entry.dtype, t.entry.shape, t.entry.shape, t.entry.num_bytes(),
-                         layout::SplitTreePath(name, '.')});
+                         layout::SplitTreePath(name, '.'), {}});
     }
   }
 
