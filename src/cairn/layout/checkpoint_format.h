@@ -54,7 +54,7 @@ struct ArrayInfo {
   // that copies in whole multiples of it reads each stored byte once.
   // Empty when a box reads only its own bytes (safetensors) or the format
   // does not say.
-  Shape read_shape;
+  Shape read_shape = {};
 };
 
 // Splits a format's path at `separator` into tree keys.
