@@ -47,7 +47,7 @@ struct CheckpointShard {
   // before StartSave returns.
   bool immutable = false;
   // Bytes between neighbours along each dimension; empty: C-contiguous.
-  std::vector<int64_t> byte_strides;
+  std::vector<int64_t> byte_strides{};
   // Bytes per element of `data` as the caller holds it; 0: the dtype's.
   // Another size than the dtype's is InvalidArgument.
   int64_t item_size = 0;
@@ -110,17 +110,17 @@ struct CheckpointArray {
   std::vector<CheckpointShard> shards;  // this process's shards
   // One per key of `path`; empty: every key a dict key. A kind other than
   // the two is InvalidArgument ("key_type must be 1 or 2").
-  std::vector<PathKeyKind> key_kinds;
+  std::vector<PathKeyKind> key_kinds{};
   // Orbax's value type: "jax.Array", "np.ndarray", "scalar", "string",
   // "None", or an empty container's ("dict", "list", ...).
   std::string value_type = "jax.Array";
   // Set: write_shape and num_replicas are derived from it (ShardingLayout);
   // InvalidArgument naming the leaf for a jax.Array without device boxes,
   // boxes of another rank, or a process count below 1.
-  std::optional<ShardingLayout> layout_from;
-  std::optional<std::string> random_key_impl;  // a jax PRNG key array's implementation
-  std::optional<ShardingFacts> sharding;       // for `_sharding`; unset: none written
-  std::string string_value;                    // value type "string": the string
+  std::optional<ShardingLayout> layout_from{};
+  std::optional<std::string> random_key_impl{};  // a jax PRNG key array's implementation
+  std::optional<ShardingFacts> sharding{};       // for `_sharding`; unset: none written
+  std::string string_value{};                    // value type "string": the string
 };
 
 // How a checkpoint is stored; every save path (SaveCheckpoint, both
@@ -210,7 +210,7 @@ struct RestoreBox {
   std::vector<int64_t> shape;
   void* data = nullptr;  // destination of the box's element at `origin`
   // Bytes between neighbours along each dimension; empty: C-contiguous.
-  std::vector<int64_t> byte_strides;
+  std::vector<int64_t> byte_strides{};
 };
 
 struct RestoreArray {
@@ -218,11 +218,11 @@ struct RestoreArray {
   std::string dtype;  // "" to accept the stored dtype; else it must match
   std::vector<RestoreBox> boxes;
   // Non-empty: the Orbax param name ("params.w") instead of `path`.
-  std::string param;
+  std::string param{};
   // The boxes the other processes of the same restore read (any order;
   // empty alone): chunks they share with this process are read through the
   // page cache, which processes on one host share.
-  std::vector<ArrayBox> boxes_of_other_processes;
+  std::vector<ArrayBox> boxes_of_other_processes{};
 };
 
 class CheckpointItem;  // orbax.h
