@@ -96,9 +96,11 @@ class CheckpointManager:
     exchanged through the coordinator, docs/PEER_TRANSPORT.md) or "none".
     Intervals and retention
     per tier (`persistent_max_to_keep` None: keep all). Storage options
-    (`use_ocdbt`, `use_zarr3`, `compression`, `replica_parallel`,
-    `chunk_byte_size`, `ocdbt_target_data_file_size`, `memory_budget`) as
-    ``cairn.save``, for both tiers; `local_compression` is the local tier's ("none" by
+    (`use_ocdbt`, `use_zarr3`, `compression`, `chunk_byte_size`,
+    `ocdbt_target_data_file_size`, `memory_budget`) as ``cairn.save``, for
+    both tiers (`replica_parallel` is passed on, but the persistent tier is
+    written by replica 0 alone, as Orbax's, and the local tier by every
+    process for every shard it holds); `local_compression` is the local tier's ("none" by
     default: a restore from a RAM disk or local SSD is then a copy of the
     bytes rather than a decode; None: `compression`). `global_mesh`: the job's jax Mesh, recorded in each local
     step's ``process_metadata/mesh_metadata.json`` as Orbax's emergency
