@@ -48,7 +48,7 @@ function(cairn_check_layers source_dir)
   # client: a glob relative to the source directory.
   set(front_door_clients
       cli/*.h cli/*.cc
-      python/src/convert_bindings.cc)
+      python/src/*.h python/src/*.cc)
   set(client_allowed "^cairn/(zarr/array\\.h|zarr/array_url\\.h|dtype/dtype\\.h|util/box\\.h|kvstore/.+\\.h)$")
   set(client_files "")
   foreach(pattern IN LISTS front_door_clients)

@@ -24,9 +24,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "cairn/coordinator.h"
@@ -48,6 +52,31 @@ struct CheckpointManagerOptions {
   std::string step_prefix;                     // "": steps are named `<step>`
   std::optional<int> step_format_fixed_length;  // zero-pad step numbers to this width
   SaveCheckpointOptions save;                   // every step's save (engine.h)
+  std::string item_name = "default";            // the PyTree item of each step
+  // Retention by score (Orbax's best_fn): max_to_keep keeps the best-scored
+  // steps instead of the newest (SetScores and StepSaveOptions::score).
+  bool retention_by_score = false;
+  bool higher_is_better = true;  // by score: the highest scores are the best
+  bool keep_unscored = true;     // by score: steps without a score are kept
+  // Observer, called at the named points a save or a deletion reaches
+  // (save_started, data_written, before_item_commit, before_step_commit,
+  // step_committed, before_delete_rename, delete_renamed) on the thread
+  // that reaches them; crash tests stop the process there. Empty: none.
+  std::function<void(std::string_view point)> at_point;
+};
+
+// What one step saves besides its arrays.
+struct StepSaveOptions {
+  // Small files the primary writes into the step directory before its
+  // commit (path relative to it, "a/metadata"; content): Orbax JSON items.
+  std::vector<std::pair<std::string, std::string>> extra_files;
+  // Items of the step besides the PyTree item: name -> the typestr of the
+  // Orbax handler that reads them, recorded in `_CHECKPOINT_METADATA`.
+  std::map<std::string, std::string> extra_item_handlers;
+  std::string item_name;        // the PyTree item's name; "": the options'
+  std::optional<double> score;  // the step's metrics' value (retention by score)
+  // `_CHECKPOINT_METADATA`'s custom_metadata as JSON text ("null": {}).
+  std::string custom_metadata_json = "null";
 };
 
 // Opened like EmergencyCheckpointManager (emergency.h): a static Open that
@@ -71,9 +100,11 @@ class CheckpointManager {
   // once it is started (enable_async) or committed.
   // Errors: AlreadyExists for a committed step; InvalidArgument for arrays
   // that do not fit their shapes or an unknown dtype; FailedPrecondition
-  // after Close; the store's errors naming the key; Unavailable when the
+  // after Close; InvalidArgument naming custom_metadata for text that is
+  // not JSON; the store's errors naming the key; Unavailable when the
   // other processes do not arrive within the timeout.
-  virtual Result<bool> Save(int64_t step, const std::vector<CheckpointArray>& arrays, bool force = false) = 0;
+  virtual Result<bool> Save(int64_t step, const std::vector<CheckpointArray>& arrays, bool force = false,
+                            const StepSaveOptions& step_options = {}) = 0;
   // Blocks until the background commits and retention are done.
   // Errors: their first error (returned once).
   virtual Status WaitUntilFinished() = 0;
@@ -83,6 +114,19 @@ class CheckpointManager {
   virtual Result<std::vector<int64_t>> AllSteps() const = 0;
   // Result: the newest of AllSteps, or nullopt when there is none.
   virtual Result<std::optional<int64_t>> LatestStep() const = 0;
+  // Result: the step being saved in the background, or nullopt.
+  virtual std::optional<int64_t> PendingStep() const = 0;
+  // Result: the directory of a committed step. Errors: NotFound for a step
+  // that is not committed; FailedPrecondition for the step being saved.
+  virtual Result<std::string> StepPath(int64_t step) const = 0;
+  // Result: the root directory the manager was opened on, as a path or URL.
+  virtual std::string directory() const = 0;
+  // Lists the root again (the primary's view, shared with every process).
+  // Errors: the store's, naming the root; Unavailable as Save's.
+  virtual Status Reload() = 0;
+  // The scores of committed steps (their metrics' values, read back after
+  // Open or Reload) for retention by score.
+  virtual void SetScores(std::map<int64_t, double> scores) = 0;
   // Reads the requested boxes of a committed step (as RestoreCheckpoint).
   // Errors: NotFound for a step that is not committed; FailedPrecondition
   // for the step still being saved; RestoreCheckpoint's errors.

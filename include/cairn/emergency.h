@@ -21,10 +21,13 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cairn/coordinator.h"
@@ -39,8 +42,16 @@ struct EmergencyCheckpointOptions {
   std::string local_directory;       // this process's own fast storage
   std::string persistent_directory;  // shared by every process
   int num_replicas = 1;   // data-parallel replicas, processes split in order
-  int peer_copies = 0;    // copies of each local step on peers; > 0 needs use_mpi_transport
-  bool use_mpi_transport = false;  // peer copies over MPI (programs run by mpirun)
+  // The peer transport: "mpi" (programs run by mpirun), "zmq" (ZeroMQ),
+  // "none", or "" to pick from the job: MPI when mpirun started exactly
+  // the coordinator's processes, else ZeroMQ when built with it, else none
+  // (a job of one process: none).
+  std::string transport = "none";
+  // Copies of each local step on peers; unset: one when there is a
+  // transport and more than one replica, else none. Copies without a
+  // transport are InvalidArgument.
+  std::optional<int> peer_copies;
+  std::string zmq_host;  // the ZeroMQ transport listens here; "": this host's name
   int64_t local_save_interval_steps = 1;
   int local_max_to_keep = 2;
   int64_t persistent_save_interval_steps = 10;
@@ -51,6 +62,37 @@ struct EmergencyCheckpointOptions {
   // The local tier's compression: "none" (a restore from it is a copy), or
   // a name as SaveCheckpointOptions::compression; "" for save.compression.
   std::string local_compression = "none";
+  // `process_metadata/` files as Orbax writes them (its device ids, as
+  // JSON text); empty: one pseudo-device per process.
+  std::string global_process_metadata_json;
+  std::string mesh_metadata_json;
+  // Observer, called with a named point and the step being saved on the
+  // thread that reaches it (the local save's, the peer transfer's and
+  // retention's points, docs/EMERGENCY.md); crash tests stop the process
+  // there. Empty: none.
+  std::function<void(std::string_view point, int64_t step)> at_point;
+};
+
+// Where a restore will read from, chosen by PrepareRestore.
+struct EmergencyRestorePlan {
+  std::string tier;  // "local", "persistent" or "none" (nothing to restore)
+  int64_t step = -1;
+  // An item directory of the step this process can read the tree's
+  // metadata from ("" for none).
+  std::string metadata_item;
+  std::vector<std::string> log;  // how the step was chosen and gathered
+};
+
+// A restored box handed out as the stored chunk's own pages (a RAM disk's)
+// instead of being copied into its destination (RestorePrepared with
+// map_boxes).
+struct MappedBox {
+  size_t array_index = 0;  // in the request
+  size_t box_index = 0;    // in that array's boxes
+  // The box's elements in C order; the mapping lives as long as this
+  // pointer (or a copy) does, also after the step is deleted.
+  std::shared_ptr<uint8_t> data;
+  size_t size = 0;  // bytes
 };
 
 struct EmergencyRestoreReport {
@@ -60,25 +102,35 @@ struct EmergencyRestoreReport {
   uint64_t bytes_from_peers = 0;       // read from local steps fetched from peers
   uint64_t bytes_from_persistent = 0;  // read from the persistent tier
   std::vector<std::string> log;        // how the step was chosen and gathered
+  uint64_t bytes_fetched = 0;          // moved over the peer transport
+  uint64_t bytes_mapped = 0;           // of the local bytes, those mapped (MappedBox)
+  std::vector<MappedBox> mapped;       // the boxes mapped instead of filled
 };
 
 // Opened like CheckpointManager (checkpoint_manager.h): a static Open that
 // takes the options and the job's Coordinator.
 class EmergencyCheckpointManager {
  public:
-  // Opens both tiers (collective). Result: the manager, its steps listed.
-  // Errors: InvalidArgument for bad options (a compression name, peer
-  // copies without a transport); Unimplemented for the MPI transport in a
-  // build without MPI; the stores' errors naming the directory;
+  // Opens the transport and both tiers (collective). Result: the manager,
+  // its steps listed. Errors: InvalidArgument for bad options (a
+  // compression name, a transport name, peer copies without a transport);
+  // Unimplemented for a transport this build lacks; the stores' errors naming the directory;
   // Unavailable when the other processes do not open it within the timeout.
   static Result<std::unique_ptr<EmergencyCheckpointManager>> Open(const EmergencyCheckpointOptions& options,
                                                                   Coordinator& coordinator);
   virtual ~EmergencyCheckpointManager() = default;
   // Result: whether Save(step) would save to either tier.
   virtual bool ShouldSave(int64_t step) const = 0;
+  // Result: whether Save(step) would save to the local tier.
+  virtual bool ShouldSaveLocal(int64_t step) const = 0;
+  // Result: whether Save(step) would save to the persistent tier.
+  virtual bool ShouldSavePersistent(int64_t step) const = 0;
   // Saves to the tiers `step` is due in (both with force). Result: false
-  // when neither is due. Errors: as CheckpointManager::Save, per tier.
-  virtual Result<bool> Save(int64_t step, const std::vector<CheckpointArray>& arrays, bool force = false) = 0;
+  // when neither is due. `hold` (may be null) is dropped, on the manager's
+  // background thread, once both tiers have read the immutable shards.
+  // Errors: as CheckpointManager::Save, per tier.
+  virtual Result<bool> Save(int64_t step, const std::vector<CheckpointArray>& arrays, bool force = false,
+                            std::shared_ptr<void> hold = nullptr) = 0;
   // Errors: the first error of the background writing, peer copies and
   // retention.
   virtual Status WaitUntilFinished() = 0;
@@ -95,9 +147,23 @@ class EmergencyCheckpointManager {
   // (naming the array); Unavailable when the other processes do not arrive.
   virtual Result<EmergencyRestoreReport> Restore(std::optional<int64_t> step,
                                                  const std::vector<RestoreArray>& arrays) = 0;
+  // Restore in two collective halves, for callers that need the tree's
+  // metadata to say which boxes they want: PrepareRestore chooses the step
+  // (nullopt: the newest usable) and gathers its local data from peers;
+  // RestorePrepared then fills the boxes (dtype optional) from it, mapping
+  // them instead where `map_boxes` and the chunk allow (report.mapped).
+  // Errors: PrepareRestore: as AllSteps; RestorePrepared: FailedPrecondition
+  // ("restore before prepare_restore") without a prepared restore, else as
+  // Restore.
+  virtual Result<EmergencyRestorePlan> PrepareRestore(std::optional<int64_t> step) = 0;
+  virtual Result<EmergencyRestoreReport> RestorePrepared(const std::vector<RestoreArray>& arrays,
+                                                         bool map_boxes = false) = 0;
   // WaitUntilFinished, then stops the background work. Errors: its first.
   virtual Status Close() = 0;
 };
+
+// Result: whether this build has the ZeroMQ peer transport.
+bool ZmqTransportAvailable();
 
 // EmergencyCheckpointManager::Open, under the name it had first (kept for
 // existing callers).

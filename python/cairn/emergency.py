@@ -95,8 +95,12 @@ class CheckpointManager:
     host's name resolved, and accepts only the job's processes: CURVE keys
     exchanged through the coordinator, docs/PEER_TRANSPORT.md) or "none".
     Intervals and retention
-    per tier (`persistent_max_to_keep` None: keep all). Storage options as
-    ``cairn.save``; `local_compression` is the local tier's ("none" by
+    per tier (`persistent_max_to_keep` None: keep all). Storage options
+    (`use_ocdbt`, `use_zarr3`, `compression`, `chunk_byte_size`,
+    `ocdbt_target_data_file_size`, `memory_budget`) as ``cairn.save``, for
+    both tiers (`replica_parallel` is passed on, but the persistent tier is
+    written by replica 0 alone, as Orbax's, and the local tier by every
+    process for every shard it holds); `local_compression` is the local tier's ("none" by
     default: a restore from a RAM disk or local SSD is then a copy of the
     bytes rather than a decode; None: `compression`). `global_mesh`: the job's jax Mesh, recorded in each local
     step's ``process_metadata/mesh_metadata.json`` as Orbax's emergency
@@ -117,7 +121,8 @@ class CheckpointManager:
                  local_compression: Optional[str] = "none",
                  memory_budget: Optional[int] = None, coordinator=None, transport: Optional[str] = None,
                  zmq_host: str = "", timeout_s: float = 600.0, enable_async: bool = True,
-                 at_point: Optional[Callable[[str, int], None]] = None):
+                 at_point: Optional[Callable[[str, int], None]] = None, replica_parallel: bool = True,
+                 chunk_byte_size: Optional[int] = None, ocdbt_target_data_file_size: Optional[int] = None):
         for name, value in (("metadata", metadata), ("item_handlers", item_handlers),
                             ("handler_registry", handler_registry),
                             ("persistent_non_replicated_directory", persistent_non_replicated_directory)):
@@ -151,7 +156,10 @@ class CheckpointManager:
             persistent_max_to_keep=persistent_max_to_keep or 0, use_ocdbt=use_ocdbt,
             use_zarr3=use_zarr3, compression=compression, memory_budget=memory_budget or 0,
             timeout_s=timeout_s, global_process_metadata=process_md, mesh_metadata=mesh_md,
-            zmq_host=zmq_host, local_compression=local_compression or "", at_point=at_point)
+            zmq_host=zmq_host, local_compression=local_compression or "", at_point=at_point,
+            replica_parallel=replica_parallel, chunk_byte_size=chunk_byte_size or 0,
+            target_data_file_size=(ocdbt_target_data_file_size if ocdbt_target_data_file_size is not None
+                                   else 2 ** 31))
         self.last_restore: Optional[dict] = None
 
     def should_save(self, step: int) -> bool:

@@ -20,7 +20,6 @@
 
 #include "bindings.h"
 #include "cairn/dtype/dtype.h"
-#include "cairn/util/json.h"
 #include "cairn/zarr/array.h"
 #include "cairn/zarr/array_url.h"
 #include "status_translation.h"
@@ -51,13 +50,12 @@ struct PyArray {
 
   static PyArray Create(const std::string& url, const std::string& metadata_json,
                         bool overwrite) {
-    Json metadata = ValueOrThrow(ParseJson(metadata_json, "metadata"));
     CreateOptions options;
     options.overwrite = overwrite;
     Result<std::shared_ptr<ZarrArray>> a = InternalError("not created");
     {
       nb::gil_scoped_release release;
-      a = CreateZarrArray(url, metadata, options);
+      a = CreateZarrArrayFromJson(url, metadata_json, options);
     }
     return PyArray{ValueOrThrow(std::move(a)), url};
   }

@@ -1,20 +1,21 @@
 // Declarations shared by the binding sources of cairn._core.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
 
-#include "cairn/engine/save_request.h"
-
-namespace cairn::orbax {
-struct OrbaxItem;  // layout/orbax/item_store.h
-}  // namespace cairn::orbax
+#include "cairn/engine.h"
+#include "cairn/orbax.h"
 
 namespace cairn::python {
 
@@ -33,21 +34,30 @@ void RegisterEngine(nanobind::module_& m);  // engine_bindings.cc: cairn.save / 
 void RegisterManager(nanobind::module_& m);  // manager_bindings.cc: cairn.CheckpointManager
 
 // engine_bindings.cc, for other bindings: the leaves of a flattened tree
-// (the `leaves` argument of _engine_save) for the engine. `keep` holds the
-// Python arrays the shards point into: keep it until the engine snapshotted
-// them, and drop it with the GIL held. With `honor_immutable`, shards the
-// leaves mark immutable (jax.Array buffers) are not snapshotted: keep `keep`
-// until the save is finished.
+// (the `leaves` argument of _engine_save) as the public arrays
+// (include/cairn/engine.h). `keep` holds the Python arrays the shards point
+// into: shards the leaves mark immutable (jax.Array buffers) are not
+// snapshotted, so keep it until the save is finished, and drop it with the
+// GIL held.
 struct ConvertedLeaves {
-  std::vector<engine::SaveLeaf> leaves;
+  std::vector<CheckpointArray> arrays;
   std::shared_ptr<void> keep;
 };
-ConvertedLeaves ConvertSaveLeaves(nanobind::handle leaves, bool honor_immutable = false);
-engine::Compression ConvertCompression(const std::string& name);
+ConvertedLeaves ConvertSaveLeaves(nanobind::handle leaves);
+
+// engine_bindings.cc, for other bindings: a restore request's arrays,
+// each (param, dtype name or None, [(origin, writable raw array)]).
+using PyRestoreArray =
+    std::tuple<std::string, std::optional<std::string>,
+               std::vector<std::pair<std::vector<int64_t>, nanobind::ndarray<nanobind::device::cpu>>>>;
+std::vector<RestoreArray> ConvertRestoreArrays(const std::vector<PyRestoreArray>& arrays);
+
+// A timeout in seconds as the public options take it.
+std::chrono::nanoseconds Seconds(double seconds);
 
 // layout_bindings.cc: the item an `_OrbaxItem` (from _orbax_open_item) holds,
 // for the engine to restore from without opening it again; null for None.
-std::shared_ptr<const orbax::OrbaxItem> OrbaxItemFromPython(nanobind::handle item);
+std::shared_ptr<const CheckpointItem> OrbaxItemFromPython(nanobind::handle item);
 
 // Keys are byte strings; Python sees them as str decoded from UTF-8 with
 // "surrogateescape", so keys that are not UTF-8 round-trip.

@@ -21,8 +21,7 @@
 
 #include "bindings.h"
 #include "cairn/coordinator.h"
-#include "cairn/dist/file_coordinator.h"
-#include "cairn/dist/mpi_environment.h"
+#include "cairn/environment.h"
 #include "cairn/mpi_coordinator.h"
 #include "status_translation.h"
 
@@ -38,7 +37,7 @@ struct PyNamedBarrier {
   nb::object f;
   std::optional<nb::python_error> error;
 
-  dist::NamedBarrier Fn() {
+  NamedBarrier Fn() {
     return [this](std::string_view name) -> Status {
       try {
         f(nb::str(name.data(), name.size()));
@@ -261,51 +260,51 @@ void BindDist(nb::module_& m) {
         "needed; every rank must call it.");
   }
 
-  m.def("_mpi_world_size", [] { return dist::MpiWorldSizeFromEnv(); },
+  m.def("_mpi_world_size", [] { return MpiWorldSizeFromEnvironment(); },
         "The world size mpirun announces in the environment; 1 outside mpirun.");
 
   m.def(
       "_save_coordinator_source",
       [](bool given, int process_count, bool runtime_runs_these_processes, bool has_barrier,
          const std::string& checkpoint_path) -> std::string {
-        dist::SaveCoordinatorFacts f;
+        SaveCoordinatorFacts f;
         f.given = given;
         f.process_count = process_count;
         f.runtime_runs_these_processes = runtime_runs_these_processes;
         f.has_barrier = has_barrier;
         f.checkpoint_path = checkpoint_path;
-        switch (ValueOrThrow(dist::ChooseSaveCoordinator(f))) {
-          case dist::CoordinatorSource::kGiven: return "given";
-          case dist::CoordinatorSource::kJobRuntime: return "runtime";
-          case dist::CoordinatorSource::kSharedFiles: return "files";
-          case dist::CoordinatorSource::kDetected: break;
+        switch (ValueOrThrow(ChooseSaveCoordinator(f))) {
+          case SaveCoordinatorSource::kGiven: return "given";
+          case SaveCoordinatorSource::kJobRuntime: return "runtime";
+          case SaveCoordinatorSource::kSharedFiles: return "files";
+          case SaveCoordinatorSource::kDetected: break;
         }
         return "detect";
       },
       nb::arg("given"), nb::arg("process_count"), nb::arg("runtime_runs_these_processes"),
       nb::arg("has_barrier"), nb::arg("checkpoint_path"),
-      "Where a save's coordinator comes from (dist/file_coordinator.h): 'given',\n"
+      "Where a save's coordinator comes from (include/cairn/environment.h): 'given',\n"
       "'runtime' (jax.distributed), 'files' (_begin_file_coordination) or 'detect'.");
 
   m.def(
       "_begin_file_coordination",
       [](const std::string& checkpoint_path, int process_index, int process_count, nb::object barrier) {
         PyNamedBarrier b{std::move(barrier), std::nullopt};
-        Result<dist::SharedFileCoordination> r =
-            dist::BeginSharedFileCoordination(checkpoint_path, process_index, process_count, b.Fn());
+        Result<SharedFileCoordination> r =
+            BeginSharedFileCoordination(checkpoint_path, process_index, process_count, b.Fn());
         b.RaiseIfFailed();
-        dist::SharedFileCoordination c = ValueOrThrow(std::move(r));
+        SharedFileCoordination c = ValueOrThrow(std::move(r));
         return nb::make_tuple(c.directory, nb::cast(c.coordinator.release(), nb::rv_policy::take_ownership));
       },
       nb::arg("checkpoint_path"), nb::arg("process_index"), nb::arg("process_count"), nb::arg("barrier"),
       "(directory, Coordinator) for processes that share only barrier(name) and the\n"
-      "checkpoint's file system (dist/file_coordinator.h).");
+      "checkpoint's file system (include/cairn/environment.h).");
 
   m.def(
       "_end_file_coordination",
       [](const std::string& directory, int process_index, nb::object barrier) {
         PyNamedBarrier b{std::move(barrier), std::nullopt};
-        Status s = dist::EndSharedFileCoordination(directory, process_index, b.Fn());
+        Status s = EndSharedFileCoordination(directory, process_index, b.Fn());
         b.RaiseIfFailed();
         ThrowIfError(s);
       },

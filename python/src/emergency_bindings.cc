@@ -1,6 +1,6 @@
 // cairn._core._EmergencyManager: the native half of
 // cairn.emergency.CheckpointManager (python/cairn/emergency.py) over
-// src/cairn/emergency/manager.h. Python flattens the tree (as cairn.save
+// include/cairn/emergency.h. Python flattens the tree (as cairn.save
 // does) and builds the restore boxes; everything else happens here, with the
 // GIL released while the manager works (its collectives may call Python
 // through a callback coordinator).
@@ -22,31 +22,13 @@
 
 #include "bindings.h"
 #include "cairn/coordinator.h"
-#include "cairn/emergency/manager.h"
-#include "cairn/emergency/mpi_transport.h"
-#include "cairn/emergency/transport_choice.h"
-#include "cairn/emergency/zmq_transport.h"
+#include "cairn/emergency.h"
 #include "status_translation.h"
 
 namespace nb = nanobind;
 
 namespace cairn::python {
 namespace {
-
-using emergency::EmergencyCheckpointManager;
-using RawOut = nb::ndarray<nb::device::cpu>;
-// (param, dtype name or None, [(origin, writable raw array)])
-using PyRestoreArray = std::tuple<std::string, std::optional<std::string>,
-                                  std::vector<std::pair<std::vector<int64_t>, RawOut>>>;
-
-const char* TierName(emergency::StepChoice::Tier t) {
-  switch (t) {
-    case emergency::StepChoice::Tier::kLocal: return "local";
-    case emergency::StepChoice::Tier::kPersistent: return "persistent";
-    case emergency::StepChoice::Tier::kNone: return "none";
-  }
-  return "none";
-}
 
 template <typename F>
 auto Released(F&& f) {
@@ -56,10 +38,8 @@ auto Released(F&& f) {
 
 struct PyEmergencyManager {
   std::unique_ptr<EmergencyCheckpointManager> native;
-  std::optional<emergency::PreparedRestore> prepared;
 
-  PyEmergencyManager(std::unique_ptr<EmergencyCheckpointManager> n, std::optional<emergency::PreparedRestore> p)
-      : native(std::move(n)), prepared(std::move(p)) {}
+  explicit PyEmergencyManager(std::unique_ptr<EmergencyCheckpointManager> n) : native(std::move(n)) {}
   PyEmergencyManager(PyEmergencyManager&&) = default;
   PyEmergencyManager& operator=(PyEmergencyManager&&) = default;
   // The background thread may take the GIL to drop a save's arrays
@@ -101,11 +81,11 @@ void RegisterEmergency(nb::module_& m) {
            [](PyEmergencyManager& s, int64_t step, nb::handle leaves, bool force) {
              // A jax.Array's shards are read in the background, not copied
              // first (they never change); the manager holds them until then.
-             ConvertedLeaves converted = ConvertSaveLeaves(leaves, /*honor_immutable=*/true);
+             ConvertedLeaves converted = ConvertSaveLeaves(leaves);
              EmergencyCheckpointManager& native = s.get();
              std::shared_ptr<void> hold = HoldArrays(std::move(converted.keep));
              Result<bool> saved =
-                 Released([&] { return native.Save(step, converted.leaves, force, std::move(hold)); });
+                 Released([&] { return native.Save(step, converted.arrays, force, std::move(hold)); });
              return ValueOrThrow(std::move(saved));
            },
            nb::arg("step"), nb::arg("leaves"), nb::arg("force") = false)
@@ -127,41 +107,18 @@ void RegisterEmergency(nb::module_& m) {
       .def("prepare_restore",
            [](PyEmergencyManager& s, std::optional<int64_t> step) {
              EmergencyCheckpointManager& native = s.get();
-             s.prepared = ValueOrThrow(Released([&] { return native.PrepareRestore(step); }));
-             const auto& p = *s.prepared;
-             return std::make_tuple(std::string(TierName(p.choice.tier)), p.choice.step, p.metadata_item, p.log);
+             EmergencyRestorePlan p = ValueOrThrow(Released([&] { return native.PrepareRestore(step); }));
+             return std::make_tuple(p.tier, p.step, p.metadata_item, p.log);
            },
            nb::arg("step").none())
       .def("restore",
            [](PyEmergencyManager& s, const std::vector<PyRestoreArray>& arrays, bool map_boxes) {
-             if (!s.prepared) ThrowStatus(FailedPreconditionError("restore before prepare_restore"));
-             std::vector<engine::ArrayToRestore> request;
-             // With map_boxes: per box, where the engine may put a mapping
-             // of the stored chunk instead of filling the box.
-             std::vector<std::vector<std::shared_ptr<MappedBytes>>> slots(arrays.size());
-             for (size_t ai = 0; ai < arrays.size(); ++ai) slots[ai].resize(std::get<2>(arrays[ai]).size());
-             for (const auto& [param, dtype, boxes] : arrays) {
-               engine::ArrayToRestore a;
-               a.param = param;
-               if (dtype) a.dtype = ValueOrThrow(ParseDTypeName(*dtype));
-               for (const auto& [origin, out] : boxes) {
-                 Shape shape(out.ndim());
-                 std::vector<Index> strides(out.ndim());
-                 for (size_t d = 0; d < out.ndim(); ++d) {
-                   shape[d] = static_cast<Index>(out.shape(d));
-                   strides[d] = out.stride(d) * static_cast<Index>(out.itemsize());
-                 }
-                 std::shared_ptr<MappedBytes>* slot =
-                     map_boxes ? &slots[request.size()][a.boxes.size()] : nullptr;
-                 a.boxes.push_back({Box(origin, shape), out.data(), strides, slot});
-               }
-               request.push_back(std::move(a));
-             }
+             std::vector<RestoreArray> request = ConvertRestoreArrays(arrays);
              EmergencyCheckpointManager& native = s.get();
-             auto report = ValueOrThrow(Released([&] { return native.Restore(*s.prepared, std::move(request)); }));
-             s.prepared.reset();
+             EmergencyRestoreReport report =
+                 ValueOrThrow(Released([&] { return native.RestorePrepared(request, map_boxes); }));
              nb::dict d;
-             d["tier"] = TierName(report.tier);
+             d["tier"] = report.tier;
              d["step"] = report.step;
              d["bytes_from_own_disk"] = report.bytes_from_own_disk;
              d["bytes_from_peers"] = report.bytes_from_peers;
@@ -172,17 +129,11 @@ void RegisterEmergency(nb::module_& m) {
              // [(array index, box index, uint8 array over the mapping)]: the
              // array keeps the mapping alive.
              nb::list mapped;
-             for (size_t ai = 0; ai < slots.size(); ++ai) {
-               for (size_t bi = 0; bi < slots[ai].size(); ++bi) {
-                 if (slots[ai][bi] == nullptr) continue;
-                 auto* hold = new std::shared_ptr<MappedBytes>(std::move(slots[ai][bi]));
-                 nb::capsule owner(hold, [](void* p) noexcept {
-                   delete static_cast<std::shared_ptr<MappedBytes>*>(p);
-                 });
-                 const size_t n = (*hold)->size();
-                 nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>> view((*hold)->data(), {n}, owner);
-                 mapped.append(nb::make_tuple(ai, bi, view));
-               }
+             for (MappedBox& m : report.mapped) {
+               auto* hold = new std::shared_ptr<uint8_t>(std::move(m.data));
+               nb::capsule owner(hold, [](void* p) noexcept { delete static_cast<std::shared_ptr<uint8_t>*>(p); });
+               nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>> view(hold->get(), {m.size}, owner);
+               mapped.append(nb::make_tuple(m.array_index, m.box_index, view));
              }
              d["mapped"] = mapped;
              return d;
@@ -195,7 +146,7 @@ void RegisterEmergency(nb::module_& m) {
         ThrowIfError(st);
       });
 
-  m.def("_emergency_zmq_available", [] { return emergency::ZmqTransportAvailable(); });
+  m.def("_emergency_zmq_available", [] { return ZmqTransportAvailable(); });
   m.def(
       "_emergency_open",
       [](const std::string& local_directory, const std::string& persistent_directory, Coordinator& coordinator,
@@ -203,10 +154,11 @@ void RegisterEmergency(nb::module_& m) {
          int local_max_to_keep, int64_t persistent_interval, int persistent_max_to_keep, bool use_ocdbt,
          bool use_zarr3, const std::string& compression, uint64_t memory_budget, double timeout_s,
          const std::string& global_process_metadata, const std::string& mesh_metadata,
-         const std::string& zmq_host, const std::string& local_compression, nb::object at_point) {
-        emergency::EmergencyOptions o;
-        // An observer of the named points of saves, transfers and retention
-        // (manager.h), called with (point, step); crash tests kill from it.
+         const std::string& zmq_host, const std::string& local_compression, nb::object at_point,
+         bool replica_parallel, uint64_t chunk_byte_size, uint64_t target_data_file_size) {
+        EmergencyCheckpointOptions o;
+        // An observer of the named points of saves, transfers and retention,
+        // called with (point, step); crash tests kill from it.
         if (!at_point.is_none()) {
           o.at_point = [held = HoldCallable(std::move(at_point))](std::string_view point, int64_t step) {
             CallObserver(held, "cairn.emergency.CheckpointManager at_point callback", nb::str(point.data(), point.size()),
@@ -215,29 +167,27 @@ void RegisterEmergency(nb::module_& m) {
         }
         o.local_directory = local_directory;
         o.persistent_directory = persistent_directory;
+        o.transport = transport;
         o.num_replicas = num_replicas;
+        o.peer_copies = peer_copies;
+        o.zmq_host = zmq_host;
         o.local_save_interval_steps = local_interval;
         o.local_max_to_keep = local_max_to_keep;
         o.persistent_save_interval_steps = persistent_interval;
         o.persistent_max_to_keep = persistent_max_to_keep;
         o.save.use_ocdbt = use_ocdbt;
         o.save.use_zarr3 = use_zarr3;
-        o.save.compression = ConvertCompression(compression);
-        if (local_compression.empty()) o.local_compression = std::nullopt;
-        else o.local_compression = ConvertCompression(local_compression);
+        o.save.replica_parallel = replica_parallel;
+        o.save.compression = compression;
         o.save.memory_budget_bytes = memory_budget;
-        o.save.timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(timeout_s));
+        o.save.target_data_file_size = target_data_file_size;
+        o.save.chunk_byte_size = chunk_byte_size;
+        o.save.timeout = Seconds(timeout_s);
+        o.local_compression = local_compression;
         o.global_process_metadata_json = global_process_metadata;
         o.mesh_metadata_json = mesh_metadata;
-        // The transport named, or the one the job's environment calls for
-        // (emergency/transport_choice.h).
-        const emergency::TransportChoice choice = ValueOrThrow(emergency::ChooseTransport(
-            transport, peer_copies, num_replicas, emergency::DetectTransportEnvironment(coordinator)));
-        o.peer_copies = choice.peer_copies;
-        std::shared_ptr<emergency::PeerTransport> peers = ValueOrThrow(Released(
-            [&] { return emergency::OpenTransport(choice.kind, coordinator, zmq_host, o.save.timeout); }));
-        auto opened = Released([&] { return EmergencyCheckpointManager::Open(o, coordinator, peers); });
-        return PyEmergencyManager{ValueOrThrow(std::move(opened)), std::nullopt};
+        auto opened = Released([&] { return EmergencyCheckpointManager::Open(o, coordinator); });
+        return PyEmergencyManager{ValueOrThrow(std::move(opened))};
       },
       nb::arg("local_directory"), nb::arg("persistent_directory"), nb::arg("coordinator"),
       nb::arg("transport") = "", nb::arg("num_replicas") = 1, nb::arg("peer_copies").none() = nb::none(),
@@ -246,7 +196,8 @@ void RegisterEmergency(nb::module_& m) {
       nb::arg("use_ocdbt") = true, nb::arg("use_zarr3") = true, nb::arg("compression") = "default",
       nb::arg("memory_budget") = 0, nb::arg("timeout_s") = 600.0, nb::arg("global_process_metadata") = "",
       nb::arg("mesh_metadata") = "", nb::arg("zmq_host") = "", nb::arg("local_compression") = "none",
-      nb::arg("at_point").none() = nb::none(),
+      nb::arg("at_point").none() = nb::none(), nb::arg("replica_parallel") = true,
+      nb::arg("chunk_byte_size") = 0, nb::arg("target_data_file_size") = uint64_t{1} << 31,
       // The manager uses the coordinator for as long as it lives.
       nb::keep_alive<0, 3>());
 }

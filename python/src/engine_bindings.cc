@@ -4,9 +4,8 @@
 // One call each way. _engine_save takes the flattened tree (one tuple per
 // leaf, shards as raw arrays of any strides with their index boxes and
 // replica ids) and a Coordinator, and returns a _PendingSave once the
-// shards are snapshotted (engine/save.h); _engine_restore fills the boxes
-// each array needs (engine/restore.h). The GIL is released while the engine
-// works.
+// shards are snapshotted; _engine_restore fills the boxes each array needs
+// (include/cairn/engine.h). The GIL is released while the library works.
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -24,12 +23,8 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
-#include "cairn/api/options.h"
 #include "cairn/coordinator.h"
-#include "cairn/engine/colocated.h"
-#include "cairn/engine/restore.h"
-#include "cairn/engine/save.h"
-#include "cairn/engine/write_shape.h"
+#include "cairn/engine.h"
 #include "status_translation.h"
 
 namespace nb = nanobind;
@@ -38,7 +33,6 @@ namespace cairn::python {
 namespace {
 
 using RawIn = nb::ndarray<nb::ro, nb::device::cpu>;
-using RawOut = nb::ndarray<nb::device::cpu>;
 
 // (origin, raw array, replica_id, immutable: the array never changes and
 // the binding keeps it alive until the save is finished, as a jax.Array's
@@ -49,29 +43,36 @@ using PyBox = std::pair<std::vector<int64_t>, std::vector<int64_t>>;
 // (path [(key, key_type)], value_type, dtype name or "", shape, device boxes
 //  of a jax.Array's sharding or None, process count, shards, random_key_impl
 //  or None, sharding facts (a dict, see ConvertSharding) or None, string
-//  value or None). The engine picks the write shape (engine/write_shape.h)
-//  and formats `_sharding` (layout/orbax/sharding.h).
+//  value or None). The library picks the write shape from the boxes or the
+//  process count (CheckpointArray::layout_from) and formats `_sharding`.
 using PyLeaf = std::tuple<std::vector<std::pair<std::string, int>>, std::string, std::string,
                           std::vector<int64_t>, std::optional<std::vector<PyBox>>, int,
                           std::vector<PyShard>, std::optional<std::string>, nb::object,
                           std::optional<std::string>>;
 
-std::vector<Index> ByteStrides(size_t ndim, const int64_t* strides, size_t itemsize) {
-  std::vector<Index> out(ndim);
-  for (size_t d = 0; d < ndim; ++d) out[d] = strides[d] * static_cast<Index>(itemsize);
+std::vector<int64_t> ByteStrides(size_t ndim, const int64_t* strides, size_t itemsize) {
+  std::vector<int64_t> out(ndim);
+  for (size_t d = 0; d < ndim; ++d) out[d] = strides[d] * static_cast<int64_t>(itemsize);
   return out;
+}
+
+template <typename Array>
+std::vector<int64_t> ShapeOf(const Array& a) {
+  std::vector<int64_t> shape(a.ndim());
+  for (size_t d = 0; d < a.ndim(); ++d) shape[d] = static_cast<int64_t>(a.shape(d));
+  return shape;
 }
 
 // The facts of a jax sharding (read off the jax objects in python/cairn): {"type":
 // "NamedSharding", "mesh_shape", "axis_names", "axis_types",
 // "partition_spec" (None, an axis name or a list of names per entry),
 // "device_ids"} or {"type": "SingleDeviceSharding", "device_str"}.
-orbax::ShardingMetadata ConvertSharding(nb::handle facts) {
+ShardingFacts ConvertSharding(nb::handle facts) {
   nb::dict d = nb::cast<nb::dict>(facts);
-  orbax::ShardingMetadata s;
+  ShardingFacts s;
   const std::string type = nb::cast<std::string>(d["type"]);
   if (type == "SingleDeviceSharding") {
-    s.kind = orbax::ShardingMetadata::Kind::kSingleDevice;
+    s.kind = ShardingFacts::Kind::kSingleDevice;
     s.device_str = nb::cast<std::string>(d["device_str"]);
     return s;
   }
@@ -81,70 +82,63 @@ orbax::ShardingMetadata ConvertSharding(nb::handle facts) {
   s.axis_types = nb::cast<std::vector<std::string>>(d["axis_types"]);
   s.device_ids = nb::cast<std::vector<int64_t>>(d["device_ids"]);
   for (nb::handle p : nb::cast<nb::list>(d["partition_spec"])) {
-    orbax::PartitionSpecEntry& e = s.partition_spec.emplace_back();
+    PartitionSpecEntry& e = s.partition_spec.emplace_back();
     if (p.is_none()) continue;
     if (nb::isinstance<nb::str>(p)) {
-      e.kind = orbax::PartitionSpecEntry::Kind::kAxis;
+      e.kind = PartitionSpecEntry::Kind::kAxis;
       e.axes.push_back(nb::cast<std::string>(p));
     } else {
-      e.kind = orbax::PartitionSpecEntry::Kind::kAxes;
+      e.kind = PartitionSpecEntry::Kind::kAxes;
       e.axes = nb::cast<std::vector<std::string>>(p);
     }
   }
   return s;
 }
 
-// `honor_immutable`: the caller keeps the arrays alive until the save is
-// finished, so immutable shards need no snapshot (save_request.h).
-engine::SaveLeaf ConvertLeaf(const PyLeaf& l, bool honor_immutable) {
-  engine::SaveLeaf leaf;
+CheckpointArray ConvertLeaf(const PyLeaf& l) {
+  CheckpointArray a;
   for (const auto& [key, type] : std::get<0>(l)) {
-    if (type != 1 && type != 2) ThrowStatus(InvalidArgumentError("key_type must be 1 or 2"));
-    leaf.path.push_back({key, static_cast<orbax::KeyType>(type)});
+    a.path.push_back(key);
+    a.key_kinds.push_back(static_cast<PathKeyKind>(type));
   }
-  leaf.value_type = std::get<1>(l);
-  if (!std::get<2>(l).empty()) leaf.dtype = ValueOrThrow(ParseDTypeName(std::get<2>(l)));
-  leaf.shape = std::get<3>(l);
-  const std::string where = "leaf " + orbax::KeyString(leaf.path);
-  std::vector<Box> device_boxes;
+  a.value_type = std::get<1>(l);
+  a.dtype = std::get<2>(l);
+  a.shape = std::get<3>(l);
+  ShardingLayout& layout = a.layout_from.emplace();
   if (std::get<4>(l)) {
-    for (const auto& [origin, shape] : *std::get<4>(l)) device_boxes.emplace_back(origin, shape);
+    for (const auto& [origin, shape] : *std::get<4>(l)) layout.device_boxes.push_back({origin, shape});
   }
-  engine::WriteLayout layout =
-      ValueOrThrow(engine::WriteLayoutOf(leaf.value_type, leaf.shape, device_boxes, std::get<5>(l), where));
-  leaf.write_shape = std::move(layout.write_shape);
-  leaf.num_replicas = layout.num_replicas;
-  const size_t item = DTypeSize(leaf.dtype);
+  layout.process_count = std::get<5>(l);
   for (const auto& [origin, arr, replica, immutable] : std::get<6>(l)) {
-    if (arr.itemsize() != item) {
-      ThrowStatus(InvalidArgumentError("leaf " + orbax::KeyString(leaf.path) + ": shard item size " +
-                                       std::to_string(arr.itemsize()) + " differs from the dtype's"));
-    }
-    engine::ShardToSave s;
-    Shape shape(arr.ndim());
-    for (size_t d = 0; d < arr.ndim(); ++d) shape[d] = static_cast<Index>(arr.shape(d));
-    s.box = Box(origin, shape);
+    CheckpointShard& s = a.shards.emplace_back();
+    s.origin = origin;
+    s.shape = ShapeOf(arr);
     s.data = arr.data();
-    s.byte_strides = ByteStrides(arr.ndim(), arr.stride_ptr(), item);
     s.replica_id = replica;
-    s.immutable = honor_immutable && immutable;
-    leaf.shards.push_back(std::move(s));
+    s.immutable = immutable;
+    s.byte_strides = ByteStrides(arr.ndim(), arr.stride_ptr(), arr.itemsize());
+    s.item_size = static_cast<int64_t>(arr.itemsize());
   }
-  leaf.random_key_impl = std::get<7>(l);
-  if (!std::get<8>(l).is_none()) leaf.sharding = ConvertSharding(std::get<8>(l));
-  if (std::get<9>(l)) leaf.string_value = *std::get<9>(l);
-  return leaf;
+  a.random_key_impl = std::get<7>(l);
+  if (!std::get<8>(l).is_none()) a.sharding = ConvertSharding(std::get<8>(l));
+  if (std::get<9>(l)) a.string_value = *std::get<9>(l);
+  return a;
 }
 
-// The front door's one parser (api/options.h).
-engine::Compression ParseCompression(const std::string& c) { return ValueOrThrow(api::ParseCompression(c)); }
+SaveCheckpointOptions SaveOptions(bool use_ocdbt, bool use_zarr3, const std::string& custom_json) {
+  SaveCheckpointOptions o;
+  o.use_ocdbt = use_ocdbt;
+  o.use_zarr3 = use_zarr3;
+  o.custom_metadata_json = custom_json;
+  return o;
+}
 
 struct PyPendingSave {
   // The Python arrays immutable shards point into, dropped (GIL held) once
   // the save is finished. Declared before `pending`, whose destructor waits
   // for the save, so they outlive it.
   std::shared_ptr<void> keep;
-  std::unique_ptr<engine::PendingSave> pending;
+  std::unique_ptr<CheckpointSave> pending;
 
   void Wait() {
     Status s;
@@ -157,23 +151,35 @@ struct PyPendingSave {
   }
 };
 
-// (param, dtype name or None, [(origin, writable raw array)])
-using PyRestoreArray = std::tuple<std::string, std::optional<std::string>,
-                                  std::vector<std::pair<std::vector<int64_t>, RawOut>>>;
 // Per array: [(origin, shape)] of the boxes the other processes restore.
 using PyOtherBoxes = std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>;
 
 }  // namespace
 
-ConvertedLeaves ConvertSaveLeaves(nb::handle leaves, bool honor_immutable) {
+ConvertedLeaves ConvertSaveLeaves(nb::handle leaves) {
   auto keep = std::make_shared<std::vector<PyLeaf>>(nb::cast<std::vector<PyLeaf>>(leaves));
   ConvertedLeaves out;
-  for (const PyLeaf& l : *keep) out.leaves.push_back(ConvertLeaf(l, honor_immutable));
+  for (const PyLeaf& l : *keep) out.arrays.push_back(ConvertLeaf(l));
   out.keep = std::move(keep);
   return out;
 }
 
-engine::Compression ConvertCompression(const std::string& name) { return ParseCompression(name); }
+std::vector<RestoreArray> ConvertRestoreArrays(const std::vector<PyRestoreArray>& arrays) {
+  std::vector<RestoreArray> out;
+  for (const auto& [param, dtype, boxes] : arrays) {
+    RestoreArray& a = out.emplace_back();
+    a.param = param;
+    if (dtype) a.dtype = *dtype;
+    for (const auto& [origin, box] : boxes) {
+      a.boxes.push_back({origin, ShapeOf(box), box.data(), ByteStrides(box.ndim(), box.stride_ptr(), box.itemsize())});
+    }
+  }
+  return out;
+}
+
+std::chrono::nanoseconds Seconds(double seconds) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(seconds));
+}
 
 void RegisterEngine(nb::module_& m) {
   nb::class_<PyPendingSave>(m, "_PendingSave")
@@ -189,28 +195,19 @@ void RegisterEngine(nb::module_& m) {
          const std::string& compression, uint64_t memory_budget, uint64_t target_data_file_size,
          uint64_t chunk_byte_size, const std::string& custom_json, double timeout_s,
          bool caller_commits, bool shards_only, const std::string& process_name) {
-        engine::SaveRequest r;
-        r.directory = directory;
-        r.item_name = item_name;
-        r.caller_commits = caller_commits;
-        r.options.shards_only = shards_only;
-        r.options.process_name = process_name;
-        ConvertedLeaves converted = ConvertSaveLeaves(leaves, /*honor_immutable=*/true);
-        r.leaves = std::move(converted.leaves);
-        r.options.use_ocdbt = use_ocdbt;
-        r.options.use_zarr3 = use_zarr3;
-        r.options.replica_parallel = replica_parallel;
-        r.options.compression = ParseCompression(compression);
-        r.options.memory_budget_bytes = memory_budget;
-        r.options.target_data_file_size = target_data_file_size;
-        r.options.chunk_byte_size = chunk_byte_size;
-        r.options.custom_metadata = ValueOrThrow(ParseJson(custom_json, "custom_metadata"));
-        r.options.timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(
-            std::chrono::duration<double>(timeout_s));
-        Result<std::unique_ptr<engine::PendingSave>> pending = InternalError("not started");
+        ConvertedLeaves converted = ConvertSaveLeaves(leaves);
+        SaveCheckpointOptions o = SaveOptions(use_ocdbt, use_zarr3, custom_json);
+        o.replica_parallel = replica_parallel;
+        o.compression = compression;
+        o.memory_budget_bytes = memory_budget;
+        o.target_data_file_size = target_data_file_size;
+        o.chunk_byte_size = chunk_byte_size;
+        o.timeout = Seconds(timeout_s);
+        SaveCheckpointTarget target{item_name, caller_commits, shards_only, process_name};
+        Result<std::unique_ptr<CheckpointSave>> pending = InternalError("not started");
         {
           nb::gil_scoped_release release;
-          pending = engine::StartSave(r, coordinator);
+          pending = StartSaveCheckpoint(directory, converted.arrays, o, coordinator, target);
         }
         return PyPendingSave{std::move(converted.keep), ValueOrThrow(std::move(pending))};
       },
@@ -224,23 +221,17 @@ void RegisterEngine(nb::module_& m) {
       nb::keep_alive<0, 4>());
 
   // The controller's last step of a Pathways colocated save
-  // (engine/colocated.h): `leaves` is the whole tree (shards ignored).
+  // (FinalizeColocatedSave): `leaves` is the whole tree (shards ignored).
   m.def(
       "_engine_finalize",
       [](const std::string& directory, nb::handle leaves, const std::vector<std::string>& process_names,
          bool use_ocdbt, bool use_zarr3, const std::string& custom_json) {
-        engine::SaveRequest r;
-        r.directory = directory;
-        r.caller_commits = true;
-        ConvertedLeaves converted = ConvertSaveLeaves(leaves, /*honor_immutable=*/false);
-        r.leaves = std::move(converted.leaves);
-        r.options.use_ocdbt = use_ocdbt;
-        r.options.use_zarr3 = use_zarr3;
-        r.options.custom_metadata = ValueOrThrow(ParseJson(custom_json, "custom_metadata"));
+        ConvertedLeaves converted = ConvertSaveLeaves(leaves);
+        const SaveCheckpointOptions o = SaveOptions(use_ocdbt, use_zarr3, custom_json);
         Status s;
         {
           nb::gil_scoped_release release;
-          s = engine::FinalizeColocatedSave(r, process_names);
+          s = FinalizeColocatedSave(directory, converted.arrays, o, process_names);
         }
         ThrowIfError(s);
       },
@@ -249,47 +240,31 @@ void RegisterEngine(nb::module_& m) {
 
   m.def(
       "_engine_restore",
-      [](const std::string& directory, const std::string& item_name,
-         const std::vector<PyRestoreArray>& arrays, const std::vector<PyOtherBoxes>& others,
-         Coordinator* coordinator, nb::handle item) -> nb::object {
-        if (!others.empty() && others.size() != arrays.size()) {
+      [](const std::string& directory, const std::string& item_name, const std::vector<PyRestoreArray>& arrays,
+         const std::vector<PyOtherBoxes>& others, Coordinator* coordinator, nb::handle item) -> nb::object {
+        std::vector<RestoreArray> request = ConvertRestoreArrays(arrays);
+        if (!others.empty() && others.size() != request.size()) {
           throw nb::value_error("_engine_restore: boxes_of_other_processes needs one list per array");
         }
-        engine::RestoreRequest r;
-        r.directory = directory;
-        r.item_name = item_name;
-        r.item = OrbaxItemFromPython(item);
-        for (const auto& [param, dtype, boxes] : arrays) {
-          engine::ArrayToRestore a;
-          a.param = param;
-          if (dtype) a.dtype = ValueOrThrow(ParseDTypeName(*dtype));
-          for (const auto& [origin, out] : boxes) {
-            Shape shape(out.ndim());
-            for (size_t d = 0; d < out.ndim(); ++d) shape[d] = static_cast<Index>(out.shape(d));
-            a.boxes.push_back({Box(origin, shape), out.data(), ByteStrides(out.ndim(), out.stride_ptr(), out.itemsize())});
-          }
-          if (!others.empty()) {
-            for (const auto& [origin, shape] : others[r.arrays.size()]) {
-              a.boxes_of_other_processes.push_back(Box(origin, shape));
-            }
-          }
-          r.arrays.push_back(std::move(a));
+        for (size_t i = 0; i < others.size(); ++i) {
+          for (const auto& [origin, shape] : others[i]) request[i].boxes_of_other_processes.push_back({origin, shape});
         }
-        r.coordinator = coordinator;
-        engine::RestoreStats stats;
-        r.stats = &stats;
-        Status s;
+        RestoreOptions o;
+        o.item_name = item_name;
+        o.item = OrbaxItemFromPython(item);
+        o.coordinator = coordinator;
+        Result<RestoreStats> stats = InternalError("not run");
         {
           nb::gil_scoped_release release;
-          s = engine::Restore(r);
+          stats = RestoreCheckpoint(directory, request, o);
         }
-        ThrowIfError(s);
+        const RestoreStats& s = ValueOrThrow(std::move(stats));
         nb::dict out;
-        out["chunks_read"] = stats.chunks_read;
-        out["host_share_rounds"] = stats.host_share_rounds;
-        out["chunks_decoded_for_host"] = stats.chunks_decoded_for_host;
-        out["chunks_from_host"] = stats.chunks_from_host;
-        out["chunks_fallen_back"] = stats.chunks_fallen_back;
+        out["chunks_read"] = s.chunks_read;
+        out["host_share_rounds"] = s.host_share_rounds;
+        out["chunks_decoded_for_host"] = s.chunks_decoded_for_host;
+        out["chunks_from_host"] = s.chunks_from_host;
+        out["chunks_fallen_back"] = s.chunks_fallen_back;
         return out;
       },
       nb::arg("directory"), nb::arg("item_name"), nb::arg("arrays"),

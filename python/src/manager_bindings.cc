@@ -1,5 +1,5 @@
 // cairn._core._CheckpointManager: the native half of cairn.CheckpointManager
-// (python/cairn/manager.py) over engine::CheckpointManager. Python flattens
+// (python/cairn/manager.py) over include/cairn/checkpoint_manager.h. Python flattens
 // the tree (cairn._leaves.flatten) and passes the leaves; everything else —
 // step discovery, the save decision, retention, deletion — runs here. The
 // GIL is released while the manager works (its collectives may call back
@@ -19,8 +19,8 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
+#include "cairn/checkpoint_manager.h"
 #include "cairn/coordinator.h"
-#include "cairn/engine/checkpoint_manager.h"
 #include "status_translation.h"
 
 namespace nb = nanobind;
@@ -29,13 +29,13 @@ namespace cairn::python {
 namespace {
 
 struct PyManager {
-  std::unique_ptr<engine::CheckpointManager> m;
+  std::unique_ptr<CheckpointManager> m;
   // The Python arrays of the save in flight (its jax.Array shards are read
   // in the background, not snapshotted): dropped, GIL held, once it is
   // finished (the next save waits for it first).
   std::shared_ptr<void> keep;
 
-  PyManager(std::unique_ptr<engine::CheckpointManager> manager) : m(std::move(manager)) {}
+  PyManager(std::unique_ptr<CheckpointManager> manager) : m(std::move(manager)) {}
   PyManager(PyManager&&) = default;
   // The manager's background work may call a Python coordinator: wait for
   // it without the GIL.
@@ -78,11 +78,10 @@ void RegisterManager(nb::module_& m) {
              std::vector<std::pair<std::string, std::string>> extra_files,
              std::map<std::string, std::string> extra_item_handlers, const std::string& item_name,
              std::optional<double> score, const std::string& custom_json) {
-            ConvertedLeaves converted = ConvertSaveLeaves(leaves, /*honor_immutable=*/true);
-            engine::StepExtras extras{std::move(extra_files), std::move(extra_item_handlers), item_name, score,
-                                      ValueOrThrow(ParseJson(custom_json, "custom_metadata"))};
-            auto saved = p.Unlocked(
-                [&] { return p.m->Save(step, std::move(converted.leaves), force, std::move(extras)); });
+            ConvertedLeaves converted = ConvertSaveLeaves(leaves);
+            StepSaveOptions extras{std::move(extra_files), std::move(extra_item_handlers), item_name, score,
+                                   custom_json};
+            auto saved = p.Unlocked([&] { return p.m->Save(step, converted.arrays, force, extras); });
             // Save waited for the previous save: its arrays may go.
             p.keep = std::move(converted.keep);
             return ValueOrThrow(std::move(saved));
@@ -97,10 +96,10 @@ void RegisterManager(nb::module_& m) {
              p.keep.reset();
              ThrowIfError(s);
            })
-      .def("all_steps", [](PyManager& p) { return p.m->AllSteps(); })
-      .def("latest_step", [](PyManager& p) { return p.m->LatestStep(); })
+      .def("all_steps", [](PyManager& p) { return ValueOrThrow(p.m->AllSteps()); })
+      .def("latest_step", [](PyManager& p) { return ValueOrThrow(p.m->LatestStep()); })
       .def("pending_step", [](PyManager& p) { return p.m->PendingStep(); })
-      .def("step_path", [](PyManager& p, int64_t step) { return ValueOrThrow(p.m->StepLocation(step)).Path(); })
+      .def("step_path", [](PyManager& p, int64_t step) { return ValueOrThrow(p.m->StepPath(step)); })
       .def("delete", [](PyManager& p, int64_t step) { ThrowIfError(p.Unlocked([&] { return p.m->Delete(step); })); })
       .def("reload", [](PyManager& p) { ThrowIfError(p.Unlocked([&] { return p.m->Reload(); })); })
       .def("set_scores", [](PyManager& p, std::map<int64_t, double> scores) { p.m->SetScores(std::move(scores)); })
@@ -110,7 +109,7 @@ void RegisterManager(nb::module_& m) {
              p.keep.reset();
              ThrowIfError(s);
            })
-      .def_prop_ro("directory", [](PyManager& p) { return p.m->root().Path(); });
+      .def_prop_ro("directory", [](PyManager& p) { return p.m->directory(); });
 
   m.def(
       "_manager_open",
@@ -120,29 +119,32 @@ void RegisterManager(nb::module_& m) {
          bool use_ocdbt, bool use_zarr3, bool replica_parallel, const std::string& compression,
          uint64_t memory_budget, uint64_t target_data_file_size, uint64_t chunk_byte_size, double timeout_s,
          nb::object at_point, bool retention_by_score, bool higher_is_better, bool keep_unscored) {
-        engine::ManagerOptions o;
+        CheckpointManagerOptions o;
         o.save_interval_steps = save_interval_steps;
-        o.retention = {max_to_keep, keep_period, retention_by_score, higher_is_better, keep_unscored};
+        o.max_to_keep = max_to_keep;
+        o.keep_period = keep_period;
+        o.retention_by_score = retention_by_score;
+        o.higher_is_better = higher_is_better;
+        o.keep_unscored = keep_unscored;
         o.enable_async = enable_async;
-        o.step_format = {step_prefix, step_format_fixed_length};
+        o.step_prefix = step_prefix;
+        o.step_format_fixed_length = step_format_fixed_length;
         o.item_name = item_name;
         o.save.use_ocdbt = use_ocdbt;
         o.save.use_zarr3 = use_zarr3;
         o.save.replica_parallel = replica_parallel;
-        o.save.compression = ConvertCompression(compression);
+        o.save.compression = compression;
         o.save.memory_budget_bytes = memory_budget;
         o.save.target_data_file_size = target_data_file_size;
         o.save.chunk_byte_size = chunk_byte_size;
-        o.save.timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(timeout_s));
-        // An observer of the named points a save or a deletion reaches
-        // (checkpoint_manager.h); crash tests pass one that kills the process.
-        engine::ManagerHooks hooks;
-        hooks.at_point = PointObserver(std::move(at_point), "cairn.CheckpointManager at_point callback");
-        orbax::Location root = ValueOrThrow(orbax::OpenLocation(directory));
-        Result<std::unique_ptr<engine::CheckpointManager>> opened = InternalError("not opened");
+        o.save.timeout = Seconds(timeout_s);
+        // An observer of the named points a save or a deletion reaches;
+        // crash tests pass one that kills the process.
+        o.at_point = PointObserver(std::move(at_point), "cairn.CheckpointManager at_point callback");
+        Result<std::unique_ptr<CheckpointManager>> opened = InternalError("not opened");
         {
           nb::gil_scoped_release release;
-          opened = engine::CheckpointManager::Open(root, o, coordinator, std::move(hooks));
+          opened = CheckpointManager::Open(directory, o, coordinator);
         }
         return PyManager{ValueOrThrow(std::move(opened))};
       },

@@ -56,5 +56,30 @@ TEST(EmergencyPublicApi, SaveRestoreAndFallBack) {
   fs::remove_all(root);
 }
 
+TEST(EmergencyPublicApi, TransportOptions) {
+  const std::string root = (fs::temp_directory_path() /
+                            ("cairn_emergency_transport_" + std::to_string(::getpid()))).string();
+  auto single = NewSingleProcessCoordinator();
+  EmergencyCheckpointOptions o;
+  o.local_directory = root + "/local";
+  o.persistent_directory = root + "/persistent";
+  o.transport = "carrier-pigeon";
+  auto bad = EmergencyCheckpointManager::Open(o, *single);
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("carrier-pigeon"), std::string::npos) << bad.status().ToString();
+  o.transport = "none";
+  o.peer_copies = 1;
+  auto copies = EmergencyCheckpointManager::Open(o, *single);
+  EXPECT_EQ(copies.status().code(), StatusCode::kInvalidArgument) << copies.status().ToString();
+  // Picked from the job: one process needs no transport and makes no copies.
+  o.transport = "";
+  o.peer_copies = std::nullopt;
+  o.num_replicas = 1;
+  auto picked = EmergencyCheckpointManager::Open(o, *single);
+  ASSERT_TRUE(picked.ok()) << picked.status().ToString();
+  EXPECT_TRUE((*picked)->Close().ok());
+  fs::remove_all(root);
+}
+
 }  // namespace
 }  // namespace cairn

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cairn/options.h"
+#include "cairn/util/json.h"
 
 namespace cairn {
 namespace api {
@@ -28,6 +29,7 @@ Result<engine::SaveOptions> EngineSaveOptions(const SaveCheckpointOptions& optio
   o.target_data_file_size = options.target_data_file_size;
   o.chunk_byte_size = options.chunk_byte_size;
   o.timeout = options.timeout;
+  CAIRN_ASSIGN_OR_RETURN(o.custom_metadata, ParseJson(options.custom_metadata_json, "custom_metadata"));
   return o;
 }
 

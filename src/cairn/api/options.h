@@ -18,7 +18,8 @@ namespace cairn::api {
 Result<engine::Compression> ParseCompression(std::string_view name);
 
 // The engine's save options for the public ones (every field, so that no
-// path leaves one out). Errors: InvalidArgument for a bad compression name.
+// path leaves one out). Errors: InvalidArgument for a bad compression name
+// or custom metadata that is not JSON.
 Result<engine::SaveOptions> EngineSaveOptions(const SaveCheckpointOptions& options);
 
 }  // namespace cairn::api

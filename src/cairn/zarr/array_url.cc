@@ -169,4 +169,10 @@ Result<std::shared_ptr<ZarrArray>> CreateZarrArray(std::string_view url, const J
   return array;
 }
 
+Result<std::shared_ptr<ZarrArray>> CreateZarrArrayFromJson(std::string_view url, std::string_view metadata_json,
+                                                           const CreateOptions& options) {
+  CAIRN_ASSIGN_OR_RETURN(Json metadata, ParseJson(metadata_json, "metadata"));
+  return CreateZarrArray(url, metadata, options);
+}
+
 }  // namespace cairn

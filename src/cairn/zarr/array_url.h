@@ -72,4 +72,9 @@ Result<std::shared_ptr<ZarrArray>> OpenZarrArray(std::string_view url);
 Result<std::shared_ptr<ZarrArray>> CreateZarrArray(std::string_view url, const Json& metadata,
                                                    const CreateOptions& options = {});
 
+// CreateZarrArray from the metadata's JSON text. Errors: InvalidArgument
+// naming `metadata` for text that is not JSON; else CreateZarrArray's.
+Result<std::shared_ptr<ZarrArray>> CreateZarrArrayFromJson(std::string_view url, std::string_view metadata_json,
+                                                           const CreateOptions& options = {});
+
 }  // namespace cairn
