@@ -55,6 +55,14 @@ std::vector<RestoreArray> ConvertRestoreArrays(const std::vector<PyRestoreArray>
 // A timeout in seconds as the public options take it.
 std::chrono::nanoseconds Seconds(double seconds);
 
+// The storage options that cairn.save, cairn.CheckpointManager and
+// cairn.emergency.CheckpointManager take under the same keyword names
+// (engine_bindings.cc).
+SaveCheckpointOptions StorageOptions(bool use_ocdbt, bool use_zarr3, bool replica_parallel,
+                                     const std::string& compression, uint64_t memory_budget,
+                                     uint64_t target_data_file_size, uint64_t chunk_byte_size,
+                                     double timeout_s);
+
 // layout_bindings.cc: the item an `_OrbaxItem` (from _orbax_open_item) holds,
 // for the engine to restore from without opening it again; null for None.
 std::shared_ptr<const CheckpointItem> OrbaxItemFromPython(nanobind::handle item);

@@ -175,14 +175,8 @@ void RegisterEmergency(nb::module_& m) {
         o.local_max_to_keep = local_max_to_keep;
         o.persistent_save_interval_steps = persistent_interval;
         o.persistent_max_to_keep = persistent_max_to_keep;
-        o.save.use_ocdbt = use_ocdbt;
-        o.save.use_zarr3 = use_zarr3;
-        o.save.replica_parallel = replica_parallel;
-        o.save.compression = compression;
-        o.save.memory_budget_bytes = memory_budget;
-        o.save.target_data_file_size = target_data_file_size;
-        o.save.chunk_byte_size = chunk_byte_size;
-        o.save.timeout = Seconds(timeout_s);
+        o.save = StorageOptions(use_ocdbt, use_zarr3, replica_parallel, compression, memory_budget,
+                                target_data_file_size, chunk_byte_size, timeout_s);
         o.local_compression = local_compression;
         o.global_process_metadata_json = global_process_metadata;
         o.mesh_metadata_json = mesh_metadata;

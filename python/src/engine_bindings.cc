@@ -181,6 +181,22 @@ std::chrono::nanoseconds Seconds(double seconds) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(seconds));
 }
 
+SaveCheckpointOptions StorageOptions(bool use_ocdbt, bool use_zarr3, bool replica_parallel,
+                                     const std::string& compression, uint64_t memory_budget,
+                                     uint64_t target_data_file_size, uint64_t chunk_byte_size,
+                                     double timeout_s) {
+  SaveCheckpointOptions o;
+  o.use_ocdbt = use_ocdbt;
+  o.use_zarr3 = use_zarr3;
+  o.replica_parallel = replica_parallel;
+  o.compression = compression;
+  o.memory_budget_bytes = memory_budget;
+  o.target_data_file_size = target_data_file_size;
+  o.chunk_byte_size = chunk_byte_size;
+  o.timeout = Seconds(timeout_s);
+  return o;
+}
+
 void RegisterEngine(nb::module_& m) {
   nb::class_<PyPendingSave>(m, "_PendingSave")
       .def("wait", &PyPendingSave::Wait,
@@ -196,13 +212,10 @@ void RegisterEngine(nb::module_& m) {
          uint64_t chunk_byte_size, const std::string& custom_json, double timeout_s,
          bool caller_commits, bool shards_only, const std::string& process_name) {
         ConvertedLeaves converted = ConvertSaveLeaves(leaves);
-        SaveCheckpointOptions o = SaveOptions(use_ocdbt, use_zarr3, custom_json);
-        o.replica_parallel = replica_parallel;
-        o.compression = compression;
-        o.memory_budget_bytes = memory_budget;
-        o.target_data_file_size = target_data_file_size;
-        o.chunk_byte_size = chunk_byte_size;
-        o.timeout = Seconds(timeout_s);
+        SaveCheckpointOptions o =
+            StorageOptions(use_ocdbt, use_zarr3, replica_parallel, compression, memory_budget,
+                           target_data_file_size, chunk_byte_size, timeout_s);
+        o.custom_metadata_json = custom_json;
         SaveCheckpointTarget target{item_name, caller_commits, shards_only, process_name};
         Result<std::unique_ptr<CheckpointSave>> pending = InternalError("not started");
         {

@@ -130,14 +130,8 @@ void RegisterManager(nb::module_& m) {
         o.step_prefix = step_prefix;
         o.step_format_fixed_length = step_format_fixed_length;
         o.item_name = item_name;
-        o.save.use_ocdbt = use_ocdbt;
-        o.save.use_zarr3 = use_zarr3;
-        o.save.replica_parallel = replica_parallel;
-        o.save.compression = compression;
-        o.save.memory_budget_bytes = memory_budget;
-        o.save.target_data_file_size = target_data_file_size;
-        o.save.chunk_byte_size = chunk_byte_size;
-        o.save.timeout = Seconds(timeout_s);
+        o.save = StorageOptions(use_ocdbt, use_zarr3, replica_parallel, compression, memory_budget,
+                                target_data_file_size, chunk_byte_size, timeout_s);
         // An observer of the named points a save or a deletion reaches;
         // crash tests pass one that kills the process.
         o.at_point = PointObserver(std::move(at_point), "cairn.CheckpointManager at_point callback");
