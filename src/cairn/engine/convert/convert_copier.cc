@@ -80,6 +80,13 @@ class SlabBudget {
     cv_.notify_all();
   }
 
+  // Releases `bytes` (acquired before) when it goes out of scope.
+  struct Held {
+    SlabBudget& budget;
+    uint64_t bytes;
+    ~Held() { budget.Release(bytes); }
+  };
+
   void WakeAll() {
     std::lock_guard lock(mu_);
     cv_.notify_all();
@@ -256,11 +263,7 @@ class Copier {
     // The slab and what the reader and writer hold beside it.
     const uint64_t charge = SlabCharge(m, n, source_.format(), writer_.format());
     if (!budget_.Acquire(charge, ticket, failed_)) return Status::OK();
-    struct Releaser {
-      SlabBudget& b;
-      uint64_t bytes;
-      ~Releaser() { b.Release(bytes); }
-    } release{budget_, charge};
+    const SlabBudget::Held release{budget_, charge};
     CAIRN_ASSIGN_OR_RETURN(Buffer buffer,
                            TryAllocate(bytes, "array `" + m.source.path + "` box " + slab.ToString()));
     CAIRN_RETURN_IF_ERROR(source_.ReadBox(m.source.path, slab, buffer.data()));
@@ -312,11 +315,7 @@ class Copier {
       copied = true;  // failed elsewhere: nothing more to do
       return Status::OK();
     }
-    struct Releaser {
-      SlabBudget& b;
-      uint64_t bytes;
-      ~Releaser() { b.Release(bytes); }
-    } release{budget_, charge};
+    const SlabBudget::Held release{budget_, charge};
     CAIRN_ASSIGN_OR_RETURN(std::optional<Buffer> chunk, source_.ReadWholeChunk(m.source.path, slab));
     if (!chunk) return Status::OK();
     CAIRN_RETURN_IF_ERROR(writer_.WriteBox(m.dest.path, slab, chunk->data()));
@@ -336,11 +335,7 @@ class Copier {
     const uint64_t charge = full ? WholeChunkCharge(m, n, writer_.format())
                                  : SlabCharge(m, n, source_.format(), writer_.format());
     if (!budget_.Acquire(charge, ticket, failed_)) return Status::OK();
-    struct Releaser {
-      SlabBudget& b;
-      uint64_t bytes;
-      ~Releaser() { b.Release(bytes); }
-    } release{budget_, charge};
+    const SlabBudget::Held release{budget_, charge};
     std::optional<Buffer> piece;
     if (full) {
       CAIRN_ASSIGN_OR_RETURN(piece, source_.ReadWholeChunk(m.source.path, slab));
@@ -380,11 +375,7 @@ class Copier {
       copied = true;  // failed elsewhere: nothing more to do
       return Status::OK();
     }
-    struct Releaser {
-      SlabBudget& b;
-      uint64_t bytes;
-      ~Releaser() { b.Release(bytes); }
-    } release{budget_, charge};
+    const SlabBudget::Held release{budget_, charge};
     CAIRN_ASSIGN_OR_RETURN(std::optional<StoredChunk> chunk,
                            source_.ReadStoredChunk(m.source.path, slab));
     if (!chunk) return Status::OK();
