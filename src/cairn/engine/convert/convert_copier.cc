@@ -279,11 +279,7 @@ class Copier {
       if (failed_.load()) return Status::OK();
     }
     Status written = writer_.WriteBox(m.dest.path, slab, out);
-    if (ordered_) {
-      std::lock_guard lock(turn_mu_);
-      ++written_upto_;
-      turn_cv_.notify_all();
-    }
+    if (ordered_) PassTurn(written);
     CAIRN_RETURN_IF_ERROR(written);
     Done(i, n);
     return Status::OK();
@@ -353,11 +349,7 @@ class Copier {
       if (failed_.load()) return Status::OK();
     }
     Status written = writer_.WriteBox(m.dest.path, slab, piece->data());
-    {
-      std::lock_guard lock(turn_mu_);
-      ++written_upto_;
-      turn_cv_.notify_all();
-    }
+    PassTurn(written);
     CAIRN_RETURN_IF_ERROR(written);
     Done(i, n);
     return Status::OK();
@@ -384,6 +376,20 @@ class Copier {
     ++stored_chunks_;
     Done(i, n);
     return Status::OK();
+  }
+
+  // Ends an ordered writer's turn. A failed write ends every turn (the
+  // conversion has failed, and its error is the one reported) before the
+  // next slab's thread wakes: that slab would follow a hole, and the
+  // writer's complaint about it would hide the real error.
+  void PassTurn(const Status& written) {
+    if (!written.ok()) {
+      Fail(written);
+      return;
+    }
+    std::lock_guard lock(turn_mu_);
+    ++written_upto_;
+    turn_cv_.notify_all();
   }
 
   void Done(size_t i, uint64_t n) {
