@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "cairn/dtype/cast.h"
 
@@ -19,6 +20,38 @@ bool AnyMatches(const std::vector<std::string>& globs, const std::string& path) 
                      [&](const std::string& g) { return Matches(g, path); });
 }
 
+bool StartsWith(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The tree path under a training state's `params` (and a second `params`),
+// or nullopt when `tree` is not a parameter.
+std::optional<std::vector<std::string>> ParamsTreePath(std::vector<std::string> tree) {
+  if (tree.size() < 2 || tree[0] != "params") return std::nullopt;
+  tree.erase(tree.begin());
+  if (tree.size() >= 2 && tree[0] == "params") tree.erase(tree.begin());
+  return tree;
+}
+
+// Applies the first rule of `rules` that matches `path`; true if one did.
+bool ApplyFirstRename(const std::vector<RenameRule>& rules, std::string& path) {
+  for (const RenameRule& r : rules) {
+    if (r.suffix && EndsWith(path, r.from)) {
+      path = path.substr(0, path.size() - r.from.size()) + r.to;
+      return true;
+    }
+    if (!r.suffix && StartsWith(path, r.from)) {
+      path = r.to + path.substr(r.from.size());
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 Result<std::vector<ArrayMapping>> PlanConversion(const std::vector<layout::ArrayInfo>& source,
@@ -30,13 +63,16 @@ Result<std::vector<ArrayMapping>> PlanConversion(const std::vector<layout::Array
     if (AnyMatches(options.exclude, s.path)) continue;
     ArrayMapping m{s, s};
     m.dest.tree_path = s.tree_path.empty() ? std::vector<std::string>{s.path} : s.tree_path;
+    if (options.params_only) {
+      auto params = ParamsTreePath(s.tree_path.empty() ? layout::SplitTreePath(s.path, '.')
+                                                       : s.tree_path);
+      if (!params) continue;
+      m.dest.tree_path = std::move(*params);
+    }
     m.dest.path = layout::JoinTreePath(m.dest.tree_path, options.dest_separator);
-    for (const RenameRule& r : options.renames) {
-      if (m.dest.path.compare(0, r.from.size(), r.from) == 0) {
-        m.dest.path = r.to + m.dest.path.substr(r.from.size());
-        m.dest.tree_path = layout::SplitTreePath(m.dest.path, options.dest_separator);
-        break;
-      }
+    const bool preset = ApplyFirstRename(options.preset, m.dest.path);
+    if (ApplyFirstRename(options.renames, m.dest.path) || preset) {
+      m.dest.tree_path = layout::SplitTreePath(m.dest.path, options.dest_separator);
     }
     for (const CastRule& c : options.casts) {
       if (!Matches(c.glob, s.path)) continue;
@@ -61,11 +97,13 @@ Result<std::vector<ArrayMapping>> PlanConversion(const std::vector<layout::Array
   if (plan.empty()) {
     return Status(StatusCode::kInvalidArgument,
                   "no array selected: " + std::to_string(source.size()) +
-                      " arrays in the source, none matched the include/exclude patterns");
+                      " arrays in the source, none matched the include/exclude patterns" +
+                      (options.params_only ? " under `params` (params-only)" : ""));
   }
   std::sort(plan.begin(), plan.end(), [](const ArrayMapping& a, const ArrayMapping& b) {
     return a.dest.path < b.dest.path;
   });
+  if (options.preset_check != nullptr) CAIRN_RETURN_IF_ERROR(options.preset_check(plan));
   return plan;
 }
 

@@ -10,13 +10,16 @@
 
 #include "cairn/layout/checkpoint_format.h"
 #include "cairn/result.h"
+#include "cairn/status.h"
 
 namespace cairn::engine {
 
-// A leading `from` of a destination path becomes `to`.
+// A leading `from` of a destination path becomes `to` (with `suffix`: a
+// trailing `from` does).
 struct RenameRule {
   std::string from;
   std::string to;
+  bool suffix = false;
 };
 
 // Arrays whose source path matches `glob` are cast to `dtype`.
@@ -24,6 +27,8 @@ struct CastRule {
   std::string glob;
   DType dtype;
 };
+
+struct ArrayMapping;
 
 struct ConvertPlanOptions {
   // fnmatch(3) globs on source paths ('*' also matches '.' and '/'). An
@@ -35,6 +40,18 @@ struct ConvertPlanOptions {
   // safetensors, '/' for AXLearn), then the first matching rename applies.
   char dest_separator = '.';
   std::vector<RenameRule> renames;
+  // Keep only the model parameters of a training state: arrays whose tree
+  // path starts with the key `params` (a flax TrainState's field), which is
+  // dropped from the destination path, and so is a second `params` (MaxText
+  // keeps the whole flax variables dict there: `params.params.decoder...`).
+  // Sources without tree paths (safetensors) match on `params.`. Applied
+  // before `preset` and `renames`, which see the shortened paths.
+  bool params_only = false;
+  // A rename preset's rules (rename_presets.h), applied after params_only
+  // and before `renames` (the first matching rule of each list applies).
+  std::vector<RenameRule> preset;
+  // The preset's check of the finished plan (null: none).
+  Status (*preset_check)(const std::vector<ArrayMapping>& plan) = nullptr;
   // The first matching rule decides the destination dtype.
   std::vector<CastRule> casts;
 };

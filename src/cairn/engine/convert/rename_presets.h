@@ -1,0 +1,39 @@
+// Rename presets: named tables of rename rules that turn a jax/flax model's
+// parameter names into the names another framework's loader expects
+// (`cairn convert --rename-preset NAME`, `cairn.convert(rename_preset=...)`).
+// A preset only renames: it never transposes or reshapes, so a family whose
+// layouts differ between the two frameworks has no preset (or a check that
+// refuses the layout it cannot serve).
+//
+// The presets are registered in one table (rename_presets.cc): a new family
+// is one row.
+//
+// Thread safety: the table is immutable.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cairn/engine/convert/convert_plan.h"
+#include "cairn/result.h"
+#include "cairn/status.h"
+
+namespace cairn::engine {
+
+struct RenamePreset {
+  std::string_view name;         // the value of --rename-preset
+  std::string_view description;  // one line for --help
+  std::vector<RenameRule> rules;
+  // Checks the planned arrays (destination paths already renamed) for a
+  // layout the preset cannot serve; null: none.
+  Status (*check)(const std::vector<ArrayMapping>& plan) = nullptr;
+};
+
+// The table, in the order --help lists it.
+const std::vector<RenamePreset>& RenamePresets();
+// The row named `name`. Errors: InvalidArgument naming `name` and every
+// preset.
+Result<const RenamePreset*> FindRenamePreset(std::string_view name);
+
+}  // namespace cairn::engine
