@@ -1,5 +1,6 @@
 // safetensors as a conversion destination (a row of destinations.cc):
-// `model.safetensors` (or a sharded set with its index) in DST.
+// `model.safetensors` (or a sharded set with its index) in DST, each file
+// with the `__metadata__` transformers expects plus the source's step.
 #include "cairn/engine/convert/destinations.h"
 #include "cairn/layout/safetensors/safetensors_reader.h"
 #include "cairn/layout/safetensors/safetensors_writer.h"
@@ -20,6 +21,11 @@ Status PrepareSafetensorsDestination(DestinationContext& c) {
   }
   safetensors::WriterOptions w;
   w.max_file_bytes = request.max_file_bytes;
+  // Every file's `__metadata__`: "format": "pt" as transformers writes it
+  // (its loader checks the key), and the source's format and step (not
+  // its location: a local path has no place in a file that gets shared).
+  w.metadata = {{"format", "pt"}, {"cairn.source_format", c.opened.format}};
+  if (c.opened.step) w.metadata["cairn.source_step"] = std::to_string(*c.opened.step);
   // The factories outlive this block: they capture by value. A
   // safetensors writer touches storage only when written to, so the
   // other processes can hold one too.
