@@ -33,6 +33,8 @@ struct ConvertCliOptions {
   std::string source, dest, to, from;
   int64_t step = -1;
   std::vector<std::string> include, exclude, renames, casts;
+  bool params_only = false;
+  std::string rename_preset;
   std::string memory_budget = "1GiB";
   std::string max_file_size = "0";
   int threads = 0;
@@ -64,6 +66,8 @@ Result<ConvertRequest> BuildRequest(const ConvertCliOptions& o) {
   r.resume = !o.no_resume;
   r.include = o.include;
   r.exclude = o.exclude;
+  r.params_only = o.params_only;
+  r.rename_preset = o.rename_preset;
   for (const std::string& rule : o.renames) {
     CAIRN_ASSIGN_OR_RETURN(auto kv, SplitRule(rule, "--rename"));
     r.renames.push_back(std::move(kv));
@@ -73,6 +77,7 @@ Result<ConvertRequest> BuildRequest(const ConvertCliOptions& o) {
     r.casts.push_back(std::move(kv));
     CAIRN_RETURN_IF_ERROR(ValidateConvertRequest(r));  // names the dtype, in the flags' order
   }
+  CAIRN_RETURN_IF_ERROR(ValidateConvertRequest(r));  // names an unknown --rename-preset
   return r;
 }
 
@@ -139,6 +144,17 @@ Command RegisterConvert(CLI::App& app) {
   sub->add_option("--include", opts->include, "keep only arrays whose path matches a glob");
   sub->add_option("--exclude", opts->exclude, "drop arrays whose path matches a glob");
   sub->add_option("--rename", opts->renames, "OLD=NEW: replace a leading OLD of destination paths");
+  sub->add_flag("--params-only", opts->params_only,
+                "keep only a training state's model parameters: --include 'params.*' and "
+                "--rename params.= (a second params., MaxText's, is dropped too), applied "
+                "before --rename-preset and --rename");
+  std::string presets;
+  for (const auto& [name, description] : ConvertRenamePresets()) {
+    presets += "\n  " + name + ": " + description;
+  }
+  sub->add_option("--rename-preset", opts->rename_preset,
+                  "rename a model family's parameters to transformers' names, before --rename:" +
+                      presets);
   sub->add_option("--dtype", opts->casts, "GLOB=DTYPE: cast matching arrays (e.g. '*=bfloat16')");
   sub->add_option("--memory-budget", opts->memory_budget, "bytes in flight (default 1GiB)");
   sub->add_option("--max-file-size", opts->max_file_size,

@@ -51,6 +51,15 @@ struct ConvertRequest {
   // {OLD, NEW}: a destination path starting with OLD starts with NEW
   // instead (the first rule that matches applies).
   std::vector<std::pair<std::string, std::string>> renames;
+  // Keep only the model parameters of a training state (`--params-only`):
+  // the same as include = {"params.*"} plus dropping the leading `params.`
+  // (and a second one: MaxText's `params.params.decoder...`) from the
+  // destination paths, before rename_preset and renames see them.
+  bool params_only = false;
+  // "" or one of ConvertRenamePresets(): a named table of renames from a
+  // jax model's parameter names to another framework's (e.g. "gpt2": flax
+  // GPT-2 to transformers' GPT2LMHeadModel), applied before `renames`.
+  std::string rename_preset;
   // {GLOB, DTYPE}: arrays whose path matches GLOB are cast to the dtype
   // named DTYPE ("bfloat16", "float32", ...).
   std::vector<std::pair<std::string, std::string>> casts;
@@ -84,9 +93,14 @@ struct ConvertResult {
 // one per row of the conversion destinations' table.
 std::vector<std::string> ConvertDestinationFormats();
 
+// The rename presets ConvertRequest::rename_preset accepts, as
+// {name, one-line description}, in the order --help lists them.
+std::vector<std::pair<std::string, std::string>> ConvertRenamePresets();
+
 // Checks the parts of `request` that need no store: that every cast names
-// a dtype. Convert makes the same check first.
-// Errors: InvalidArgument naming the dtype that is not one.
+// a dtype and that rename_preset names a preset. Convert makes the same
+// check first.
+// Errors: InvalidArgument naming the dtype or preset that is not one.
 Status ValidateConvertRequest(const ConvertRequest& request);
 
 // Converts request.source into request.dest. Every process of a

@@ -31,6 +31,8 @@ def convert(
     max_file_size: int = 0,
     progress: Optional[Callable[[int, int, int, int], None]] = None,
     resume: bool = True,
+    params_only: bool = False,
+    rename_preset: str = "",
 ) -> dict:
     """Converts the checkpoint at ``source`` into format ``to`` at ``dest``.
 
@@ -54,6 +56,15 @@ def convert(
       resume: keep the arrays that an interrupted run of the same conversion
         into ``dest`` completed (partial ones are written again); False
         writes everything again.
+      params_only: keep only a training state's model parameters: the same as
+        ``include=["params.*"]`` plus dropping the leading ``params.`` (and a
+        second one, as MaxText's ``params.params.decoder...``) before
+        ``rename_preset`` and ``rename`` apply.
+      rename_preset: ``""`` or a named table of renames applied before
+        ``rename``: ``"gpt2"`` turns a flax GPT-2 (transformers' Flax module
+        names, ``nn.Dense`` ``[in, out]`` kernels) into transformers'
+        ``GPT2LMHeadModel`` names (``.kernel``/``.scale``/``.embedding`` ->
+        ``.weight``).
       progress: called as ``progress(bytes_done, bytes_total, arrays_done, arrays_total)``.
 
     Returns:
@@ -65,4 +76,4 @@ def convert(
     return _core._convert(
         str(source), str(dest), to, from_format, step, list(include), list(exclude), renames,
         casts, int(memory_budget), int(threads), bool(verify), bool(overwrite),
-        int(max_file_size), progress, bool(resume))
+        int(max_file_size), progress, bool(resume), bool(params_only), str(rename_preset))

@@ -24,7 +24,8 @@ void RegisterConvert(nb::module_& m) {
          std::vector<std::string> exclude,
          std::vector<std::pair<std::string, std::string>> renames,
          std::vector<std::pair<std::string, std::string>> casts, uint64_t memory_budget,
-         int threads, bool verify, bool overwrite, uint64_t max_file_bytes, nb::object progress, bool resume) {
+         int threads, bool verify, bool overwrite, uint64_t max_file_bytes, nb::object progress, bool resume, bool params_only,
+         const std::string& rename_preset) {
         ConvertRequest r;
         r.source = source;
         r.dest = dest;
@@ -41,6 +42,8 @@ void RegisterConvert(nb::module_& m) {
         r.threads = threads;
         r.verify = verify;
         r.resume = resume;
+        r.params_only = params_only;
+        r.rename_preset = rename_preset;
         ThrowIfError(ValidateConvertRequest(r));
         if (!progress.is_none()) {
           r.progress = [progress](const ConvertProgress& p) {
@@ -73,7 +76,10 @@ void RegisterConvert(nb::module_& m) {
       nb::arg("source"), nb::arg("dest"), nb::arg("to"), nb::arg("from_format"), nb::arg("step"),
       nb::arg("include"), nb::arg("exclude"), nb::arg("renames"), nb::arg("casts"),
       nb::arg("memory_budget"), nb::arg("threads"), nb::arg("verify"), nb::arg("overwrite"),
-      nb::arg("max_file_bytes"), nb::arg("progress").none(), nb::arg("resume") = true);
+      nb::arg("max_file_bytes"), nb::arg("progress").none(), nb::arg("resume") = true,
+      nb::arg("params_only") = false, nb::arg("rename_preset") = "");
+  m.def("_convert_rename_presets", [] { return ConvertRenamePresets(); },
+        "The rename presets cairn.convert(rename_preset=...) accepts: [(name, description)].");
 }
 
 }  // namespace cairn::python

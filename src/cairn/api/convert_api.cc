@@ -5,6 +5,7 @@
 #include "cairn/dtype/dtype.h"
 #include "cairn/engine/convert/convert_checkpoint.h"
 #include "cairn/engine/convert/destinations.h"
+#include "cairn/engine/convert/rename_presets.h"
 
 namespace cairn {
 namespace {
@@ -25,6 +26,13 @@ Result<engine::ConvertCheckpointRequest> EngineRequest(const ConvertRequest& req
   r.options.resume = request.resume;
   r.options.plan.include = request.include;
   r.options.plan.exclude = request.exclude;
+  r.options.plan.params_only = request.params_only;
+  if (!request.rename_preset.empty()) {
+    CAIRN_ASSIGN_OR_RETURN(const engine::RenamePreset* preset,
+                           engine::FindRenamePreset(request.rename_preset));
+    r.options.plan.preset = preset->rules;
+    r.options.plan.preset_check = preset->check;
+  }
   for (const auto& [from_prefix, to_prefix] : request.renames) {
     r.options.plan.renames.push_back({from_prefix, to_prefix});
   }
@@ -44,7 +52,18 @@ Result<engine::ConvertCheckpointRequest> EngineRequest(const ConvertRequest& req
 
 std::vector<std::string> ConvertDestinationFormats() { return engine::DestinationFormatNames(); }
 
+std::vector<std::pair<std::string, std::string>> ConvertRenamePresets() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const engine::RenamePreset& p : engine::RenamePresets()) {
+    out.emplace_back(std::string(p.name), std::string(p.description));
+  }
+  return out;
+}
+
 Status ValidateConvertRequest(const ConvertRequest& request) {
+  if (!request.rename_preset.empty()) {
+    CAIRN_RETURN_IF_ERROR(engine::FindRenamePreset(request.rename_preset).status());
+  }
   for (const auto& cast : request.casts) {
     CAIRN_RETURN_IF_ERROR(ParseDTypeName(cast.second).status());
   }
