@@ -94,11 +94,25 @@ def test_safetensors_bytes_match_the_package(tmp_path):
     arrays = {"b": rng.standard_normal((3, 5), dtype=np.float32),
               "a": rng.integers(0, 100, (7,), dtype=np.int64),
               "c": rng.standard_normal((2, 2)).astype(ml_dtypes.bfloat16)}
-    save_file(arrays, str(tmp_path / "model.safetensors"))
+    save_file(arrays, str(tmp_path / "model.safetensors"), metadata={"author": "me", "format": "np"})
     cairn.convert(tmp_path / "model.safetensors", tmp_path / "copy", to="safetensors")
-    # cairn lays the file out as the package does: the same bytes.
-    assert (tmp_path / "copy" / "model.safetensors").read_bytes() == \
-        (tmp_path / "model.safetensors").read_bytes()
+    # The source's own metadata is kept; "format" is "pt", as transformers
+    # expects, and cairn says where the arrays came from.
+    metadata = {"author": "me", "format": "pt", "cairn.source_format": "safetensors"}
+    save_file(arrays, str(tmp_path / "package.safetensors"), metadata=metadata)
+    # cairn lays the file out as the package does: the same header (with the
+    # same __metadata__; the package orders its keys as its hash map does)
+    # and the same data bytes.
+    def split(path):
+        raw = path.read_bytes()
+        n = int.from_bytes(raw[:8], "little")
+        return json.loads(raw[8:8 + n]), raw[8 + n:], n
+
+    got_header, got_data, got_n = split(tmp_path / "copy" / "model.safetensors")
+    want_header, want_data, want_n = split(tmp_path / "package.safetensors")
+    assert got_header == want_header and got_header["__metadata__"] == metadata
+    assert got_data == want_data
+    assert got_n == want_n and got_n % 8 == 0
 
 
 def test_sharded_safetensors_to_axlearn(tmp_path):

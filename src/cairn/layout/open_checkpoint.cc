@@ -242,7 +242,7 @@ Result<OpenedCheckpoint> OpenCheckpoint(std::shared_ptr<KvStore> store, std::str
     OpenedCheckpoint out;
     out.format = "safetensors";
     out.location = store->url() + location;
-    CAIRN_ASSIGN_OR_RETURN(out.reader, safetensors::OpenReader(store, location));
+    CAIRN_ASSIGN_OR_RETURN(out.reader, safetensors::OpenReader(store, location, &out.metadata));
     return out;
   }
   if (detected == "axlearn") return OpenAxlearn(store, location, step, keys);

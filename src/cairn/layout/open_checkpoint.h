@@ -12,6 +12,7 @@
 // Thread safety: functions may be called concurrently.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,6 +28,8 @@ struct OpenedCheckpoint {
   std::string format;          // "safetensors", "axlearn", "orbax"
   std::string location;        // the step / item / file actually opened
   std::optional<int64_t> step;  // when the format knows it
+  // A safetensors source's `__metadata__` (its files' entries merged).
+  std::map<std::string, std::string> metadata;
   // AXLearn's index of the step (regular layout, or `index/index` of an
   // AXLearn Orbax step), for carrying non-tensor entries to AXLearn.
   std::optional<axlearn::StepIndex> axlearn_index;

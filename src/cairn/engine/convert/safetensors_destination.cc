@@ -21,10 +21,13 @@ Status PrepareSafetensorsDestination(DestinationContext& c) {
   }
   safetensors::WriterOptions w;
   w.max_file_bytes = request.max_file_bytes;
-  // Every file's `__metadata__`: "format": "pt" as transformers writes it
-  // (its loader checks the key), and the source's format and step (not
-  // its location: a local path has no place in a file that gets shared).
-  w.metadata = {{"format", "pt"}, {"cairn.source_format", c.opened.format}};
+  // Every file's `__metadata__`: a safetensors source's own entries, then
+  // "format": "pt" as transformers writes it (its loader checks the key),
+  // and the source's format and step (not its location: a local path has
+  // no place in a file that gets shared).
+  w.metadata = c.opened.metadata;
+  w.metadata["format"] = "pt";
+  w.metadata["cairn.source_format"] = c.opened.format;
   if (c.opened.step) w.metadata["cairn.source_step"] = std::to_string(*c.opened.step);
   // The factories outlive this block: they capture by value. A
   // safetensors writer touches storage only when written to, so the

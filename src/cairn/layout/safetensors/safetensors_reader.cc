@@ -134,8 +134,12 @@ class SafetensorsReader final : public layout::CheckpointReader {
   std::vector<layout::ArrayInfo> arrays_;
 };
 
-Status AddFile(KvStore& store, const std::string& key, std::map<std::string, Located>& out) {
+// `metadata` (may be null) gains the file's `__metadata__` entries that it
+// does not hold yet.
+Status AddFile(KvStore& store, const std::string& key, std::map<std::string, Located>& out,
+               std::map<std::string, std::string>* metadata) {
   CAIRN_ASSIGN_OR_RETURN(Header header, ReadFileHeader(store, key));
+  if (metadata != nullptr) metadata->insert(header.metadata.begin(), header.metadata.end());
   for (TensorEntry& e : header.tensors) {
     std::string name = e.name;
     auto [it, inserted] = out.emplace(name, Located{key, header.data_start, std::move(e)});
@@ -150,7 +154,8 @@ Status AddFile(KvStore& store, const std::string& key, std::map<std::string, Loc
 
 // Reads the index and checks that every tensor it names is in its file.
 Status AddIndexedFiles(KvStore& store, const std::string& index_key, const std::string& dir,
-                       std::map<std::string, Located>& out) {
+                       std::map<std::string, Located>& out,
+                       std::map<std::string, std::string>* metadata) {
   CAIRN_ASSIGN_OR_RETURN(uint64_t size, FileSize(store, index_key));
   const std::string what = store.Describe(index_key);
   if (size > kMaxIndexBytes) {
@@ -181,7 +186,7 @@ Status AddIndexedFiles(KvStore& store, const std::string& index_key, const std::
   std::map<std::string, bool> files;
   for (const auto& [name, file] : file_of) files[file] = true;
   std::map<std::string, Located> all;
-  for (const auto& [file, unused] : files) CAIRN_RETURN_IF_ERROR(AddFile(store, file, all));
+  for (const auto& [file, unused] : files) CAIRN_RETURN_IF_ERROR(AddFile(store, file, all, metadata));
   for (const auto& [name, file] : file_of) {
     auto it = all.find(name);
     if (it == all.end() || it->second.key != file) {
@@ -215,15 +220,15 @@ bool IsShardFileName(std::string_view name) {
 
 }  // namespace
 
-Result<std::unique_ptr<layout::CheckpointReader>> OpenReader(std::shared_ptr<KvStore> store,
-                                                             std::string location) {
+Result<std::unique_ptr<layout::CheckpointReader>> OpenReader(
+    std::shared_ptr<KvStore> store, std::string location, std::map<std::string, std::string>* metadata) {
   std::map<std::string, Located> tensors;
   if (EndsWith(location, kFileSuffix)) {
-    CAIRN_RETURN_IF_ERROR(AddFile(*store, location, tensors));
+    CAIRN_RETURN_IF_ERROR(AddFile(*store, location, tensors, metadata));
   } else if (EndsWith(location, ".index.json")) {
     std::string dir = location.substr(0, location.rfind('/') + 1);
     if (location.find('/') == std::string::npos) dir.clear();
-    CAIRN_RETURN_IF_ERROR(AddIndexedFiles(*store, location, dir, tensors));
+    CAIRN_RETURN_IF_ERROR(AddIndexedFiles(*store, location, dir, tensors, metadata));
   } else {
     if (!location.empty() && location.back() != '/') location += '/';
     auto listed = store->List(location);
@@ -232,7 +237,7 @@ Result<std::unique_ptr<layout::CheckpointReader>> OpenReader(std::shared_ptr<KvS
     bool has_index = std::any_of(listed->begin(), listed->end(),
                                  [&](const KeyInfo& k) { return k.key == index; });
     if (has_index) {
-      CAIRN_RETURN_IF_ERROR(AddIndexedFiles(*store, index, location, tensors));
+      CAIRN_RETURN_IF_ERROR(AddIndexedFiles(*store, index, location, tensors, metadata));
     } else {
       // A set's files without any index are an incomplete set (its writer
       // commits the index last), not a checkpoint.
@@ -250,7 +255,7 @@ Result<std::unique_ptr<layout::CheckpointReader>> OpenReader(std::shared_ptr<KvS
                             " is missing: the set is incomplete (an interrupted write?)");
         }
         any = true;
-        CAIRN_RETURN_IF_ERROR(AddFile(*store, k.key, tensors));
+        CAIRN_RETURN_IF_ERROR(AddFile(*store, k.key, tensors, metadata));
       }
       if (!any) {
         return Status(StatusCode::kNotFound, "no safetensors files or " + std::string(kIndexFile) +

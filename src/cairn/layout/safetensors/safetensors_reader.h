@@ -9,6 +9,7 @@
 // Thread safety: ReadBox may be called concurrently.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -25,7 +26,11 @@ inline constexpr uint64_t kMaxIndexBytes = 64 << 20;
 // `location` is a key ending in ".safetensors" (one file), a key ending in
 // ".index.json", or a prefix ("" or ending in "/") holding the index file or
 // the files. Errors name the key and the store's URL.
-Result<std::unique_ptr<layout::CheckpointReader>> OpenReader(std::shared_ptr<KvStore> store,
-                                                             std::string location);
+// `metadata` (may be null) receives the files' `__metadata__` entries (for
+// a key in several files, the first file's value, in the order of their
+// names).
+Result<std::unique_ptr<layout::CheckpointReader>> OpenReader(
+    std::shared_ptr<KvStore> store, std::string location,
+    std::map<std::string, std::string>* metadata = nullptr);
 
 }  // namespace cairn::safetensors
