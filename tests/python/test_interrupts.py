@@ -42,7 +42,7 @@ def big_source(tmp_path_factory):
 
 def slow_convert_args(src, dst):
     # One thread, a cast and a small budget: slow enough to be interrupted.
-    return [src, dst, "--to", "orbax", "--dtype", "*=bfloat16", "--threads", "1",
+    return ["convert", src, dst, "--to", "orbax", "--dtype", "*=bfloat16", "--threads", "1",
             "--memory-budget", "16MiB"]
 
 
@@ -50,7 +50,7 @@ def committed(dst: Path) -> bool:
     return (dst / "_CHECKPOINT_METADATA").exists() or (dst / "commit_success.txt").exists()
 
 
-def run_in_terminal(args, interrupt_with, env_extra=None, columns=100, rows=10):
+def run_in_terminal(args, interrupt_with, env_extra=None, columns=400, rows=10):
     """Runs `cairn args` on a pty; once its progress bar shows, sends
     `interrupt_with` (b"\\x03": Ctrl-C typed on the terminal, or a signal
     number). Returns (exit code, the screen's lines, seconds from the
@@ -108,7 +108,7 @@ def test_ctrl_c_in_a_terminal_clears_the_bar_and_a_rerun_resumes(big_source):
     assert not committed(dst)
     assert "Traceback" not in raw.decode(errors="replace")
     # The re-run resumes and says how much it kept.
-    r = subprocess.run(["cairn", "convert", *slow_convert_args(str(src), str(dst))],
+    r = subprocess.run(["cairn", *slow_convert_args(str(src), str(dst))],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     resumed = re.search(r"resumed: (\d+) of the 64 arrays were kept from an interrupted run, "

@@ -136,7 +136,18 @@ Result<ConvertStats> Convert(layout::CheckpointReader& source, const WriterFacto
                          make_writer(DestArrays(plan)));
   ConvertStats stats;
   CAIRN_ASSIGN_OR_RETURN(std::vector<bool> skip, CompleteArrays(*writer, plan, options));
-  CAIRN_RETURN_IF_ERROR(CopyPlannedArrays(source, *writer, plan, options, threads, skip, stats));
+  Status copied = CopyPlannedArrays(source, *writer, plan, options, threads, skip, stats);
+  if (WasInterrupted(copied, options.interrupt)) {
+    // The arrays completed so far are made durable (an OCDBT batch is
+    // committed only now and then), so that a re-run keeps them.
+    Status kept = writer->Flush();
+    if (!kept.ok()) {
+      return Status(copied.code(), std::string(copied.message()) +
+                                       " (keeping the arrays it completed failed: " +
+                                       kept.ToString() + ")");
+    }
+  }
+  CAIRN_RETURN_IF_ERROR(copied);
   stats.arrays_resumed = std::count(skip.begin(), skip.end(), true);
   stats.seconds = SecondsSince(start);
   CAIRN_RETURN_IF_ERROR(CommitAndVerify(source, *writer, open_dest, plan, options, stats));

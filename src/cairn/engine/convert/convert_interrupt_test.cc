@@ -4,6 +4,9 @@
 // committed and the message says so.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -83,6 +86,31 @@ TEST(ConvertInterrupt, StopsBeforeTheCommitAndARerunResumes) {
     ASSERT_TRUE((*out)->ReadBox(path, Box::FromShape({64, 48}), got.data()).ok());
     EXPECT_TRUE(got == bytes) << path;
   }
+}
+
+// An Orbax destination (OCDBT: chunks are durable only once a batch is
+// committed) keeps the arrays completed before the interrupt, and the same
+// process resumes it at once (its lease is not in the way).
+TEST(ConvertInterrupt, AnOrbaxDestinationIsResumedByTheSameProcess) {
+  const std::string dir = std::filesystem::temp_directory_path() /
+                          ("cairn_interrupt_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  auto store = *OpenKvStore("memory://interrupt_orbax/");
+  const auto data = WriteSource(store);
+  Interrupt interrupt;
+  ConvertCheckpointRequest r = Request("interrupt_orbax", "orbax", &interrupt, 3);
+  r.dest = dir;
+  auto stopped = ConvertCheckpoint(r);
+  ASSERT_EQ(stopped.status().code(), kInterruptedCode) << stopped.status().ToString();
+  EXPECT_NE(stopped.status().message().find("after 3 of 8 arrays"), std::string_view::npos)
+      << stopped.status().ToString();
+  ConvertCheckpointRequest again = Request("interrupt_orbax", "orbax", nullptr, 0);
+  again.dest = dir;
+  again.options.verify = true;
+  auto resumed = ConvertCheckpoint(again);
+  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+  EXPECT_EQ(resumed->stats.arrays_resumed, 3u);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ConvertInterrupt, ADestinationWrittenFrontToBackSaysARerunStartsOver) {
