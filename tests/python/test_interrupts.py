@@ -47,7 +47,9 @@ def slow_convert_args(src, dst):
 
 
 def committed(dst: Path) -> bool:
-    return (dst / "_CHECKPOINT_METADATA").exists() or (dst / "commit_success.txt").exists()
+    """A committed step under `dst` (a conversion to Orbax writes step 0)."""
+    return any(".orbax-checkpoint-tmp" not in p.parent.name
+               for p in dst.glob("*/_CHECKPOINT_METADATA"))
 
 
 def run_in_terminal(args, interrupt_with, env_extra=None, columns=400, rows=10):
