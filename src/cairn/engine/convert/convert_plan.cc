@@ -1,45 +1,28 @@
 #include "cairn/engine/convert/convert_plan.h"
 
-#include <fnmatch.h>
-
 #include <algorithm>
 #include <map>
 
 #include "cairn/dtype/cast.h"
+#include "cairn/layout/path_rules.h"
 
 namespace cairn::engine {
-namespace {
-
-bool Matches(const std::string& glob, const std::string& path) {
-  return fnmatch(glob.c_str(), path.c_str(), 0) == 0;
-}
-
-bool AnyMatches(const std::vector<std::string>& globs, const std::string& path) {
-  return std::any_of(globs.begin(), globs.end(),
-                     [&](const std::string& g) { return Matches(g, path); });
-}
-
-}  // namespace
 
 Result<std::vector<ArrayMapping>> PlanConversion(const std::vector<layout::ArrayInfo>& source,
                                                  const ConvertPlanOptions& options) {
   std::vector<ArrayMapping> plan;
   std::map<std::string, std::string> source_of;  // destination path -> source path
   for (const layout::ArrayInfo& s : source) {
-    if (!options.include.empty() && !AnyMatches(options.include, s.path)) continue;
-    if (AnyMatches(options.exclude, s.path)) continue;
+    if (!layout::PathSelected(options.include, options.exclude, s.path)) continue;
     ArrayMapping m{s, s};
     m.dest.tree_path = s.tree_path.empty() ? std::vector<std::string>{s.path} : s.tree_path;
     m.dest.path = layout::JoinTreePath(m.dest.tree_path, options.dest_separator);
-    for (const RenameRule& r : options.renames) {
-      if (m.dest.path.compare(0, r.from.size(), r.from) == 0) {
-        m.dest.path = r.to + m.dest.path.substr(r.from.size());
-        m.dest.tree_path = layout::SplitTreePath(m.dest.path, options.dest_separator);
-        break;
-      }
+    if (std::string renamed = layout::ApplyRenames(options.renames, m.dest.path); renamed != m.dest.path) {
+      m.dest.path = std::move(renamed);
+      m.dest.tree_path = layout::SplitTreePath(m.dest.path, options.dest_separator);
     }
     for (const CastRule& c : options.casts) {
-      if (!Matches(c.glob, s.path)) continue;
+      if (!layout::GlobMatches(c.glob, s.path)) continue;
       if (!CanCast(s.dtype, c.dtype)) {
         return Status(StatusCode::kInvalidArgument,
                       "array `" + s.path + "`: cannot cast " + std::string(DTypeName(s.dtype)) +

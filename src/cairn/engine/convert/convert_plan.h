@@ -9,15 +9,13 @@
 #include <vector>
 
 #include "cairn/layout/checkpoint_format.h"
+#include "cairn/layout/path_rules.h"
 #include "cairn/result.h"
 
 namespace cairn::engine {
 
-// A leading `from` of a destination path becomes `to`.
-struct RenameRule {
-  std::string from;
-  std::string to;
-};
+// A leading `from` of a destination path becomes `to` (layout/path_rules.h).
+using RenameRule = layout::RenameRule;
 
 // Arrays whose source path matches `glob` are cast to `dtype`.
 struct CastRule {
