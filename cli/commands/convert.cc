@@ -78,6 +78,7 @@ int RunConvert(const ConvertCliOptions& o) {
   ProgressBar bar("convert");
   std::mutex mu;
   if (primary) {
+    request->warning = [](const std::string& w) { std::fprintf(stderr, "cairn convert: warning: %s\n", w.c_str()); };
     request->progress = [&](const ConvertProgress& p) {
       std::lock_guard lock(mu);
       bar.Update(p.bytes_done, p.bytes_total);

@@ -64,6 +64,10 @@ struct ConvertRequest {
   // completely instead of writing them again.
   bool resume = true;
   std::function<void(const ConvertProgress&)> progress;  // may be empty
+  // Called once before anything is written when the memory budget would
+  // make the conversion slow (under 1 MiB and cutting chunks small), with a
+  // message naming the recommended budget; may be empty.
+  std::function<void(const std::string&)> warning;
   // The job's coordinator when several processes convert together (not
   // owned; null: this process alone). See environment.h for the one the
   // launcher asks for.

@@ -294,3 +294,19 @@ def test_diff_include_and_rename_as_convert_has_them(tmp_path, ckpts):
     assert report["only_in_a"] == [] and report["only_in_b"] == [], report
     r = run("diff", ckpts["safetensors"], renamed, "--rename", "params")
     assert r.returncode == 2 and "--rename `params` is not of the form" in r.stderr, r.stderr
+
+
+# ---- 8. a memory budget that makes the conversion slow ------------------------
+
+def test_a_tiny_memory_budget_is_warned_about_before_the_work(tmp_path, ckpts):
+    # Today's behaviour first: 4KiB still converts (it is only slow), but says
+    # so before it starts, naming the recommended budget.
+    r = run("convert", ckpts["safetensors"], tmp_path / "slow", "--to", "orbax",
+            "--memory-budget", "4KiB")
+    assert r.returncode == 0, r.stderr
+    assert "cairn convert: warning: memory budget of 4KiB cuts array `" in r.stderr, r.stderr
+    assert "a budget of 1MiB or more is recommended (--memory-budget 1MiB, memory_budget=1048576)" \
+        in r.stderr, r.stderr
+    # Control: a workable budget converts without a word.
+    r = run("convert", ckpts["safetensors"], tmp_path / "fast", "--to", "orbax", "--memory-budget", "1MiB")
+    assert r.returncode == 0 and r.stderr == "", r.stderr

@@ -32,6 +32,7 @@ Result<engine::ConvertCheckpointRequest> EngineRequest(const ConvertRequest& req
     CAIRN_ASSIGN_OR_RETURN(DType dtype, ParseUserDTypeName(dtype_name));
     r.options.plan.casts.push_back({glob, dtype});
   }
+  r.options.warning = request.warning;
   if (request.progress) {
     r.options.progress = [progress = request.progress](const engine::ConvertProgress& p) {
       progress(ConvertProgress{p.bytes_done, p.bytes_total, p.arrays_done, p.arrays_total});
