@@ -44,16 +44,6 @@ struct ConvertCliOptions {
   bool verify = false, overwrite = false, json = false, no_resume = false;
 };
 
-// "A=B" -> {A, B}.
-Result<std::pair<std::string, std::string>> SplitRule(const std::string& rule, const char* what) {
-  size_t eq = rule.find('=');
-  if (eq == std::string::npos || eq == 0) {
-    return Status(StatusCode::kInvalidArgument,
-                  std::string(what) + " `" + rule + "` is not of the form PATTERN=VALUE");
-  }
-  return std::make_pair(rule.substr(0, eq), rule.substr(eq + 1));
-}
-
 Result<ConvertRequest> BuildRequest(const ConvertCliOptions& o) {
   ConvertRequest r;
   r.source = o.source;
@@ -62,6 +52,7 @@ Result<ConvertRequest> BuildRequest(const ConvertCliOptions& o) {
   r.from = o.from;
   if (o.step >= 0) r.step = o.step;
   r.overwrite = o.overwrite;
+  r.overwrite_option = "--overwrite";
   CAIRN_ASSIGN_OR_RETURN(r.max_file_bytes, ParseByteSize(o.max_file_size));
   CAIRN_ASSIGN_OR_RETURN(r.memory_budget, ParseByteSize(o.memory_budget));
   r.threads = o.threads;
@@ -95,6 +86,7 @@ int RunConvert(const ConvertCliOptions& o) {
   ProgressBar bar("convert");
   std::mutex mu;
   if (primary) {
+    request->warning = [](const std::string& w) { std::fprintf(stderr, "cairn convert: warning: %s\n", w.c_str()); };
     request->progress = [&](const ConvertProgress& p) {
       std::lock_guard lock(mu);
       bar.Update(p.bytes_done, p.bytes_total);
@@ -112,7 +104,7 @@ int RunConvert(const ConvertCliOptions& o) {
                  std::string(result.status().message()).c_str());
     return signals.exit_code();
   }
-  if (!result.ok()) return PrintError("convert", "`" + o.source + "` to `" + o.dest + "`", result.status(), 1);
+  if (!result.ok()) return PrintError("convert", "`" + o.source + "` to `" + o.dest + "`", result.status());
   if (!primary) return 0;
   const ConvertResult& s = *result;
   const double gbps = s.seconds > 0 ? s.bytes_written / s.seconds / 1e9 : 0;

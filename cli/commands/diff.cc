@@ -3,12 +3,17 @@
 // array URLs; cairn::Diff in include/cairn/inspect.h): paths only in A / only in
 // B, dtype and shape differences, and per array the number of differing
 // values and the max abs / max rel difference, streaming chunk by chunk.
-// Exit status: 0 identical, 1 different, 2 error. A progress bar on a
-// terminal.
+// With --atol/--rtol, values within the tolerance are equal, and arrays
+// whose dtypes differ (a bf16 cast) are reported as such, "equal within
+// tolerance", never "identical". --include and --rename select and rename
+// A's arrays as convert does (one matcher, layout/path_rules.h).
+// Exit status: 0 identical or equal within tolerance, 1 different, 2 bad
+// input (kExitStatusHelp). A progress bar on a terminal.
 #include <cinttypes>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cairn/inspect.h"
 #include "cli_util.h"
@@ -22,21 +27,27 @@ struct DiffCliOptions {
   std::string a, b;
   bool json = false;
   double atol = 0, rtol = 0;
+  std::vector<std::string> include, renames;
 };
 
 std::string Name(const std::string& path) { return path.empty() ? "(array)" : path; }
 
 int RunDiff(const DiffCliOptions& opts) {
-  Result<DiffReport> report = [&] {
+  Result<DiffReport> report = [&]() -> Result<DiffReport> {
     ProgressBar bar("diff");
     DiffOptions options;
     options.atol = opts.atol;
     options.rtol = opts.rtol;
+    options.include = opts.include;
+    for (const std::string& rule : opts.renames) {
+      CAIRN_ASSIGN_OR_RETURN(auto kv, SplitRule(rule, "--rename"));
+      options.renames.push_back(std::move(kv));
+    }
     options.progress = [&bar](uint64_t done, uint64_t total) { bar.Update(done, total); };
     return Diff(opts.a, opts.b, options);
   }();
-  if (!report.ok()) return PrintError("diff", opts.a + " vs " + opts.b, report.status(), 2);
-  const bool same = report->identical;
+  if (!report.ok()) return PrintError("diff", opts.a + " vs " + opts.b, report.status());
+  const bool same = report->equal_within_tolerance;
   if (opts.json) {
     std::printf("%s\n", ToJson(*report).c_str());
     return same ? 0 : 1;
@@ -47,8 +58,15 @@ int RunDiff(const DiffCliOptions& opts) {
     std::printf("%s: string values differ\n", Name(p).c_str());
   }
   for (const ArrayDifference& d : report->arrays) {
-    if (d.same) continue;
     const std::string n = Name(d.path);
+    if (d.same) {
+      // Equal within the tolerance, yet not identical: say how.
+      if (d.dtype_a == d.dtype_b && d.max_abs == 0) continue;
+      std::printf("%s: ", n.c_str());
+      if (d.dtype_a != d.dtype_b) std::printf("dtype %s vs %s, ", d.dtype_a.c_str(), d.dtype_b.c_str());
+      std::printf("values equal within tolerance (max abs %.9g, max rel %.9g)\n", d.max_abs, d.max_rel);
+      continue;
+    }
     if (d.dtype_a != d.dtype_b) {
       std::printf("%s: dtype %s vs %s\n", n.c_str(), d.dtype_a.c_str(), d.dtype_b.c_str());
     }
@@ -62,7 +80,8 @@ int RunDiff(const DiffCliOptions& opts) {
       std::printf("\n");
     }
   }
-  std::printf("%s: %zu arrays compared (A: %s, B: %s)\n", same ? "identical" : "different",
+  const char* verdict = report->identical ? "identical" : same ? "equal within tolerance" : "different";
+  std::printf("%s: %zu arrays compared (A: %s, B: %s)\n", verdict,
               report->arrays.size(), report->format_a.c_str(), report->format_b.c_str());
   return same ? 0 : 1;
 }
@@ -75,7 +94,7 @@ Command RegisterDiff(CLI::App& app) {
       "diff", "Compare two checkpoints or arrays (Orbax, AXLearn, safetensors, zarr array URLs; "
               "any two formats): "
               "structure, dtypes, shapes and values (max abs/rel difference per array). "
-              "Exit status 0 identical, 1 different, 2 error.");
+              "Exit status 0 identical or equal within the tolerance, 1 different.");
   sub->add_option("a", opts->a, "checkpoint directory or array URL")->required();
   sub->add_option("b", opts->b, "checkpoint directory or array URL")->required();
   sub->add_flag("--json", opts->json, "Print the comparison as one JSON object");
@@ -84,6 +103,11 @@ Command RegisterDiff(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--rtol", opts->rtol, "relative tolerance (see --atol)")
       ->check(CLI::NonNegativeNumber);
+  sub->add_option("--include", opts->include,
+                  "compare only arrays whose path matches a glob (as convert --include)");
+  sub->add_option("--rename", opts->renames,
+                  "OLD=NEW: A's paths starting with OLD are compared with B's NEW... "
+                  "(as convert --rename)");
   return Command{sub, [opts] { return RunDiff(*opts); }};
 }
 

@@ -114,7 +114,7 @@ int RunInfo(const InfoOptions& opts) {
     if (!opts.json) PrintEmergencyRun(**run);
   }
   Result<CheckpointDescription> d = DescribeCheckpoint(opts.path);
-  if (!d.ok()) return PrintError("info", "`" + opts.path + "`", d.status(), 1);
+  if (!d.ok()) return PrintError("info", "`" + opts.path + "`", d.status());
   if (opts.json) {
     std::printf("%s\n", ToJson(*d).c_str());
   } else if (d->format == "orbax") {

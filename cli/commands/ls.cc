@@ -18,11 +18,16 @@
 // or set lists one row per array in the same form (chunks: the stored write
 // shape; for safetensors the whole array), with "format" in each JSON row.
 //
+// Text output has a header row and sizes as `ls -h` / gsutil print them
+// (KiB, MiB, GiB); `--json` keeps exact bytes. A root's listing starts with
+// the step it shows: "step 1200 of /path (latest committed; 3 steps)".
 // The work is one call of cairn::ListAddress (include/cairn/inspect.h).
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cairn/inspect.h"
 #include "cli_util.h"
@@ -36,25 +41,55 @@ struct LsOptions {
   bool json = false;
 };
 
+// Columns padded to their widest cell, two spaces apart; `right` aligns a
+// column to the right (sizes). The last column is not padded.
+void PrintTable(const std::vector<std::vector<std::string>>& rows, const std::vector<bool>& right) {
+  std::vector<size_t> width(right.size(), 0);
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      const bool last = c + 1 == row.size();
+      const std::string pad(width[c] - row[c].size(), ' ');
+      if (c > 0) line += "  ";
+      line += right[c] ? pad + row[c] : (last ? row[c] : row[c] + pad);
+    }
+    std::printf("%s\n", line.c_str());
+  }
+}
+
 int RunLs(const LsOptions& opts) {
   std::string what;
   Result<Listing> listing = ListAddress(opts.url, &what);
-  if (!listing.ok()) return PrintError("ls", what, listing.status(), 1);
+  if (!listing.ok()) return PrintError("ls", what, listing.status());
   if (!listing->unreadable_item.empty()) {
     std::fprintf(stderr, "cairn ls: item %s: %s\n", listing->unreadable_item.c_str(),
                  listing->unreadable_item_error.c_str());
-    return 1;
+    return kExitProblems;
   }
   if (opts.json) {
     std::printf("%s\n", ToJson(*listing).c_str());
-    return 0;
+    return kExitOk;
   }
-  for (const KeyListing& k : listing->keys) std::printf("%12" PRIu64 "  %s\n", k.bytes, k.key.c_str());
+  if (listing->root_step) {
+    std::printf("step %lld of %s (latest committed; %zu step%s)\n",
+                static_cast<long long>(*listing->root_step), opts.url.c_str(),
+                listing->committed_steps, listing->committed_steps == 1 ? "" : "s");
+  }
+  if (listing->kind == ListingKind::kKeys) {
+    std::vector<std::vector<std::string>> rows = {{"SIZE", "KEY"}};
+    for (const KeyListing& k : listing->keys) rows.push_back({HumanSize(k.bytes), k.key});
+    if (rows.size() > 1) PrintTable(rows, {true, false});
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows = {{"PATH", "DTYPE", "SHAPE", "CHUNKS", "SIZE"}};
   for (const ArrayListing& a : listing->arrays) {
-    std::printf("%s %s %s %s %" PRIu64 "\n", a.path.c_str(), a.dtype.c_str(), ShapeString(a.shape).c_str(),
-                ShapeString(a.chunks).c_str(), a.bytes);
+    rows.push_back({a.path, a.dtype, ShapeString(a.shape), ShapeString(a.chunks), HumanSize(a.bytes)});
   }
-  return 0;
+  PrintTable(rows, {false, false, false, false, true});
+  return kExitOk;
 }
 
 }  // namespace

@@ -10,7 +10,9 @@
 // that no uncommitted tmp directory is left (inspect/verify.h).
 //
 // Prints one line per problem (kind, array, key, file, message) and exits 1
-// when there is any; 0 when all is well; 2 when CKPT is no checkpoint.
+// when there is any; 0 when all is well; 2 when CKPT is no checkpoint. A
+// root's step that was never committed (left by an interrupted save) is a
+// warning on stderr, as the manager sees it, not a problem.
 // `--json` prints the report as one object. A progress bar on a terminal.
 // The work is one call of cairn::VerifyCheckpoint (include/cairn/inspect.h).
 #include <cinttypes>
@@ -36,10 +38,13 @@ int RunVerify(const VerifyCliOptions& opts) {
     ProgressBar bar("verify");
     return VerifyCheckpoint(opts.path, [&bar](uint64_t done, uint64_t total) { bar.Update(done, total); });
   }();
-  if (!report.ok()) return PrintError("verify", "`" + opts.path + "`", report.status(), 2);
+  if (!report.ok()) return PrintError("verify", "`" + opts.path + "`", report.status());
   if (opts.json) {
     std::printf("%s\n", ToJson(*report).c_str());
     return report->ok() ? 0 : 1;
+  }
+  for (const VerifyProblem& w : report->warnings) {
+    std::fprintf(stderr, "cairn verify: warning: %s: %s\n", w.file.c_str(), w.message.c_str());
   }
   for (const VerifyProblem& p : report->problems) std::printf("%s\n", ToString(*report, p).c_str());
   if (!report->ok()) {
@@ -61,8 +66,8 @@ Command RegisterVerify(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "verify", "Read every chunk of a checkpoint (Orbax, AXLearn, safetensors) and check every "
                 "checksum, that every "
-                "chunk exists, OCDBT data files, _METADATA and uncommitted tmp directories. "
-                "Exit status 1 and a list of problems when anything is broken.");
+                "chunk exists, OCDBT data files and _METADATA (a step never committed is a "
+                "warning). Exit status 1 and a list of problems when anything is broken.");
   sub->add_option("checkpoint", opts->path, "checkpoint directory (path, file://, s3:// or gs:// URL)")
       ->required();
   sub->add_flag("--json", opts->json, "Print the report as one JSON object");

@@ -46,6 +46,9 @@ struct ConvertRequest {
   std::string from;  // source format: "" (detected), "safetensors", "axlearn" or "orbax"
   std::optional<int64_t> step;  // the source's step (default: its latest committed); AXLearn destinations use it too
   bool overwrite = false;       // replace a committed destination instead of refusing it
+  // How the caller's front end spells `overwrite`, named in the error that
+  // refuses a committed destination ("pass --overwrite to replace it").
+  std::string overwrite_option = "overwrite=True";
   uint64_t max_file_bytes = 0;  // safetensors: shard into files of at most this many bytes (0: one file)
   std::vector<std::string> include;  // keep only arrays whose path matches one of these globs (none: all)
   std::vector<std::string> exclude;  // drop arrays whose path matches one of these globs
@@ -71,6 +74,10 @@ struct ConvertRequest {
   // completely instead of writing them again.
   bool resume = true;
   std::function<void(const ConvertProgress&)> progress;  // may be empty
+  // Called once before anything is written when the memory budget would
+  // make the conversion slow (under 1 MiB and cutting chunks small), with a
+  // message naming the recommended budget; may be empty.
+  std::function<void(const std::string&)> warning;
   // The job's coordinator when several processes convert together (not
   // owned; null: this process alone). See environment.h for the one the
   // launcher asks for.

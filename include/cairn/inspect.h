@@ -70,6 +70,11 @@ struct Listing {
   // the items before it.
   std::string unreadable_item;
   std::string unreadable_item_error;
+  // kCheckpoint, when the address is a root of steps (Orbax or AXLearn):
+  // the step listed (its latest committed) and how many committed steps the
+  // root holds; nullopt and 0 for a step, an item or a file.
+  std::optional<int64_t> root_step;
+  size_t committed_steps = 0;
 };
 
 // What `address` holds: an Orbax checkpoint (an item holding `_METADATA`, a
@@ -198,6 +203,10 @@ struct VerifyReport {
   uint64_t chunks = 0;      // stored chunks (shards, files) read
   uint64_t bytes = 0;       // stored bytes read
   std::vector<VerifyProblem> problems;
+  // Not damage (ok() stays true): an Orbax root's step that was never
+  // committed ("uncommitted": an interrupted save's temporary directory,
+  // which readers and managers ignore).
+  std::vector<VerifyProblem> warnings;
   bool ok() const { return problems.empty(); }
 };
 
@@ -218,7 +227,7 @@ Result<VerifyReport> VerifyCheckpoint(const std::string& address,
 std::string ToString(const VerifyReport& report, const VerifyProblem& problem);
 
 // `cairn verify --json`: {"path", "ok", "problems": [{"kind", "array",
-// "key", "file", "message"}]} and, Orbax, "items", "arrays", "chunks",
+// "key", "file", "message"}], "warnings": [the same]} and, Orbax, "items", "arrays", "chunks",
 // "bytes_read"; AXLearn and safetensors "format", "arrays", "chunks",
 // "bytes_checked".
 std::string ToJson(const VerifyReport& report);
@@ -243,7 +252,13 @@ struct DiffReport {
   std::vector<std::string> only_in_a, only_in_b;  // array paths on one side only
   std::vector<ArrayDifference> arrays;       // every path on both sides, sorted
   std::vector<std::string> strings_differ;   // string leaves whose values differ
-  bool identical = false;                    // nothing differs
+  // Nothing differs: same paths, dtypes, shapes and values (even when a
+  // tolerance was given).
+  bool identical = false;
+  // Same paths and shapes, and every value within the tolerance (dtypes
+  // may differ when one was given: a bf16 cast of f32). `cairn diff` exits
+  // 0 on it. Without a tolerance, the same as `identical`.
+  bool equal_within_tolerance = false;
 };
 
 struct DiffOptions {
@@ -252,6 +267,13 @@ struct DiffOptions {
   // whose values agree count as the same.
   double atol = 0;
   double rtol = 0;
+  // Which arrays to compare, as `cairn convert` selects and renames them
+  // (the same matcher): A's arrays whose path ('.'-joined) matches one of
+  // `include` (fnmatch globs; all when empty), with a leading OLD of their
+  // path replaced by NEW (the first matching {OLD, NEW}), are compared with
+  // B's arrays of that path; B's arrays matching an include are kept too.
+  std::vector<std::string> include;
+  std::vector<std::pair<std::string, std::string>> renames;
   InspectProgress progress;  // may be empty
 };
 
@@ -265,7 +287,7 @@ struct DiffOptions {
 Result<DiffReport> Diff(const std::string& a, const std::string& b, const DiffOptions& options = {});
 
 // `cairn diff --json`: {"a", "b", "format_a", "format_b", "identical",
-// "only_in_a", "only_in_b", "strings_differ", "arrays": [{"path", "same",
+// "equal_within_tolerance", "only_in_a", "only_in_b", "strings_differ", "arrays": [{"path", "same",
 // "dtype_a", "dtype_b", "shape_a", "shape_b", "values_compared",
 // "num_different", "nan_mismatches", "max_abs", "max_rel"}]}.
 std::string ToJson(const DiffReport& report);

@@ -17,6 +17,8 @@ or out of space), NotImplementedError, RuntimeError. Messages name the key
 and URL.
 """
 
+import importlib.metadata as _metadata
+
 from cairn._core import CorruptDataError
 from cairn import kvstore
 from cairn.array import Array, create, open
@@ -26,4 +28,6 @@ from cairn.manager import CheckpointManager  # numbered steps, as Orbax (manager
 from cairn import emergency  # cairn.emergency.CheckpointManager (emergency.py)
 
 __all__ = ["Array", "CheckpointManager", "CorruptDataError", "convert", "create", "kvstore", "open"]
-__version__ = "0.1.0"
+# The installed distribution's version: the CMake project's (pyproject.toml
+# reads it from CMakeLists.txt), as `cairn --version` prints it.
+__version__ = _metadata.version("cairn")

@@ -54,7 +54,7 @@ def test_ls_keys(tmp_path):
     r = run("ls", str(tmp_path))
     assert r.returncode == 0, r.stderr
     lines = [line.split() for line in r.stdout.splitlines()]
-    assert lines == [["0", "a"], ["5", "b/x"], ["3", "c"]]
+    assert lines == [["SIZE", "KEY"], ["0", "B", "a"], ["5", "B", "b/x"], ["3", "B", "c"]]
     r = run("ls", "--json", f"file://{tmp_path}/")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout) == [{"key": "a", "bytes": 0}, {"key": "b/x", "bytes": 5},
@@ -82,8 +82,9 @@ def test_ls_array(tmp_path):
                          "shape": [10, 6], "chunks": [4, 6], "bytes": stored}]
         r = run("ls", url)
         assert r.returncode == 0, r.stderr
-        assert r.stdout.split() == [f"file://{tmp_path}/|zarr3:", "bfloat16", "[10,6]",
-                                    "[4,6]", str(stored)]
+        assert r.stdout.split() == ["PATH", "DTYPE", "SHAPE", "CHUNKS", "SIZE",
+                                    f"file://{tmp_path}/|zarr3:", "bfloat16", "[10,6]",
+                                    "[4,6]", str(stored), "B"]
 
 
 def test_ls_errors(tmp_path):

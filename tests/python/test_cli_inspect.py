@@ -151,8 +151,11 @@ def test_ls_matches_orbax_metadata(orbax_roots, tree, vid):
             assert row["bytes"] == sum(f.stat().st_size for f in files if f.is_file())
         else:
             assert row["bytes"] > 0
+    # Text (issue 29): the step line, a header, then one row per array.
     text = run("ls", root).stdout.splitlines()
-    assert len(text) == len(rows) and text[0].startswith(rows[0]["path"] + " " + rows[0]["dtype"])
+    assert text[0] == f"step 1 of {root} (latest committed; 2 steps)", text[0]
+    assert text[1].split() == ["PATH", "DTYPE", "SHAPE", "CHUNKS", "SIZE"]
+    assert len(text) == len(rows) + 2 and text[2].split()[:2] == [rows[0]["path"], rows[0]["dtype"]]
 
 
 @pytest.mark.parametrize("vid", VARIANT_IDS)
@@ -185,7 +188,8 @@ def test_info_and_ls_errors(tmp_path):
     r = run("info", tmp_path / "missing")
     assert r.returncode != 0 and "missing" in r.stderr
     r = run("info", tmp_path)
-    assert r.returncode != 0 and "no Orbax checkpoint" in r.stderr
+    # Issue 29: an empty directory is no checkpoint of any format, exit 2.
+    assert r.returncode == 2 and "not a checkpoint: no Orbax, AXLearn or safetensors files" in r.stderr
     r = run("verify", tmp_path)
     assert r.returncode == 2 and str(tmp_path) in r.stderr
 
@@ -269,7 +273,10 @@ def test_verify_missing_metadata(orbax_roots, tmp_path):
 def test_verify_uncommitted_tmp_directory(orbax_roots, tmp_path):
     root = damaged(orbax_roots["ocdbt-zarr2"], tmp_path)
     shutil.copytree(root / "1", root / "2.orbax-checkpoint-tmp")
-    assert_problem(root, "uncommitted", "2.orbax-checkpoint-tmp")
+    # A root's uncommitted step is a warning, not damage (issue 29:
+    # test_cli_user.py); an uncommitted item inside a committed step is.
+    r = run("verify", root)
+    assert r.returncode == 0 and "2.orbax-checkpoint-tmp" in r.stderr and "warning" in r.stderr, r.stderr
     shutil.copytree(root / "1" / ITEM, root / "1" / "extra.orbax-checkpoint-tmp")
     assert_problem(root / "1", "uncommitted", "extra.orbax-checkpoint-tmp")
 

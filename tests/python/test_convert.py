@@ -146,7 +146,7 @@ def test_a_committed_destination_is_refused_unless_overwrite(orbax_ckpt, tmp_pat
     args = ("convert", str(orbax_ckpt), str(tmp_path / "axl"), "--to", "axlearn")
     assert run_cli(*args).returncode == 0  # control
     r = run_cli(*args)
-    assert r.returncode == 1
+    assert r.returncode == 2  # an input error (issue 29's exit statuses)
     assert "step_00000012/index" in r.stderr and "exists" in r.stderr
     assert run_cli(*args, "--overwrite").returncode == 0
 

@@ -133,7 +133,8 @@ def test_an_orbax_destination_that_exists_is_refused_unless_overwrite(tmp_path):
     args = ["convert", str(tmp_path / "model.safetensors"), str(tmp_path / "ckpt"), "--to", "orbax"]
     assert run_cli(*args).returncode == 0
     r = run_cli(*args)
-    assert r.returncode == 1 and "exists" in r.stderr and str(tmp_path / "ckpt" / "0") in r.stderr
+    assert r.returncode == 2 and "exists" in r.stderr  # an input error (issue 29)
+    assert "pass --overwrite to replace it" in r.stderr and str(tmp_path / "ckpt" / "0") in r.stderr
     r = run_cli(*args, "--overwrite")
     assert r.returncode == 0, r.stderr
     assert_tree_bits(ocp.PyTreeCheckpointer().restore(tmp_path / "ckpt/0/default"), nest(st_arrays()))

@@ -38,9 +38,10 @@ Result<engine::ConvertCheckpointRequest> EngineRequest(const ConvertRequest& req
     r.options.plan.renames.push_back({from_prefix, to_prefix});
   }
   for (const auto& [glob, dtype_name] : request.casts) {
-    CAIRN_ASSIGN_OR_RETURN(DType dtype, ParseDTypeName(dtype_name));
+    CAIRN_ASSIGN_OR_RETURN(DType dtype, ParseUserDTypeName(dtype_name));
     r.options.plan.casts.push_back({glob, dtype});
   }
+  r.options.warning = request.warning;
   if (request.progress) {
     r.options.progress = [progress = request.progress](const engine::ConvertProgress& p) {
       progress(ConvertProgress{p.bytes_done, p.bytes_total, p.arrays_done, p.arrays_total});
@@ -66,14 +67,21 @@ Status ValidateConvertRequest(const ConvertRequest& request) {
     CAIRN_RETURN_IF_ERROR(engine::FindRenamePreset(request.rename_preset).status());
   }
   for (const auto& cast : request.casts) {
-    CAIRN_RETURN_IF_ERROR(ParseDTypeName(cast.second).status());
+    CAIRN_RETURN_IF_ERROR(ParseUserDTypeName(cast.second).status());
   }
   return Status::OK();
 }
 
 Result<ConvertResult> Convert(const ConvertRequest& request) {
   CAIRN_ASSIGN_OR_RETURN(engine::ConvertCheckpointRequest r, EngineRequest(request));
-  CAIRN_ASSIGN_OR_RETURN(engine::ConvertCheckpointResult out, engine::ConvertCheckpoint(r));
+  Result<engine::ConvertCheckpointResult> converted = engine::ConvertCheckpoint(r);
+  if (!converted.ok() && converted.status().code() == StatusCode::kAlreadyExists) {
+    // The one wording of the re-run refusal, with the caller's spelling.
+    return Status(StatusCode::kAlreadyExists, std::string(converted.status().message()) + " (pass " +
+                                                  request.overwrite_option + " to replace it)");
+  }
+  CAIRN_RETURN_IF_ERROR(converted.status());
+  engine::ConvertCheckpointResult& out = *converted;
   ConvertResult result;
   result.source = std::move(out.source_location);
   result.source_format = std::move(out.source_format);

@@ -144,13 +144,16 @@ bool CheckpointDescription::ok() const {
 }
 
 Result<CheckpointDescription> DescribeCheckpoint(const std::string& address) {
+  CAIRN_RETURN_IF_ERROR(api::CheckExists(address));
   if (auto other = api::OpenOtherFormat(address)) {
     if (!other->ok()) return other->status();
     return DescribeOtherFormat(**other);
   }
-  CAIRN_ASSIGN_OR_RETURN(orbax::Location loc, orbax::OpenLocation(address));
-  CAIRN_ASSIGN_OR_RETURN(inspect::CheckpointInfo info, inspect::DescribeCheckpoint(loc));
-  return DescribeOrbax(info);
+  auto loc = orbax::OpenLocation(address);
+  if (!loc.ok()) return api::NoCheckpoint(address, loc.status());
+  auto info = inspect::DescribeCheckpoint(*loc);
+  if (!info.ok()) return api::NoCheckpoint(address, info.status());
+  return DescribeOrbax(*info);
 }
 
 std::string ToJson(const CheckpointDescription& d) {

@@ -22,6 +22,19 @@ namespace cairn::api {
 // checkpoint".
 std::optional<Result<layout::OpenedCheckpoint>> OpenOtherFormat(const std::string& address);
 
+// NotFound naming the path when `address` is a local path or a file:// URL
+// (for a pipeline, its first part) where nothing exists; OK otherwise (and
+// for every other scheme, whose stores have no empty directories).
+Status CheckExists(const std::string& address);
+
+// Why there is no checkpoint at `address`, where Orbax found none
+// (`orbax_error`), naming the format the directory looked like:
+// InvalidArgument "looks like an AXLearn checkpoint but ..." for AXLearn
+// step directories without an index; `orbax_error` when Orbax files are
+// there; else NotFound "not a checkpoint: no Orbax, AXLearn or safetensors
+// files in <path>".
+Status NoCheckpoint(const std::string& address, const Status& orbax_error);
+
 // The public row of an Orbax array.
 ArrayListing ToListing(const inspect::ArrayEntry& entry);
 // The public row of an array read through the checkpoint-format interface

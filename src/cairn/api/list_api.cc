@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cairn/api/inspect_common.h"
+#include "cairn/engine/convert/convert_checkpoint.h"
 #include "cairn/inspect.h"
 #include "cairn/kvstore/url.h"
 #include "cairn/layout/inspect/checkpoint.h"
@@ -58,6 +59,14 @@ Result<Listing> ListOrbax(const orbax::Location& loc, std::string* context) {
   Listing listing;
   listing.kind = ListingKind::kCheckpoint;
   listing.format = "orbax";
+  if (info->kind == inspect::CheckpointKind::kRoot) {
+    const std::string listed = info->step_dir.substr(info->step_dir.find_last_of('/') + 1);
+    for (const inspect::StepEntry& s : info->steps) {
+      if (!s.finalized) continue;
+      ++listing.committed_steps;
+      if (s.name == listed) listing.root_step = s.step;
+    }
+  }
   for (const inspect::ItemInfo& item : info->items) {
     if (!item.is_pytree) continue;
     if (!item.error.empty()) {
@@ -82,6 +91,18 @@ std::optional<Result<Listing>> ListOtherFormat(const std::string& address, std::
   Listing listing;
   listing.kind = ListingKind::kCheckpoint;
   listing.format = (*other)->format;
+  if (listing.format == "axlearn") {
+    // A root when it holds committed steps (a step holds none).
+    if (auto where = engine::OpenUserLocation(address); where.ok()) {
+      std::string dir = where->prefix;
+      if (!dir.empty() && dir.back() != '/') dir += '/';
+      auto steps = layout::ListAxlearnSteps(*where->store, dir);
+      if (steps.ok() && !steps->empty()) {
+        listing.committed_steps = steps->size();
+        listing.root_step = (*other)->step;
+      }
+    }
+  }
   for (const layout::ArrayInfo& a : (*other)->reader->arrays()) listing.arrays.push_back(api::ToListing(a));
   return Result<Listing>(std::move(listing));
 }
@@ -89,6 +110,7 @@ std::optional<Result<Listing>> ListOtherFormat(const std::string& address, std::
 }  // namespace
 
 Result<Listing> ListAddress(const std::string& address, std::string* context) {
+  if (Status exists = api::CheckExists(address); !exists.ok()) return Failed(context, "", exists);
   if (std::optional<orbax::Location> ckpt = CheckpointLocation(address)) return ListOrbax(*ckpt, context);
   if (auto listed = ListOtherFormat(address, context)) return std::move(*listed);
   // A local path becomes a file:// URL (array URLs need a scheme).

@@ -44,14 +44,18 @@ VerifyReport Unopenable(const std::string& address, const Status& status) {
 }  // namespace
 
 Result<VerifyReport> VerifyCheckpoint(const std::string& address, const InspectProgress& progress) {
+  CAIRN_RETURN_IF_ERROR(api::CheckExists(address));
   if (auto other = api::OpenOtherFormat(address)) {
     if (!other->ok()) return Unopenable(address, other->status());
     return VerifyOtherFormat(**other, progress);
   }
-  CAIRN_ASSIGN_OR_RETURN(orbax::Location loc, orbax::OpenLocation(address));
+  auto loc = orbax::OpenLocation(address);
+  if (!loc.ok()) return api::NoCheckpoint(address, loc.status());
   inspect::VerifyOptions options;
   if (progress) options.progress = progress;
-  CAIRN_ASSIGN_OR_RETURN(inspect::VerifyReport r, inspect::VerifyCheckpoint(loc, options));
+  auto verified = inspect::VerifyCheckpoint(*loc, options);
+  if (!verified.ok()) return api::NoCheckpoint(address, verified.status());
+  inspect::VerifyReport& r = *verified;
   VerifyReport report;
   report.path = r.path;
   report.format = "orbax";
@@ -61,6 +65,10 @@ Result<VerifyReport> VerifyCheckpoint(const std::string& address, const InspectP
   report.bytes = r.bytes_read;
   for (inspect::Problem& p : r.problems) {
     report.problems.push_back({std::move(p.kind), std::move(p.array), std::move(p.key),
+                               std::move(p.file), std::move(p.message)});
+  }
+  for (inspect::Problem& p : r.warnings) {
+    report.warnings.push_back({std::move(p.kind), std::move(p.array), std::move(p.key),
                                std::move(p.file), std::move(p.message)});
   }
   return report;
@@ -80,12 +88,16 @@ std::string ToString(const VerifyReport& report, const VerifyProblem& p) {
 }
 
 std::string ToJson(const VerifyReport& report) {
-  Json problems = Json::array();
-  for (const VerifyProblem& p : report.problems) {
-    problems.push_back({{"kind", p.kind}, {"array", p.array}, {"key", p.key}, {"file", p.file},
-                        {"message", p.message}});
-  }
-  Json j = {{"path", report.path}, {"ok", report.ok()}, {"problems", problems}};
+  auto rows = [](const std::vector<VerifyProblem>& list) {
+    Json out = Json::array();
+    for (const VerifyProblem& p : list) {
+      out.push_back({{"kind", p.kind}, {"array", p.array}, {"key", p.key}, {"file", p.file},
+                     {"message", p.message}});
+    }
+    return out;
+  };
+  Json j = {{"path", report.path}, {"ok", report.ok()}, {"problems", rows(report.problems)},
+            {"warnings", rows(report.warnings)}};
   if (report.format == "orbax") {
     j["items"] = report.items;
     j["arrays"] = report.arrays;

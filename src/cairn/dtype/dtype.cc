@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
+#include <utility>
 
 namespace cairn {
 namespace {
@@ -226,6 +228,25 @@ Result<DType> ParseDTypeName(std::string_view name) {
     if (info.name == name) return info.dtype;
   }
   return InvalidArgumentError("unknown data type `" + std::string(name.substr(0, 100)) + "`");
+}
+
+Result<DType> ParseUserDTypeName(std::string_view name) {
+  static constexpr std::pair<std::string_view, DType> kAliases[] = {
+      {"bf16", DType::kBFloat16}, {"fp16", DType::kFloat16}, {"f16", DType::kFloat16},
+      {"half", DType::kFloat16},  {"fp32", DType::kFloat32}, {"f32", DType::kFloat32},
+      {"single", DType::kFloat32}, {"fp64", DType::kFloat64}, {"f64", DType::kFloat64},
+      {"double", DType::kFloat64}, {"float", DType::kFloat64},
+  };
+  for (const auto& [alias, dtype] : kAliases) {
+    if (alias == name) return dtype;
+  }
+  if (auto parsed = ParseDTypeName(name); parsed.ok()) return parsed;
+  std::string names;
+  for (const DTypeInfo& info : Table()) names += (names.empty() ? "" : ", ") + std::string(info.name);
+  names += "; aliases:";
+  for (const auto& [alias, dtype] : kAliases) names += " " + std::string(alias);
+  return InvalidArgumentError("unknown data type `" + std::string(name.substr(0, 100)) +
+                              "` (valid: " + names + ")");
 }
 
 Result<Zarr2DType> ParseZarr2DType(std::string_view typestr) {

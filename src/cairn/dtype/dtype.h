@@ -57,6 +57,13 @@ inline std::string_view DTypeName(DType d) { return GetDTypeInfo(d).name; }
 // "float8_e4m3fn", "int4"). InvalidArgument names the unknown type.
 Result<DType> ParseDTypeName(std::string_view name);
 
+// A dtype a user names (`--dtype '*=bf16'`, convert(dtype=...)): a
+// ParseDTypeName name or a common alias: bf16; fp16, f16, half; fp32, f32,
+// single; fp64, f64, double, float (numpy's: float64). InvalidArgument
+// names the unknown type and lists the valid names. Not for stored
+// metadata, whose names are exact.
+Result<DType> ParseUserDTypeName(std::string_view name);
+
 // A zarr v2 dtype: the element type and whether stored bytes are big-endian.
 struct Zarr2DType {
   DType dtype;

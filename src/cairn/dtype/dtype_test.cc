@@ -60,6 +60,28 @@ TEST(DTypeTest, EveryNameParsesBack) {
   EXPECT_NE(bad.status().message().find("float128"), std::string_view::npos);
 }
 
+TEST(DTypeTest, UserNamesTakeAliasesAndListTheValidNames) {
+  const std::pair<const char*, DType> cases[] = {
+      {"bf16", DType::kBFloat16}, {"fp16", DType::kFloat16}, {"half", DType::kFloat16},
+      {"fp32", DType::kFloat32},  {"single", DType::kFloat32}, {"fp64", DType::kFloat64},
+      {"double", DType::kFloat64}, {"float", DType::kFloat64},  // numpy's float
+      {"bfloat16", DType::kBFloat16}, {"int8", DType::kInt8}};
+  for (const auto& [name, dtype] : cases) {
+    auto parsed = ParseUserDTypeName(name);
+    ASSERT_TRUE(parsed.ok()) << name << " " << parsed.status().ToString();
+    EXPECT_EQ(*parsed, dtype) << name;
+  }
+  // Stored metadata keeps exact names: an alias there is no dtype.
+  EXPECT_FALSE(ParseDTypeName("bf16").ok());
+  auto bad = ParseUserDTypeName("bf61");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  const std::string message(bad.status().message());
+  for (const char* named : {"`bf61`", "bfloat16", "float32", "float8_e4m3fn", "bf16", "fp32"}) {
+    EXPECT_NE(message.find(named), std::string::npos) << named << " in " << message;
+  }
+}
+
 TEST(DTypeTest, Zarr2TypestrsAsTensorStoreWritesThem) {
   // Verified with tensorstore 0.1.86 (zarr driver spec().to_json()).
   EXPECT_EQ(FormatZarr2DType(DType::kBool), "|b1");

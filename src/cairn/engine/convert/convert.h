@@ -67,6 +67,9 @@ struct ConvertOptions {
   bool pass_stored_chunks = true;
   // Called from worker threads (one at a time) after each slab.
   std::function<void(const ConvertProgress&)> progress;
+  // Called once, before anything is written, when the budget makes the
+  // conversion slow (SlowBudgetWarning); may be empty.
+  std::function<void(const std::string&)> warning;
   // Collectives of a distributed conversion time out after this.
   Coordinator::Duration timeout = std::chrono::minutes(30);
   // When requested, the conversion stops at its next slab, before its

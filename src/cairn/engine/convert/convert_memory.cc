@@ -54,6 +54,24 @@ constexpr uint64_t kKiB = 1024, kMiB = kKiB << 10;
 uint64_t BudgetUnit(uint64_t bytes) { return bytes >= kMiB ? kMiB : bytes >= kKiB ? kKiB : 1; }
 }  // namespace
 
+std::string SlowBudgetWarning(uint64_t budget, const ArrayMapping& m, const Shape& planned,
+                              const Shape& fitted) {
+  if (budget >= kRecommendedLeastBudget || fitted == planned) return "";
+  uint64_t elements = 1;
+  std::string shape = "[";
+  for (size_t d = 0; d < fitted.size(); ++d) {
+    elements *= static_cast<uint64_t>(std::max<Index>(1, fitted[d]));
+    shape += (d ? ", " : "") + std::to_string(fitted[d]);
+  }
+  shape += "]";
+  return "memory budget of " + FormatBudget(budget) + " cuts array `" + m.source.path +
+         "` into chunks of " + shape + " (" + FormatBudget(elements * DTypeSize(m.dest.dtype)) +
+         "): the conversion writes many small chunks slowly; a budget of " +
+         FormatBudget(kRecommendedLeastBudget) + " or more is recommended (--memory-budget " +
+         FormatBudget(kRecommendedLeastBudget) + ", memory_budget=" +
+         std::to_string(kRecommendedLeastBudget) + ")";
+}
+
 uint64_t RoundUpBudget(uint64_t bytes) {
   const uint64_t unit = BudgetUnit(bytes);
   return (bytes + unit - 1) / unit * unit;

@@ -112,6 +112,19 @@ uint64_t ReadUnitElements(const layout::ArrayInfo& a);
 // the source reads boxes without decoding more (safetensors).
 uint64_t MinimumBudget(const ArrayMapping& m);
 
+// Below this, a budget cuts destination chunks so small that a conversion
+// writes many tiny chunks slowly (1 MiB of safetensors to Orbax at 4 KiB:
+// 1,277 files in 8.4 s, against 18 files in 0.4 s).
+inline constexpr uint64_t kRecommendedLeastBudget = uint64_t{1} << 20;
+
+// The warning for a budget under kRecommendedLeastBudget that cuts a
+// destination chunk of `m` (planned as `planned`, fitted to `fitted`):
+// names the budget, the array, the chunk it gets and the recommended
+// budget in the forms the CLI and Python take; "" when there is nothing
+// to warn about.
+std::string SlowBudgetWarning(uint64_t budget, const ArrayMapping& m, const Shape& planned,
+                              const Shape& fitted);
+
 // A byte count rounded up to what users type: whole MiB from 1 MiB on,
 // whole KiB from 1 KiB on ("513MiB", "96KiB", "100B"), and that count in
 // bytes.

@@ -1,32 +1,14 @@
 #include "cairn/engine/convert/convert_plan.h"
 
-#include <fnmatch.h>
-
 #include <algorithm>
 #include <map>
 #include <optional>
 
 #include "cairn/dtype/cast.h"
+#include "cairn/layout/path_rules.h"
 
 namespace cairn::engine {
 namespace {
-
-bool Matches(const std::string& glob, const std::string& path) {
-  return fnmatch(glob.c_str(), path.c_str(), 0) == 0;
-}
-
-bool AnyMatches(const std::vector<std::string>& globs, const std::string& path) {
-  return std::any_of(globs.begin(), globs.end(),
-                     [&](const std::string& g) { return Matches(g, path); });
-}
-
-bool StartsWith(const std::string& s, const std::string& prefix) {
-  return s.compare(0, prefix.size(), prefix) == 0;
-}
-
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 // The tree path under a training state's `params` (and a second `params`),
 // or nullopt when `tree` is not a parameter.
@@ -37,21 +19,6 @@ std::optional<std::vector<std::string>> ParamsTreePath(std::vector<std::string> 
   return tree;
 }
 
-// Applies the first rule of `rules` that matches `path`; true if one did.
-bool ApplyFirstRename(const std::vector<RenameRule>& rules, std::string& path) {
-  for (const RenameRule& r : rules) {
-    if (r.suffix && EndsWith(path, r.from)) {
-      path = path.substr(0, path.size() - r.from.size()) + r.to;
-      return true;
-    }
-    if (!r.suffix && StartsWith(path, r.from)) {
-      path = r.to + path.substr(r.from.size());
-      return true;
-    }
-  }
-  return false;
-}
-
 }  // namespace
 
 Result<std::vector<ArrayMapping>> PlanConversion(const std::vector<layout::ArrayInfo>& source,
@@ -59,8 +26,7 @@ Result<std::vector<ArrayMapping>> PlanConversion(const std::vector<layout::Array
   std::vector<ArrayMapping> plan;
   std::map<std::string, std::string> source_of;  // destination path -> source path
   for (const layout::ArrayInfo& s : source) {
-    if (!options.include.empty() && !AnyMatches(options.include, s.path)) continue;
-    if (AnyMatches(options.exclude, s.path)) continue;
+    if (!layout::PathSelected(options.include, options.exclude, s.path)) continue;
     ArrayMapping m{s, s};
     m.dest.tree_path = s.tree_path.empty() ? std::vector<std::string>{s.path} : s.tree_path;
     if (options.params_only) {
@@ -70,12 +36,15 @@ Result<std::vector<ArrayMapping>> PlanConversion(const std::vector<layout::Array
       m.dest.tree_path = std::move(*params);
     }
     m.dest.path = layout::JoinTreePath(m.dest.tree_path, options.dest_separator);
-    const bool preset = ApplyFirstRename(options.preset, m.dest.path);
-    if (ApplyFirstRename(options.renames, m.dest.path) || preset) {
+    // The preset's rules, then the user's (which see the preset's names).
+    const std::string renamed =
+        layout::ApplyRenames(options.renames, layout::ApplyRenames(options.preset, m.dest.path));
+    if (renamed != m.dest.path) {
+      m.dest.path = renamed;
       m.dest.tree_path = layout::SplitTreePath(m.dest.path, options.dest_separator);
     }
     for (const CastRule& c : options.casts) {
-      if (!Matches(c.glob, s.path)) continue;
+      if (!layout::GlobMatches(c.glob, s.path)) continue;
       if (!CanCast(s.dtype, c.dtype)) {
         return Status(StatusCode::kInvalidArgument,
                       "array `" + s.path + "`: cannot cast " + std::string(DTypeName(s.dtype)) +

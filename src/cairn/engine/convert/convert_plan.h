@@ -9,18 +9,15 @@
 #include <vector>
 
 #include "cairn/layout/checkpoint_format.h"
+#include "cairn/layout/path_rules.h"
 #include "cairn/result.h"
 #include "cairn/status.h"
 
 namespace cairn::engine {
 
 // A leading `from` of a destination path becomes `to` (with `suffix`: a
-// trailing `from` does).
-struct RenameRule {
-  std::string from;
-  std::string to;
-  bool suffix = false;
-};
+// trailing `from` does): layout/path_rules.h.
+using RenameRule = layout::RenameRule;
 
 // Arrays whose source path matches `glob` are cast to `dtype`.
 struct CastRule {

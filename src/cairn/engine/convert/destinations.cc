@@ -40,7 +40,7 @@ Status RefuseCommitted(KvStore& store, const std::vector<std::string>& markers, 
     if (!overwrite) {
       return Status(StatusCode::kAlreadyExists,
                     store.Describe(key) +
-                        " exists: the destination holds a committed checkpoint (use overwrite)");
+                        " exists: the destination holds a committed checkpoint");
     }
     // The marker goes first, so that the old checkpoint stops looking valid
     // before any of its files is replaced.

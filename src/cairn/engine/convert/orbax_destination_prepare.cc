@@ -60,7 +60,7 @@ Status PrepareOrbaxDestination(DestinationContext& c, bool use_zarr3) {
     if (!listed->empty() && (committed || !in_place)) {
       if (!request.overwrite) {
         return Status(StatusCode::kAlreadyExists,
-                      o.directory + " exists: the destination holds a committed checkpoint (use overwrite)");
+                      o.directory + " exists: the destination holds a committed checkpoint");
       }
       CAIRN_RETURN_IF_ERROR(dst.store->DeletePrefix(step_prefix));
     }

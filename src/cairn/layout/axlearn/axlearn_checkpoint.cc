@@ -22,6 +22,31 @@ std::string ArrayPrefix(const std::string& step_prefix, const std::string& path)
   return step_prefix + "gda/" + path + "/";
 }
 
+// Sets each array's stored_bytes: the sizes of the keys under its
+// directory (metadata and chunks), from one listing of the step's gda/.
+Status CountStoredBytes(KvStore& store, const std::string& step_prefix,
+                        std::vector<layout::ArrayInfo>& arrays) {
+  std::map<std::string, layout::ArrayInfo*, std::less<>> by_dir;
+  for (layout::ArrayInfo& a : arrays) by_dir[ArrayPrefix(step_prefix, a.path)] = &a;
+  const std::string gda = step_prefix + "gda/";
+  auto keys = store.List(gda);
+  if (!keys.ok()) return keys.status().Annotate("listing " + store.Describe(gda));
+  for (const KeyInfo& k : *keys) {
+    // The nearest enclosing array directory (chunk keys may nest: "0/0").
+    std::string_view dir = k.key;
+    while (true) {
+      const size_t slash = dir.substr(0, dir.size() - (dir.ends_with('/') ? 1 : 0)).rfind('/');
+      if (slash == std::string_view::npos || slash < gda.size()) break;
+      dir = dir.substr(0, slash + 1);
+      if (auto it = by_dir.find(dir); it != by_dir.end()) {
+        it->second->stored_bytes += k.size;
+        break;
+      }
+    }
+  }
+  return Status();
+}
+
 // Index paths become key prefixes: refuse ones that would leave gda/.
 Status CheckTensorPath(const std::string& path, std::string_view what) {
   bool bad = path.empty() || path.front() == '/' || path.back() == '/';
@@ -317,6 +342,7 @@ Result<std::unique_ptr<layout::CheckpointReader>> OpenReader(std::shared_ptr<KvS
                                layout::SplitTreePath(e.path, '/'), m.chunk_shape});
     reader->zarr_[e.path] = *array;
   }
+  CAIRN_RETURN_IF_ERROR(CountStoredBytes(*store, step_prefix, reader->arrays_));
   std::sort(reader->arrays_.begin(), reader->arrays_.end(),
             [](const layout::ArrayInfo& a, const layout::ArrayInfo& b) { return a.path < b.path; });
   return std::unique_ptr<layout::CheckpointReader>(std::move(reader));

@@ -1,5 +1,7 @@
 #include "cairn/layout/inspect/diff.h"
 
+#include "cairn/layout/path_rules.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -197,11 +199,13 @@ void CompareParts(double a, double b, ArrayDiff& d, const DiffOptions& options) 
   if (a == b) return;
   const double abs = std::isinf(a) || std::isinf(b) ? INFINITY : std::fabs(a - b);
   const double scale = std::max(std::fabs(a), std::fabs(b));
+  // Differences within the tolerance show in max_abs / max_rel too (diff.h):
+  // they tell an inexact match from an identical one.
+  d.max_abs = std::max(d.max_abs, abs);
+  d.max_rel = std::max(d.max_rel, std::isinf(abs) ? 1.0 : abs / scale);
   // Within tolerance (numpy.isclose's rule, B as the reference): equal.
   if (abs <= options.atol + options.rtol * std::fabs(b)) return;
   ++d.num_different;
-  d.max_abs = std::max(d.max_abs, abs);
-  d.max_rel = std::max(d.max_rel, std::isinf(abs) ? 1.0 : abs / scale);
 }
 
 uint64_t SatAdd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
@@ -314,6 +318,36 @@ bool DiffReport::identical() const {
   return std::all_of(arrays.begin(), arrays.end(), [](const ArrayDiff& d) { return d.same(); });
 }
 
+// options.include and options.renames (layout/path_rules.h, as `cairn
+// convert` applies them): A's leaves matching an include, renamed; B's
+// leaves matching an include or named as a kept leaf of A.
+template <typename Leaf>
+Status SelectAndRename(std::map<std::string, Leaf>& a, std::map<std::string, Leaf>& b,
+                       const DiffOptions& options) {
+  if (options.include.empty() && options.renames.empty()) return Status();
+  std::map<std::string, Leaf> kept_a;
+  std::map<std::string, std::string> source_of;  // renamed path -> A's path
+  for (auto& [path, leaf] : a) {
+    if (!layout::PathSelected(options.include, {}, path)) continue;
+    std::string renamed = layout::ApplyRenames(options.renames, path);
+    auto [it, inserted] = source_of.emplace(renamed, path);
+    if (!inserted) {
+      return InvalidArgumentError("diff: A's `" + it->second + "` and `" + path +
+                                  "` would both be compared as `" + renamed + "` (--rename)");
+    }
+    kept_a.emplace(std::move(renamed), std::move(leaf));
+  }
+  std::map<std::string, Leaf> kept_b;
+  for (auto& [path, leaf] : b) {
+    if (kept_a.count(path) || (!options.include.empty() && layout::PathSelected(options.include, {}, path))) {
+      kept_b.emplace(path, std::move(leaf));
+    }
+  }
+  a = std::move(kept_a);
+  b = std::move(kept_b);
+  return Status();
+}
+
 Result<DiffReport> Diff(const std::string& a, const std::string& b, const DiffOptions& options) {
   DiffReport r;
   r.a = a;
@@ -322,8 +356,10 @@ Result<DiffReport> Diff(const std::string& a, const std::string& b, const DiffOp
   if (!opened_a.ok()) return opened_a.status().Annotate("diff: A");
   Result<Side> opened_b = OpenSide(b);
   if (!opened_b.ok()) return opened_b.status().Annotate("diff: B");
-  const Side& sa = *opened_a;
-  const Side& sb = *opened_b;
+  Side& sa = *opened_a;
+  Side& sb = *opened_b;
+  CAIRN_RETURN_IF_ERROR(SelectAndRename(sa.arrays, sb.arrays, options));
+  CAIRN_RETURN_IF_ERROR(SelectAndRename(sa.strings, sb.strings, options));
   r.format_a = sa.format;
   r.format_b = sb.format;
   uint64_t total = 0;

@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "cairn/layout/path_rules.h"
 #include "cairn/util/box.h"
 #include "cairn/util/json.h"
 #include "cairn/result.h"
@@ -76,6 +77,14 @@ struct DiffOptions {
   // still show in max_abs / max_rel.
   double atol = 0;
   double rtol = 0;
+  // Which leaves to compare, as `cairn convert` selects and renames
+  // (layout/path_rules.h): A's leaves matching an include glob (all when
+  // none) are renamed by the first matching rule, then met by path with
+  // B's leaves that match an include or carry a kept name. Paths are the
+  // '.'-joined tree paths. Two of A's leaves renamed to one name:
+  // InvalidArgument.
+  std::vector<std::string> include;
+  std::vector<layout::RenameRule> renames;
 };
 
 // Compares `a` and `b`. Errors (either side cannot be opened, or a read

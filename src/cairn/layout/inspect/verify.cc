@@ -402,8 +402,13 @@ Result<VerifyReport> VerifyCheckpoint(const Location& loc, const VerifyOptions& 
       if (s.finalized) {
         steps.push_back(loc.Child(s.name));
       } else {
-        v.Add({"uncommitted", "", "", Join(path, s.name),
-               "uncommitted step directory (an interrupted save)"});
+        // What a manager makes of it: ignored, removed when one next opens
+        // the root (engine/checkpoint_manager.cc).
+        const std::string which = s.step ? "step " + std::to_string(*s.step) : "step directory " + s.name;
+        report.warnings.push_back(
+            {"uncommitted", "", "", Join(path, s.name),
+             which + " was never committed (left by an interrupted save); a CheckpointManager "
+                     "ignores it and deletes it when it next opens this root"});
       }
     }
   } else if (kind == CheckpointKind::kStep) {

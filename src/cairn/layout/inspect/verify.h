@@ -68,6 +68,9 @@ struct VerifyReport {
   uint64_t chunks = 0;      // stored chunks (or shards) read
   uint64_t bytes_read = 0;  // stored bytes read
   std::vector<Problem> problems;
+  // Not damage: a root's step that was never committed (an interrupted
+  // save's temporary directory), which readers and managers ignore.
+  std::vector<Problem> warnings;
   bool ok() const { return problems.empty(); }
 };
 
