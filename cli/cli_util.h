@@ -20,12 +20,12 @@ namespace cairn::cli {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitProblems = 1;  // problems found, differences, or a failure while working
 inline constexpr int kExitUsage = 2;     // bad flags or input: missing path, not a checkpoint, ...
-inline constexpr int kExitInterrupted = 130;
+inline constexpr int kExitInterrupted = 130;  // Ctrl-C (SIGINT); 143 for SIGTERM (signals.h)
 
 inline constexpr const char* kExitStatusHelp =
     "Exit status: 0 ok; 1 problems found (verify), differences (diff), or a failure while "
     "working (a read or write that failed); 2 usage or input errors (bad flags, a path that "
-    "does not exist, not a checkpoint); 130 interrupted.";
+    "does not exist, not a checkpoint); 130 interrupted (Ctrl-C; 143 for SIGTERM).";
 
 // The exit status for an error: 2 when the input was wrong (a bad argument,
 // nothing at the path, a destination that exists), else 1.

@@ -26,6 +26,7 @@
 #include <cstring>
 
 #include "cairn/interrupt.h"
+#include "cli_util.h"
 #include "progress.h"
 
 namespace cairn::cli {
@@ -52,7 +53,7 @@ class SignalInterrupt {
   // The signal that requested the interrupt, or 0.
   int signal() const { return signal_.load(); }
   // 128 + the signal: the exit status of an interrupted command.
-  int exit_code() const { return 128 + (signal() != 0 ? signal() : SIGINT); }
+  int exit_code() const { return signal() == SIGTERM ? 128 + SIGTERM : kExitInterrupted; }
 
  private:
   static void Handle(int sig) {
