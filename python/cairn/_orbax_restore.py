@@ -285,19 +285,22 @@ def restore(directory: Union[str, "os.PathLike[str]"], target: Any = None, *,
 
 
 def restore_item(directory, target=None, *, item_name=None, step=None, partial_restore=False,
-                 read_boxes=None, maps=False, progress=None):
+                 read_boxes=None, maps=False, progress=None, jax_arrays=True):
     """``restore`` for cairn's own callers: `read_boxes(requests)` (for
     cairn.emergency) reads the boxes instead of the engine reading them from
     the item; with `maps` it returns [(request index, box index, uint8
     array)] for boxes it handed out as mappings instead of filling them,
-    which replace those boxes' buffers (_swap_in_mappings)."""
+    which replace those boxes' buffers (_swap_in_mappings). Without a
+    target, `jax_arrays=False` keeps every array numpy (the emergency
+    manager's, whose local chunks are mapped, not copied)."""
     # The bookkeeping below allocates a few objects per shard: with thousands
     # of shards the cyclic GC would run dozens of times (each run also calls
     # jax's GC hook), for nothing, as none of them form cycles.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _restore(directory, target, item_name, step, partial_restore, read_boxes, maps, progress)
+        return _restore(directory, target, item_name, step, partial_restore, read_boxes, maps, progress,
+                        jax_arrays)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -339,7 +342,8 @@ def _restore_coordinator():
     return dist.from_jax()
 
 
-def _restore(directory, target, item_name, step, partial_restore, read_boxes, maps=False, progress=None):
+def _restore(directory, target, item_name, step, partial_restore, read_boxes, maps=False, progress=None,
+             jax_arrays=True):
     path = os.fspath(directory)
     if step is not None:
         steps = dict(_core._orbax_list_steps(path))
@@ -403,7 +407,8 @@ def _restore(directory, target, item_name, step, partial_restore, read_boxes, ma
         else:
             # Aligned: a targetless restore with jax hands it to jax, which
             # adopts an aligned buffer on CPU without copying it.
-            arr = _aligned_empty(shape, np_dtype) if jax is not None else np.empty(shape, dtype=np_dtype)
+            arr = (_aligned_empty(shape, np_dtype) if jax is not None and jax_arrays
+                   else np.empty(shape, dtype=np_dtype))
             arrays[param] = arr
             slots[(len(requests), 0)] = (param, None)
             boxes = [([0] * len(shape), _dtypes.raw_view(arr))]
@@ -435,7 +440,7 @@ def _restore(directory, target, item_name, step, partial_restore, read_boxes, ma
     for param, (sharding, shape, devices, _) in placed.items():
         mine = [next(singles) for _ in devices]
         arrays[param] = jax.make_array_from_single_device_arrays(shape, sharding, mine)
-    if matched is None and jax is not None:
+    if matched is None and jax is not None and jax_arrays:
         _as_jax_arrays(saved, arrays, impls, jax)
     ctx = {"arrays": arrays, "keys": impls}
 

@@ -218,8 +218,9 @@ class CheckpointManager:
     def restore(self, step: Optional[int] = None, target: Any = None, *, args: Any = None) -> Any:
         """Restores `step` (default: the newest usable one, see the module
         docstring) like ``cairn.restore``; `target` (or ``args.item``) places
-        arrays on its shardings. FileNotFoundError when there is nothing to
-        restore. Collective."""
+        arrays on its shardings; without one, arrays come back as numpy
+        arrays (those of a local step on a RAM disk mapped, not copied).
+        FileNotFoundError when there is nothing to restore. Collective."""
         partial_restore = False
         if args is not None and target is None:
             target, partial_restore = _orbax_args.target_of_restore_args(_orbax_args.single_item(args), False)
@@ -244,7 +245,7 @@ class CheckpointManager:
             return report.pop("mapped", [])
 
         tree = _orbax_restore.restore_item(item_dir, target, partial_restore=partial_restore,
-                                           read_boxes=read, maps=maps)
+                                           read_boxes=read, maps=maps, jax_arrays=False)
         self.last_restore = report
         if self._orbax_signature or (args is not None and _orbax_args.is_composite(args)):
             # Orbax's emergency manager answers Composite(state=...).
