@@ -137,8 +137,10 @@ Result<Fd> OpenDirBelow(Fd root_fd, std::string_view rel, bool create, const std
         *missing = true;
         return Fd();
       }
-      if (err == ENOTDIR) return ErrnoError(err, where + ": `" + sofar + "` is not a directory");
-      if (err == ELOOP) {
+      struct stat st;
+      const bool link = ::fstatat(cur.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode);
+      if (err == ENOTDIR && !link) return ErrnoError(err, where + ": `" + sofar + "` is not a directory");
+      if (err == ELOOP || err == ENOTDIR) {
         return FailedPreconditionError(where + ": `" + sofar +
                                        "` is not a directory (symlinks inside the store are not followed)");
       }
