@@ -26,6 +26,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -145,6 +146,10 @@ struct SaveCheckpointOptions {
   // The item's `_METADATA` custom_metadata, as JSON text; "null": none.
   // Text that is not JSON is InvalidArgument naming custom_metadata.
   std::string custom_metadata_json = "null";
+  // Called now and then (about every 1%) and once at the end with the bytes
+  // of this process's array data written so far and in all, from the
+  // save's threads, one call at a time; may be empty.
+  std::function<void(uint64_t bytes_done, uint64_t bytes_total)> progress;
 };
 
 // What one StartSaveCheckpoint writes into `directory` and who commits it;
@@ -246,6 +251,10 @@ struct RestoreOptions {
   // one host decode each compressed chunk two or more need once, through a
   // shared-memory file (/dev/shm). Null: this process restores alone.
   Coordinator* coordinator = nullptr;
+  // Called now and then (about every 1%) and once at the end with the bytes
+  // of the requested boxes filled so far and in all, from the restore's
+  // threads, one call at a time; may be empty.
+  std::function<void(uint64_t bytes_done, uint64_t bytes_total)> progress;
 };
 
 // Reads the requested boxes of an Orbax checkpoint (item directory, step

@@ -48,6 +48,12 @@ class [[nodiscard]] Status {
   StatusCode code() const { return state_ ? state_->code : StatusCode::kOk; }
   // The message without the code name; empty for OK.
   std::string_view message() const;
+  // The errno of the system call the error came from (ErrnoError), kept
+  // through Annotate; 0 when it did not come from one. The Python package
+  // raises the OSError subclass Python raises for it (PermissionError, ...).
+  int error_number() const { return state_ ? state_->error_number : 0; }
+  // A copy carrying `err` as its error_number(). OK stays OK.
+  Status WithErrorNumber(int err) const;
   // "DataLoss: <message>", or "OK".
   std::string ToString() const;
 
@@ -64,6 +70,7 @@ class [[nodiscard]] Status {
   struct State {
     StatusCode code;
     std::string message;
+    int error_number = 0;
   };
   std::unique_ptr<State> state_;
 };

@@ -13,6 +13,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from cairn import _core
 from cairn import _dtypes
 from cairn import _tree
 
@@ -153,3 +154,12 @@ def flatten(tree, process_index: int, process_count: int):
 def json_text(value: Any) -> str:
     """`value` as the JSON text the native layer takes (custom metadata)."""
     return json.dumps(value)
+
+
+def byte_size(name: str, value: Any, default: int = 0) -> int:
+    """A size keyword (`name`) in bytes: `default` for None, else an int or
+    a string such as "1GiB" read by the native parser the CLI uses
+    (ValueError naming `name` and the units)."""
+    if value is None:
+        return default
+    return _core._byte_size(name, value)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Union
 
 import numpy as np
 import orbax.checkpoint as ocp
@@ -60,10 +60,10 @@ class PyTreeHandlerImpl(ocp.BasePyTreeCheckpointHandler):
     (so ``_finalize_async`` has nothing left to do)."""
 
     def __init__(self, *, use_ocdbt: bool = True, use_zarr3: bool = False, compression: str = "default",
-                 memory_budget: Optional[int] = None, colocated: bool = False, **orbax_kwargs):
+                 memory_budget: Optional[Union[int, str]] = None, colocated: bool = False, **orbax_kwargs):
         super().__init__(use_ocdbt=use_ocdbt, use_zarr3=use_zarr3, **orbax_kwargs)
         self._cairn = dict(use_ocdbt=bool(use_ocdbt), use_zarr3=bool(use_zarr3), compression=compression,
-                           memory_budget=memory_budget or 0)
+                           memory_budget=_leaves.byte_size("memory_budget", memory_budget))
         self._colocated = bool(colocated)
 
     async def async_save(self, directory, args) -> Optional[List[Any]]:

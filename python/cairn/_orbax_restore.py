@@ -17,7 +17,7 @@ import gc
 import os
 import sys
 import threading
-from typing import Optional
+from typing import Any, Callable, Optional, Union
 
 import numpy as np
 
@@ -222,6 +222,16 @@ def _adopts(single, host):
         return False
 
 
+def _as_jax_arrays(saved, arrays, impls, jax) -> None:
+    """Without a target, with jax imported: the arrays saved as jax.Arrays
+    become jax.Arrays on jax's default device, as Orbax restores them;
+    those saved as numpy arrays stay numpy, as in Orbax."""
+    params = [node[1] for _, node in saved
+              if node[0] == "array" and node[2] == "jax.Array" and node[1] not in impls]
+    if params:
+        arrays.update(zip(params, jax.device_put([arrays[p] for p in params])))
+
+
 def _sharded_target(target, jax):
     sharding = getattr(target, "sharding", None)
     if jax is not None and sharding is not None and isinstance(sharding, jax.sharding.Sharding):
@@ -229,17 +239,22 @@ def _sharded_target(target, jax):
     return None
 
 
-def restore(directory, target=None, *, item_name: Optional[str] = None,
-            step: Optional[int] = None, partial_restore: bool = False, args=None):
+def restore(directory: Union[str, "os.PathLike[str]"], target: Any = None, *,
+            item_name: Optional[str] = None, step: Optional[int] = None,
+            partial_restore: bool = False, args: Any = None,
+            progress: Optional[Callable[[int, int], None]] = None) -> Any:
     """Restores an Orbax PyTree checkpoint.
 
     `directory` is an item directory, a step directory or a checkpoint root
     (then `step`, or the latest finalized step).
 
     Without a target the tree comes back as Orbax builds it from the
-    checkpoint's metadata: nested dicts and lists of numpy arrays, Python
-    scalars, strings and None; typed PRNG keys as jax keys when jax is
-    imported.
+    checkpoint's metadata: nested dicts and lists of arrays, Python scalars,
+    strings and None. When jax is imported (cairn never imports it), arrays
+    saved as jax.Arrays come back as jax.Arrays on jax's default device and
+    typed PRNG keys as jax keys, as Orbax restores them; arrays saved as
+    numpy arrays, and every array when jax is not imported, come back as
+    numpy arrays.
 
     With a `target` (any jax pytree: a flax ``TrainState``, optax states,
     dicts, NamedTuples; or ``args=ocp.args.PyTreeRestore(item=...)`` /
@@ -256,29 +271,36 @@ def restore(directory, target=None, *, item_name: Optional[str] = None,
     every process must call restore (as with any collective jax operation):
     the processes of one host then decode each compressed chunk they share
     once (docs/ENGINE.md; CAIRN_RESTORE_HOST_SHARE=0 turns that off).
+
+    `progress`: called as ``progress(bytes_done, bytes_total)`` with the
+    bytes of the arrays this process reads, about every 1% and once at the
+    end (bytes_done == bytes_total), from cairn's threads.
     """
     if args is not None:
         if target is not None:
             raise ValueError("cairn.restore: pass either `target` or `args`, not both")
         target, partial_restore = _orbax_args.target_of_restore_args(args, partial_restore)
     return restore_item(directory, target, item_name=item_name, step=step,
-                        partial_restore=partial_restore)
+                        partial_restore=partial_restore, progress=progress)
 
 
 def restore_item(directory, target=None, *, item_name=None, step=None, partial_restore=False,
-                 read_boxes=None, maps=False):
+                 read_boxes=None, maps=False, progress=None, jax_arrays=True):
     """``restore`` for cairn's own callers: `read_boxes(requests)` (for
     cairn.emergency) reads the boxes instead of the engine reading them from
     the item; with `maps` it returns [(request index, box index, uint8
     array)] for boxes it handed out as mappings instead of filling them,
-    which replace those boxes' buffers (_swap_in_mappings)."""
+    which replace those boxes' buffers (_swap_in_mappings). Without a
+    target, `jax_arrays=False` keeps every array numpy (the emergency
+    manager's, whose local chunks are mapped, not copied)."""
     # The bookkeeping below allocates a few objects per shard: with thousands
     # of shards the cyclic GC would run dozens of times (each run also calls
     # jax's GC hook), for nothing, as none of them form cycles.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _restore(directory, target, item_name, step, partial_restore, read_boxes, maps)
+        return _restore(directory, target, item_name, step, partial_restore, read_boxes, maps, progress,
+                        jax_arrays)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -320,7 +342,8 @@ def _restore_coordinator():
     return dist.from_jax()
 
 
-def _restore(directory, target, item_name, step, partial_restore, read_boxes, maps=False):
+def _restore(directory, target, item_name, step, partial_restore, read_boxes, maps=False, progress=None,
+             jax_arrays=True):
     path = os.fspath(directory)
     if step is not None:
         steps = dict(_core._orbax_list_steps(path))
@@ -382,7 +405,10 @@ def _restore(directory, target, item_name, step, partial_restore, read_boxes, ma
             others.append(sorted(theirs))
             spans_processes = spans_processes or bool(theirs)
         else:
-            arr = np.empty(shape, dtype=np_dtype)
+            # Aligned: a targetless restore with jax hands it to jax, which
+            # adopts an aligned buffer on CPU without copying it.
+            arr = (_aligned_empty(shape, np_dtype) if jax is not None and jax_arrays
+                   else np.empty(shape, dtype=np_dtype))
             arrays[param] = arr
             slots[(len(requests), 0)] = (param, None)
             boxes = [([0] * len(shape), _dtypes.raw_view(arr))]
@@ -401,7 +427,7 @@ def _restore(directory, target, item_name, step, partial_restore, read_boxes, ma
         def read():
             global last_restore_stats
             last_restore_stats = _core._engine_restore(item.dir, "", requests, others, coordinator,
-                                                       item=item)
+                                                       item=item, progress=progress)
     if placed and not converts and not maps:
         singles = iter(_read_while_placing(read, placed, jax))
     else:
@@ -414,6 +440,8 @@ def _restore(directory, target, item_name, step, partial_restore, read_boxes, ma
     for param, (sharding, shape, devices, _) in placed.items():
         mine = [next(singles) for _ in devices]
         arrays[param] = jax.make_array_from_single_device_arrays(shape, sharding, mine)
+    if matched is None and jax is not None and jax_arrays:
+        _as_jax_arrays(saved, arrays, impls, jax)
     ctx = {"arrays": arrays, "keys": impls}
 
     def value_of(node):

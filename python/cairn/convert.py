@@ -8,14 +8,16 @@ last, so an interrupted conversion leaves nothing that looks valid.
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Optional, Sequence
+import os
+from typing import Callable, Mapping, Optional, Sequence, Union
 
 from cairn import _core
+from cairn import _leaves
 
 
 def convert(
-    source: str,
-    dest: str,
+    source: Union[str, "os.PathLike[str]"],
+    dest: Union[str, "os.PathLike[str]"],
     *,
     to: str,
     from_format: str = "",
@@ -24,11 +26,11 @@ def convert(
     exclude: Sequence[str] = (),
     rename: Mapping[str, str] | Sequence[tuple[str, str]] = (),
     dtype: Mapping[str, str] | Sequence[tuple[str, str]] = (),
-    memory_budget: int = 1 << 30,
+    memory_budget: Union[int, str] = 1 << 30,
     threads: int = 0,
     verify: bool = False,
     overwrite: bool = False,
-    max_file_size: int = 0,
+    max_file_size: Union[int, str] = 0,
     progress: Optional[Callable[[int, int, int, int], None]] = None,
     resume: bool = True,
     params_only: bool = False,
@@ -48,11 +50,13 @@ def convert(
       include, exclude: globs on source array paths.
       rename: ``{old_prefix: new_prefix}`` applied to destination paths.
       dtype: ``{glob: dtype_name}`` casts (float types only), e.g. ``{"*": "bfloat16"}``.
-      memory_budget: bytes of array data in flight.
+      memory_budget: bytes of array data in flight: an int or a string such
+        as ``"1GiB"`` or ``"512MiB"`` (units B, KiB, MiB, GiB, KB, MB, GB).
       threads: worker threads (0: the machine's cores).
       verify: re-read the destination and compare it with the source.
       overwrite: replace a destination that holds a committed checkpoint.
-      max_file_size: safetensors only: shard into files of at most this many bytes.
+      max_file_size: safetensors only: shard into files of at most this many
+        bytes (an int or a string such as ``"5GB"``).
       resume: keep the arrays that an interrupted run of the same conversion
         into ``dest`` completed (partial ones are written again); False
         writes everything again.
@@ -70,10 +74,17 @@ def convert(
     Returns:
       A summary dict: source, source_format, dest, arrays, arrays_resumed, bytes_read,
       bytes_written, seconds, verify_seconds, peak_slab_bytes.
+
+    Raises:
+      KeyboardInterrupt: within about a second of Ctrl-C (SIGINT). Nothing
+        is committed; its note says how far the conversion got, and the
+        same call run again resumes (Orbax and AXLearn destinations keep the
+        arrays completed).
     """
     renames = list(rename.items()) if isinstance(rename, Mapping) else list(rename)
     casts = list(dtype.items()) if isinstance(dtype, Mapping) else list(dtype)
     return _core._convert(
-        str(source), str(dest), to, from_format, step, list(include), list(exclude), renames,
-        casts, int(memory_budget), int(threads), bool(verify), bool(overwrite),
-        int(max_file_size), progress, bool(resume), bool(params_only), str(rename_preset))
+        os.fspath(source), os.fspath(dest), to, from_format, step, list(include), list(exclude), renames,
+        casts, _leaves.byte_size("memory_budget", memory_budget), int(threads), bool(verify),
+        bool(overwrite), _leaves.byte_size("max_file_size", max_file_size), progress, bool(resume),
+        bool(params_only), str(rename_preset))

@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 from cairn import _core
 from cairn import _leaves
@@ -97,7 +97,8 @@ class CheckpointManager:
     Intervals and retention
     per tier (`persistent_max_to_keep` None: keep all). Storage options
     (`use_ocdbt`, `use_zarr3`, `compression`, `chunk_byte_size`,
-    `ocdbt_target_data_file_size`, `memory_budget`) as ``cairn.save``, for
+    `ocdbt_target_data_file_size`, `memory_budget`: sizes as an int or a
+    string such as ``"1GiB"``) as ``cairn.save``, for
     both tiers (`replica_parallel` is passed on, but the persistent tier is
     written by replica 0 alone, as Orbax's, and the local tier by every
     process for every shard it holds); `local_compression` is the local tier's ("none" by
@@ -111,18 +112,22 @@ class CheckpointManager:
     EmergencyOptions::at_point), on the manager's threads.
     """
 
-    def __init__(self, local_directory, persistent_directory, global_mesh=None, abstract_state=None, *,
-                 options=None, metadata=None, logger=None, item_handlers=None, handler_registry=None,
-                 persistent_non_replicated_directory=None, num_replicas: int = 1,
+    def __init__(self, local_directory: Union[str, "os.PathLike[str]"],
+                 persistent_directory: Union[str, "os.PathLike[str]"], global_mesh: Any = None,
+                 abstract_state: Any = None, *, options: Any = None, metadata: Any = None,
+                 logger: Any = None, item_handlers: Any = None, handler_registry: Any = None,
+                 persistent_non_replicated_directory: Any = None, num_replicas: int = 1,
                  peer_copies: Optional[int] = None, local_save_interval_steps: int = 1,
                  local_max_to_keep: int = 2, persistent_save_interval_steps: int = 10,
                  persistent_max_to_keep: Optional[int] = None, use_ocdbt: bool = True,
                  use_zarr3: bool = True, compression: str = "default",
                  local_compression: Optional[str] = "none",
-                 memory_budget: Optional[int] = None, coordinator=None, transport: Optional[str] = None,
+                 memory_budget: Optional[Union[int, str]] = None, coordinator: Any = None,
+                 transport: Optional[str] = None,
                  zmq_host: str = "", timeout_s: float = 600.0, enable_async: bool = True,
                  at_point: Optional[Callable[[str, int], None]] = None, replica_parallel: bool = True,
-                 chunk_byte_size: Optional[int] = None, ocdbt_target_data_file_size: Optional[int] = None):
+                 chunk_byte_size: Optional[Union[int, str]] = None,
+                 ocdbt_target_data_file_size: Optional[Union[int, str]] = None) -> None:
         for name, value in (("metadata", metadata), ("item_handlers", item_handlers),
                             ("handler_registry", handler_registry),
                             ("persistent_non_replicated_directory", persistent_non_replicated_directory)):
@@ -154,12 +159,14 @@ class CheckpointManager:
             local_save_interval_steps=local_save_interval_steps, local_max_to_keep=local_max_to_keep,
             persistent_save_interval_steps=persistent_save_interval_steps,
             persistent_max_to_keep=persistent_max_to_keep or 0, use_ocdbt=use_ocdbt,
-            use_zarr3=use_zarr3, compression=compression, memory_budget=memory_budget or 0,
+            use_zarr3=use_zarr3, compression=compression,
+            memory_budget=_leaves.byte_size("memory_budget", memory_budget),
             timeout_s=timeout_s, global_process_metadata=process_md, mesh_metadata=mesh_md,
             zmq_host=zmq_host, local_compression=local_compression or "", at_point=at_point,
-            replica_parallel=replica_parallel, chunk_byte_size=chunk_byte_size or 0,
-            target_data_file_size=(ocdbt_target_data_file_size if ocdbt_target_data_file_size is not None
-                                   else 2 ** 31))
+            replica_parallel=replica_parallel,
+            chunk_byte_size=_leaves.byte_size("chunk_byte_size", chunk_byte_size),
+            target_data_file_size=_leaves.byte_size("ocdbt_target_data_file_size",
+                                                    ocdbt_target_data_file_size, 2 ** 31))
         self.last_restore: Optional[dict] = None
 
     def should_save(self, step: int) -> bool:
@@ -173,7 +180,7 @@ class CheckpointManager:
         return _manager_items.reached_preemption(int(step))
 
     @property
-    def directory(self):
+    def directory(self) -> Any:
         """The persistent directory, as Orbax's emergency manager names it."""
         from cairn import _manager_items
         return _manager_items.path_object(self.persistent_directory)
@@ -199,19 +206,21 @@ class CheckpointManager:
         """Blocks until the background work is done; raises its error."""
         self._native.wait_until_finished()
 
-    def all_steps(self) -> list:
+    def all_steps(self) -> list[int]:
         """Steps a restore could use: complete local steps (over all hosts'
         disks and peer copies) and persistent steps, ascending. Collective."""
         return list(self._native.all_steps())
 
     def latest_step(self) -> Optional[int]:
+        """The newest step a restore could use; None if there is none. Collective."""
         return self._native.latest_step()
 
-    def restore(self, step: Optional[int] = None, target: Any = None, *, args: Any = None):
+    def restore(self, step: Optional[int] = None, target: Any = None, *, args: Any = None) -> Any:
         """Restores `step` (default: the newest usable one, see the module
         docstring) like ``cairn.restore``; `target` (or ``args.item``) places
-        arrays on its shardings. FileNotFoundError when there is nothing to
-        restore. Collective."""
+        arrays on its shardings; without one, arrays come back as numpy
+        arrays (those of a local step on a RAM disk mapped, not copied).
+        FileNotFoundError when there is nothing to restore. Collective."""
         partial_restore = False
         if args is not None and target is None:
             target, partial_restore = _orbax_args.target_of_restore_args(_orbax_args.single_item(args), False)
@@ -236,7 +245,7 @@ class CheckpointManager:
             return report.pop("mapped", [])
 
         tree = _orbax_restore.restore_item(item_dir, target, partial_restore=partial_restore,
-                                           read_boxes=read, maps=maps)
+                                           read_boxes=read, maps=maps, jax_arrays=False)
         self.last_restore = report
         if self._orbax_signature or (args is not None and _orbax_args.is_composite(args)):
             # Orbax's emergency manager answers Composite(state=...).
@@ -250,5 +259,5 @@ class CheckpointManager:
     def __enter__(self) -> "CheckpointManager":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self.close()

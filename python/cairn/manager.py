@@ -28,7 +28,8 @@ MPI's, or pass ``coordinator=`` (``cairn.dist``).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+import os
+from typing import Any, Callable, Optional, Sequence, Union
 
 from cairn import _core
 from cairn import _leaves
@@ -46,7 +47,11 @@ class CheckpointManager:
     `max_to_keep` (None: keep all), `keep_period` (also keep steps divisible
     by it), `enable_async` (``save`` returns once the arrays are copied;
     commit and retention go on in the background), `step_prefix` and
-    `step_format_fixed_length`. Storage options as ``cairn.save``.
+    `step_format_fixed_length`. Storage options as ``cairn.save``
+    (`memory_budget`, `chunk_byte_size`, `ocdbt_target_data_file_size`: an
+    int or a string such as ``"1GiB"``). `at_point`: an observer called with
+    the name of each point a save or a deletion reaches (data_written,
+    before_item_commit, before_step_commit, ...), on the manager's threads.
 
     Orbax's own signature works too (docs/ORBAX_INTEGRATION.md says which
     options map)::
@@ -62,16 +67,18 @@ class CheckpointManager:
     any number of JSON items (``JsonSave``), written and committed with it.
     """
 
-    def __init__(self, directory, checkpointers=None, options=None, metadata=None, item_names=None,
-                 item_handlers=None, logger=None, handler_registry=None, *,
+    def __init__(self, directory: Union[str, "os.PathLike[str]"], checkpointers: Any = None,
+                 options: Any = None, metadata: Any = None, item_names: Optional[Sequence[str]] = None,
+                 item_handlers: Any = None, logger: Any = None, handler_registry: Any = None, *,
                  save_interval_steps: int = 1, max_to_keep: Optional[int] = None,
                  keep_period: Optional[int] = None, enable_async: bool = True,
                  step_prefix: Optional[str] = None, step_format_fixed_length: Optional[int] = None,
                  item_name: Optional[str] = None, use_ocdbt: bool = True, use_zarr3: bool = True,
                  replica_parallel: bool = True, compression: str = "default",
-                 memory_budget: Optional[int] = None, chunk_byte_size: Optional[int] = None,
-                 ocdbt_target_data_file_size: Optional[int] = None, coordinator=None,
-                 timeout_s: float = 600.0, at_point: Optional[Callable[[str], None]] = None):
+                 memory_budget: Optional[Union[int, str]] = None,
+                 chunk_byte_size: Optional[Union[int, str]] = None,
+                 ocdbt_target_data_file_size: Optional[Union[int, str]] = None, coordinator: Any = None,
+                 timeout_s: float = 600.0, at_point: Optional[Callable[[str], None]] = None) -> None:
         from cairn import dist
 
         for name, value in (("checkpointers", checkpointers), ("handler_registry", handler_registry),
@@ -90,7 +97,9 @@ class CheckpointManager:
                 step_format_fixed_length=step_format_fixed_length))
         self._policy = policy
         self._coordinator = coordinator if coordinator is not None else dist.detect()
-        target = ocdbt_target_data_file_size if ocdbt_target_data_file_size is not None else 2 ** 31
+        target = _leaves.byte_size("ocdbt_target_data_file_size", ocdbt_target_data_file_size, 2 ** 31)
+        budget = _leaves.byte_size("memory_budget", memory_budget)
+        chunk_bytes = _leaves.byte_size("chunk_byte_size", chunk_byte_size)
         native = dict(policy.native)
         native["step_prefix"] = native.get("step_prefix") or ""
         # `at_point`: called with the name of each point a save or a deletion
@@ -100,8 +109,8 @@ class CheckpointManager:
         self._native = _core._manager_open(
             self.directory, self._coordinator, item_name=self._items.pytree_name or "default",
             use_ocdbt=use_ocdbt, use_zarr3=use_zarr3, replica_parallel=replica_parallel,
-            compression=compression, memory_budget=memory_budget or 0, target_data_file_size=target,
-            chunk_byte_size=chunk_byte_size or 0, timeout_s=timeout_s, at_point=at_point, **native)
+            compression=compression, memory_budget=budget, target_data_file_size=target,
+            chunk_byte_size=chunk_bytes, timeout_s=timeout_s, at_point=at_point, **native)
         self._closed = False
         self._scores = {}  # step -> best_fn(metrics), with best_fn
         self._load_scores()
@@ -176,13 +185,14 @@ class CheckpointManager:
         their error."""
         self._native.wait_until_finished()
 
-    def all_steps(self, read: bool = False) -> list:
+    def all_steps(self, read: bool = False) -> list[int]:
         """Committed steps and the one being saved, ascending (as Orbax)."""
         if read:
             self.reload()
         return list(self._native.all_steps())
 
     def latest_step(self) -> Optional[int]:
+        """The newest committed (or being saved) step; None if there is none."""
         return self._native.latest_step()
 
     def best_step(self) -> Optional[int]:
@@ -196,10 +206,11 @@ class CheckpointManager:
         return max(scored, key=lambda s: ((self._scores[s] if higher else -self._scores[s]), s))
 
     def is_saving_in_progress(self) -> bool:
+        """True while a background save has not finished."""
         return self._native.pending_step() is not None
 
     def restore(self, step: Optional[int] = None, target: Any = None, *, args: Any = None,
-                partial_restore: bool = False):
+                partial_restore: bool = False) -> Any:
         """Restores step `step` (default: the latest) as ``cairn.restore``
         does; `target` (or the item of ``args``: ``StandardRestore``,
         ``PyTreeRestore``, or a ``Composite`` that also names JSON items,
@@ -219,7 +230,7 @@ class CheckpointManager:
 
         return plan.run(pytree)
 
-    def item_metadata(self, step: int):
+    def item_metadata(self, step: int) -> Any:
         """The PyTree item's tree of ``_METADATA`` as cairn reads it (nested
         dicts/lists of (kind, ...) tuples)."""
         return _core._orbax_open_item(self._native.step_path(int(step)), self._items.pytree_name or "").tree()
@@ -241,5 +252,5 @@ class CheckpointManager:
     def __enter__(self) -> "CheckpointManager":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self.close()

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 
 from cairn import _core
@@ -31,6 +31,10 @@ from cairn._orbax_restore import restore  # noqa: F401  (cairn.orbax.restore)
 __all__ = ["save", "save_async", "PendingSave", "restore", "all_steps", "latest_step", "PYTREE_HANDLER",
            "PyTreeCheckpointHandler", "StandardCheckpointHandler", "PyTreeHandler", "register_handlers",
            "unregister_handlers"]
+
+# A path or URL, and a size in bytes (an int, or a string such as "1GiB").
+PathLike = Union[str, "os.PathLike[str]"]
+Size = Union[int, str]
 
 PYTREE_HANDLER = "orbax.checkpoint._src.handlers.pytree_checkpoint_handler.PyTreeCheckpointHandler"
 
@@ -69,9 +73,12 @@ class PendingSave:
         self._finished = False
 
     def done(self) -> bool:
+        """True once the save is finished (committed or failed)."""
         return self._pending.done()
 
     def wait_until_finished(self) -> str:
+        """Blocks until the checkpoint is committed and returns its
+        directory; raises the error of any process."""
         if not self._finished:
             try:
                 self._pending.wait()
@@ -81,21 +88,23 @@ class PendingSave:
         return self.path
 
 
-def save_async(directory, tree=None, *, args=None, force: bool = False, format: str = "orbax",
-               use_ocdbt: bool = True,
-               use_zarr3: bool = True, step: Optional[int] = None, item_name: str = "default",
+def save_async(directory: PathLike, tree: Any = None, *, args: Any = None, force: bool = False,
+               format: str = "orbax", use_ocdbt: bool = True, use_zarr3: bool = True,
+               step: Optional[int] = None, item_name: str = "default",
                step_prefix: Optional[str] = None, step_format_fixed_length: Optional[int] = None,
-               custom_metadata: Any = None, chunk_byte_size: Optional[int] = None,
-               ocdbt_target_data_file_size: Optional[int] = None, process_index: int = 0,
+               custom_metadata: Any = None, chunk_byte_size: Optional[Size] = None,
+               ocdbt_target_data_file_size: Optional[Size] = None, process_index: int = 0,
                process_count: int = 1, barrier: Optional[Callable[[str], None]] = None,
-               coordinator=None, replica_parallel: bool = True, compression: str = "default",
-               memory_budget: Optional[int] = None, timeout_s: float = 600.0) -> PendingSave:
-    """Starts saving `tree` (see `save`) and returns once its numpy arrays
-    are copied into memory cairn owns (within `memory_budget` bytes), so the
-    caller may change them; jax.Arrays, which never change, are not copied
-    first but read in the background (cairn holds them until the save is
-    finished). Encoding and writing go on in the background. Returns a
-    PendingSave."""
+               coordinator: Any = None, replica_parallel: bool = True, compression: str = "default",
+               memory_budget: Optional[Size] = None, timeout_s: float = 600.0,
+               progress: Optional[Callable[[int, int], None]] = None) -> PendingSave:
+    """Starts saving `tree` (see `save`, which takes the same arguments) and
+    returns once its numpy arrays are copied into memory cairn owns (within
+    `memory_budget` bytes), so the caller may change them; jax.Arrays, which
+    never change, are not copied first but read in the background (cairn
+    holds them until the save is finished). Encoding and writing go on in
+    the background. Returns a PendingSave: ``wait_until_finished()`` returns
+    the checkpoint's directory once it is committed."""
     if args is not None:
         if tree is not None:
             raise ValueError("cairn.save: pass either `tree` or `args`, not both")
@@ -108,7 +117,9 @@ def save_async(directory, tree=None, *, args=None, force: bool = False, format: 
         final_top = os.path.join(root, _core._orbax_step_name(step, step_prefix or "", step_format_fixed_length))
     else:
         final_top = root
-    target = ocdbt_target_data_file_size if ocdbt_target_data_file_size is not None else 2 ** 31
+    target = _leaves.byte_size("ocdbt_target_data_file_size", ocdbt_target_data_file_size, 2 ** 31)
+    budget = _leaves.byte_size("memory_budget", memory_budget)
+    chunk_bytes = _leaves.byte_size("chunk_byte_size", chunk_byte_size)
     c, cleanup = _coordinator_for(final_top, process_index, process_count, barrier, coordinator)
     try:
         if force and c.is_primary:
@@ -117,9 +128,9 @@ def save_async(directory, tree=None, *, args=None, force: bool = False, format: 
         pending = _core._engine_save(
             final_top, item_name if step is not None else "", leaves, c, use_ocdbt=use_ocdbt,
             use_zarr3=use_zarr3, replica_parallel=replica_parallel, compression=compression,
-            memory_budget=memory_budget or 0, target_data_file_size=target,
-            chunk_byte_size=chunk_byte_size or 0, custom_metadata=_leaves.json_text(custom_metadata),
-            timeout_s=timeout_s)
+            memory_budget=budget, target_data_file_size=target,
+            chunk_byte_size=chunk_bytes, custom_metadata=_leaves.json_text(custom_metadata),
+            timeout_s=timeout_s, progress=progress)
     except BaseException:
         cleanup()
         raise
@@ -153,39 +164,75 @@ def _remove_checkpoint(final_top: str) -> None:
     kvstore.open(final_top.rstrip("/") + "/").delete_prefix("")
 
 
-def save(directory, tree=None, **kwargs) -> str:
+def save(directory: PathLike, tree: Any = None, *, args: Any = None, force: bool = False,
+         format: str = "orbax", use_ocdbt: bool = True, use_zarr3: bool = True,
+         step: Optional[int] = None, item_name: str = "default", step_prefix: Optional[str] = None,
+         step_format_fixed_length: Optional[int] = None, custom_metadata: Any = None,
+         chunk_byte_size: Optional[Size] = None, ocdbt_target_data_file_size: Optional[Size] = None,
+         process_index: int = 0, process_count: int = 1,
+         barrier: Optional[Callable[[str], None]] = None, coordinator: Any = None,
+         replica_parallel: bool = True, compression: str = "default",
+         memory_budget: Optional[Size] = None, timeout_s: float = 600.0,
+         progress: Optional[Callable[[int, int], None]] = None) -> str:
     """Saves `tree` as an Orbax PyTree checkpoint; returns the final directory.
 
     Without `step`, `directory` becomes the item directory, as
     ``ocp.PyTreeCheckpointer().save(directory, tree)`` makes it. With
     `step`, `directory` is a checkpoint root and the tree goes to
     ``<directory>/<step name>/<item_name>/`` as ``CheckpointManager`` lays it
-    out. The directory is written under a ``.orbax-checkpoint-tmp`` name,
-    marked with ``commit_success.txt`` and renamed; FileExistsError if it
-    exists. Chunks follow Orbax's rule: one chunk per write (shard) shape,
-    split when larger than the target data file size (2 GiB) or
-    `chunk_byte_size`. ValueError when two key paths map to the same Orbax
+    out (`step_prefix`, `step_format_fixed_length` as Orbax's). The
+    directory is written under a ``.orbax-checkpoint-tmp`` name, marked with
+    ``commit_success.txt`` and renamed; FileExistsError if it exists,
+    PermissionError if it cannot be written. `force=True` replaces an
+    existing checkpoint. ValueError when two key paths map to the same Orbax
     param name (Orbax joins keys with '.' without escaping).
 
-    Several processes save together with a `coordinator` (cairn.dist), or
-    with their `process_index`, `process_count` and a `barrier` callable;
-    in a multi-process jax job the coordinator is found from jax.
-    `compression`: "default" (Orbax's zstd), "none", or "auto" (zstd only
-    where a sample shrinks by 10% or more). `args=ocp.args.PyTreeSave(...)`
-    or ``StandardSave`` stands for `tree` (with its `save_args` casts,
-    `custom_metadata` and `ocdbt_target_data_file_size`); `force=True`
-    replaces an existing checkpoint. Keyword arguments as `save_async`,
-    which this calls and waits for.
+    Args:
+      directory: a local path or a URL (``file://``, ``s3://``, ``gs://``).
+      tree: any jax pytree of jax.Arrays, numpy arrays, scalars and strings.
+      args: ``ocp.args.PyTreeSave(...)`` or ``StandardSave`` instead of
+        `tree` (with its `save_args` casts, `custom_metadata` and
+        `ocdbt_target_data_file_size`).
+      format: "orbax" (the only one).
+      use_ocdbt, use_zarr3: Orbax's four storage variants.
+      custom_metadata: JSON-able value stored in ``_METADATA``.
+      chunk_byte_size, ocdbt_target_data_file_size, memory_budget: sizes in
+        bytes, as an int or a string such as ``"1GiB"`` or ``"512MiB"``.
+        Chunks follow Orbax's rule: one chunk per write (shard) shape, split
+        when larger than the target data file size (2 GiB) or
+        `chunk_byte_size`. `memory_budget`: bytes of array data copied at a
+        time (0 or None: no limit).
+      compression: "default" (Orbax's zstd), "none", or "auto" (zstd only
+        where a sample shrinks by 10% or more).
+      process_index, process_count, barrier, coordinator: several processes
+        save together with a `coordinator` (cairn.dist), or with their
+        `process_index`, `process_count` and a `barrier` callable; in a
+        multi-process jax job the coordinator is found from jax.
+      replica_parallel: replicated arrays are written by all their replicas,
+        a part each (as Orbax's ``replica_parallel``).
+      timeout_s: how long a process waits for the others.
+      progress: called as ``progress(bytes_done, bytes_total)`` with the
+        bytes of this process's array data written, about every 1% and once
+        at the end (bytes_done == bytes_total), from cairn's threads (as
+        ``convert``'s progress).
     """
-    return save_async(directory, tree, **kwargs).wait_until_finished()
+    return save_async(
+        directory, tree, args=args, force=force, format=format, use_ocdbt=use_ocdbt, use_zarr3=use_zarr3,
+        step=step, item_name=item_name, step_prefix=step_prefix,
+        step_format_fixed_length=step_format_fixed_length, custom_metadata=custom_metadata,
+        chunk_byte_size=chunk_byte_size, ocdbt_target_data_file_size=ocdbt_target_data_file_size,
+        process_index=process_index, process_count=process_count, barrier=barrier,
+        coordinator=coordinator, replica_parallel=replica_parallel, compression=compression,
+        memory_budget=memory_budget, timeout_s=timeout_s, progress=progress).wait_until_finished()
 
 
-def all_steps(root) -> list:
+def all_steps(root: PathLike) -> list:
     """Finalized steps under a checkpoint root, ascending."""
     return [s for s, _ in _core._orbax_list_steps(os.fspath(root))]
 
 
-def latest_step(root) -> Optional[int]:
+def latest_step(root: PathLike) -> Optional[int]:
+    """The newest finalized step under a checkpoint root; None if there is none."""
     steps = all_steps(root)
     return steps[-1] if steps else None
 

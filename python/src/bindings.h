@@ -32,6 +32,13 @@ void RegisterConvert(nanobind::module_& m);  // convert_bindings.cc
 void BindDist(nanobind::module_& m);
 void RegisterEngine(nanobind::module_& m);  // engine_bindings.cc: cairn.save / restore / save_async
 void RegisterManager(nanobind::module_& m);  // manager_bindings.cc: cairn.CheckpointManager
+void RegisterOptions(nanobind::module_& m);  // options_bindings.cc: sizes given as "1GiB"
+void RegisterEvents(nanobind::module_& m);  // events_bindings.cc: events to Python's logging
+
+// options_bindings.cc: a size keyword (`name`, e.g. "memory_budget") given
+// as an int or a string such as "1GiB" (ParseByteSize, as the CLI reads
+// it), in bytes; ValueError naming `name` and the units otherwise.
+uint64_t ByteSize(const std::string& name, nanobind::handle value);
 
 // engine_bindings.cc, for other bindings: the leaves of a flattened tree
 // (the `leaves` argument of _engine_save) as the public arrays
@@ -89,6 +96,11 @@ void CallObserver(const std::shared_ptr<nanobind::object>& held, const char* wha
     e.discard_as_unraisable(what);
   }
 }
+
+// A progress callback of a save or restore (include/cairn/engine.h):
+// `f(bytes_done, bytes_total)` by CallObserver. Empty for None
+// (events_bindings.cc).
+std::function<void(uint64_t, uint64_t)> ProgressObserver(nanobind::object f, const char* what);
 
 // An observer the native code calls at its named points (a manager's
 // ManagerHooks::at_point), from any of its threads: `f(point)` by

@@ -210,12 +210,13 @@ void RegisterEngine(nb::module_& m) {
          Coordinator& coordinator, bool use_ocdbt, bool use_zarr3, bool replica_parallel,
          const std::string& compression, uint64_t memory_budget, uint64_t target_data_file_size,
          uint64_t chunk_byte_size, const std::string& custom_json, double timeout_s,
-         bool caller_commits, bool shards_only, const std::string& process_name) {
+         bool caller_commits, bool shards_only, const std::string& process_name, nb::object progress) {
         ConvertedLeaves converted = ConvertSaveLeaves(leaves);
         SaveCheckpointOptions o =
             StorageOptions(use_ocdbt, use_zarr3, replica_parallel, compression, memory_budget,
                            target_data_file_size, chunk_byte_size, timeout_s);
         o.custom_metadata_json = custom_json;
+        o.progress = ProgressObserver(std::move(progress), "cairn.save progress callback");
         SaveCheckpointTarget target{item_name, caller_commits, shards_only, process_name};
         Result<std::unique_ptr<CheckpointSave>> pending = InternalError("not started");
         {
@@ -230,6 +231,7 @@ void RegisterEngine(nb::module_& m) {
       nb::arg("target_data_file_size") = uint64_t{1} << 31, nb::arg("chunk_byte_size") = 0,
       nb::arg("custom_metadata") = "null", nb::arg("timeout_s") = 600.0,
       nb::arg("caller_commits") = false, nb::arg("shards_only") = false, nb::arg("process_name") = "",
+      nb::arg("progress").none() = nb::none(),
       // The background work uses the coordinator until the save is done.
       nb::keep_alive<0, 4>());
 
@@ -254,7 +256,8 @@ void RegisterEngine(nb::module_& m) {
   m.def(
       "_engine_restore",
       [](const std::string& directory, const std::string& item_name, const std::vector<PyRestoreArray>& arrays,
-         const std::vector<PyOtherBoxes>& others, Coordinator* coordinator, nb::handle item) -> nb::object {
+         const std::vector<PyOtherBoxes>& others, Coordinator* coordinator, nb::handle item,
+         nb::object progress) -> nb::object {
         std::vector<RestoreArray> request = ConvertRestoreArrays(arrays);
         if (!others.empty() && others.size() != request.size()) {
           throw nb::value_error("_engine_restore: boxes_of_other_processes needs one list per array");
@@ -266,6 +269,7 @@ void RegisterEngine(nb::module_& m) {
         o.item_name = item_name;
         o.item = OrbaxItemFromPython(item);
         o.coordinator = coordinator;
+        o.progress = ProgressObserver(std::move(progress), "cairn.restore progress callback");
         Result<RestoreStats> stats = InternalError("not run");
         {
           nb::gil_scoped_release release;
@@ -282,7 +286,8 @@ void RegisterEngine(nb::module_& m) {
       },
       nb::arg("directory"), nb::arg("item_name"), nb::arg("arrays"),
       nb::arg("boxes_of_other_processes") = std::vector<PyOtherBoxes>(),
-      nb::arg("coordinator").none() = nb::none(), nb::arg("item").none() = nb::none());
+      nb::arg("coordinator").none() = nb::none(), nb::arg("item").none() = nb::none(),
+      nb::arg("progress").none() = nb::none());
 }
 
 }  // namespace cairn::python

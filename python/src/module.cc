@@ -21,6 +21,8 @@ NB_MODULE(_core, m) {
   cairn::python::RegisterEngine(m);  // cairn.save / restore / save_async (engine_bindings.cc)
   cairn::python::RegisterManager(m);  // cairn.CheckpointManager (manager_bindings.cc)
   cairn::python::RegisterEmergency(m);  // cairn.emergency (emergency_bindings.cc)
+  cairn::python::RegisterOptions(m);  // _byte_size (options_bindings.cc)
+  cairn::python::RegisterEvents(m);  // _set_event_sink (events_bindings.cc)
   m.def("normalize_url", [](const std::string& url) { return cairn::NormalizeUrl(url); },
         nb::arg("url"),
         "Turns a local path into a file:// URL; leaves URLs (and later pipeline parts) alone.");

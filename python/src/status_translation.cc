@@ -14,10 +14,18 @@
 //   Unimplemented       NotImplementedError
 //   Internal            RuntimeError
 //
+// An error that came from a system call (Status::error_number() != 0, as
+// ErrnoError makes them) is raised as Python raises that errno:
+// OSError(errno, message), which Python turns into PermissionError (EACCES,
+// EPERM), FileNotFoundError (ENOENT), FileExistsError (EEXIST),
+// IsADirectoryError (EISDIR), NotADirectoryError (ENOTDIR), ... with
+// `errno` set; EINVAL stays ValueError and corrupt data CorruptDataError.
+//
 // The exception's message is the status message, which says what failed and
 // where (key and URL).
 #include "status_translation.h"
 
+#include <cerrno>
 #include <string>
 
 namespace nb = nanobind;
@@ -62,6 +70,20 @@ void ThrowStatus(const Status& status) {
   PyObject* text = PyUnicode_DecodeUTF8(message.data(), static_cast<Py_ssize_t>(message.size()),
                                         "backslashreplace");
   if (text == nullptr) throw nb::python_error();
+  const int err = status.error_number();
+  if (err != 0 && err != EINVAL && status.code() != StatusCode::kDataLoss) {
+    // OSError(errno, text) is an instance of the subclass Python picks for
+    // errno, with e.errno and e.strerror set.
+    PyObject* args = Py_BuildValue("(iO)", err, text);
+    Py_DECREF(text);
+    if (args == nullptr) throw nb::python_error();
+    PyObject* exc = PyObject_Call(PyExc_OSError, args, nullptr);
+    Py_DECREF(args);
+    if (exc == nullptr) throw nb::python_error();
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc)), exc);
+    Py_DECREF(exc);
+    throw nb::python_error();
+  }
   PyErr_SetObject(ExceptionFor(status.code()), text);
   Py_DECREF(text);
   throw nb::python_error();

@@ -29,6 +29,7 @@ Result<engine::SaveOptions> EngineSaveOptions(const SaveCheckpointOptions& optio
   o.target_data_file_size = options.target_data_file_size;
   o.chunk_byte_size = options.chunk_byte_size;
   o.timeout = options.timeout;
+  o.progress = options.progress;
   CAIRN_ASSIGN_OR_RETURN(o.custom_metadata, ParseJson(options.custom_metadata_json, "custom_metadata"));
   return o;
 }

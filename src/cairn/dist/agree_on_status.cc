@@ -2,7 +2,8 @@
 //
 // Wire format of one process's contribution (an AllGather value):
 //   "<decimal status code>:<message>"   ("0:" for OK).
-// A contribution that does not parse (a process of a different cairn
+// In a one-process job the failure is returned as it is: "process 0 of 1:"
+// would say nothing. A contribution that does not parse (a process of a different cairn
 // version, a bug) becomes an Internal error attributed to that process.
 #include <charconv>
 #include <string>
@@ -47,7 +48,7 @@ Status AgreeOnStatus(Coordinator& coordinator, std::string_view name, const Stat
   if (!all.ok()) {
     // Without the others' answers, this process's own failure (if any) is
     // the most useful thing to report; otherwise the exchange's failure.
-    if (!local.ok()) return local.Annotate(where(coordinator.process_index()));
+    if (!local.ok()) return n == 1 ? local : local.Annotate(where(coordinator.process_index()));
     return all.status().Annotate("agreeing on the outcome of `" + std::string(name) + "`");
   }
   if (static_cast<int>(all->size()) != n) {
@@ -56,8 +57,11 @@ Status AgreeOnStatus(Coordinator& coordinator, std::string_view name, const Stat
                          " processes");
   }
   for (int i = 0; i < n; ++i) {
+    // One process: nothing to say which; its own failure comes back as it
+    // was (with its errno, which the wire format does not carry).
+    if (n == 1) return local;
     Status s = DecodeStatus((*all)[i]);
-    if (!s.ok()) return s.Annotate(where(i));
+    if (!s.ok()) return i == coordinator.process_index() ? local.Annotate(where(i)) : s.Annotate(where(i));
   }
   return Status::OK();
 }

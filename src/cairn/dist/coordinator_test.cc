@@ -1,6 +1,7 @@
 // Tests of the single-process and callback coordinators and AgreeOnStatus.
 // The callback coordinator runs over an in-memory key-value store with one
 // thread per "process".
+#include <cerrno>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -270,7 +271,9 @@ TEST(AgreeOnStatus, FirstFailureByProcessIndexNamesTheProcess) {
   auto single = NewSingleProcessCoordinator();
   Status s = AgreeOnStatus(*single, "p", InternalError("boom"), 0s);
   EXPECT_EQ(s.code(), StatusCode::kInternal);
-  EXPECT_EQ(std::string(s.message()), "process 0 of 1: boom");
+  EXPECT_EQ(std::string(s.message()), "boom");  // one process: no "process 0 of 1:"
+  s = AgreeOnStatus(*single, "q", ErrnoError(EACCES, "creating x"), 0s);
+  EXPECT_EQ(s.error_number(), EACCES);
 }
 
 TEST(AgreeOnStatus, MalformedAnswerIsAnInternalErrorOfThatProcess) {

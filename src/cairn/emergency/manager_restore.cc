@@ -52,6 +52,7 @@
 #include <set>
 #include <thread>
 
+#include "cairn/events.h"
 #include "cairn/emergency/dir_transfer.h"
 #include "cairn/emergency/manager.h"
 
@@ -250,6 +251,7 @@ Result<PreparedRestore> EmergencyCheckpointManager::PrepareRestore(std::optional
       prepared.log.push_back("process " + std::to_string(me) + " could not fetch local step " +
                              std::to_string(prepared.choice.step) + " (" + std::string(fetched.message()) +
                              "): every process will restore the newest persistent step instead");
+      EmitEvent(EventLevel::kWarning, "emergency restore falls back to the persistent tier: " + prepared.log.back());
     }
   }
   switch (prepared.choice.tier) {
@@ -460,6 +462,8 @@ Result<RestoreReport> EmergencyCheckpointManager::Restore(PreparedRestore& prepa
   StepChoice fallback = PersistentFallback(exchanged.second, std::string(all.message()));
   prepared.log.push_back(fallback.reason);
   if (fallback.tier != StepChoice::Tier::kPersistent) return all;
+  EmitEvent(EventLevel::kWarning, "emergency restore of local step " + std::to_string(prepared.choice.step) + " failed, " +
+                                      fallback.reason);
   return RestorePersistent(fallback.step, arrays, prepared.log);
 }
 

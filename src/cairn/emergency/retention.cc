@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "cairn/events.h"
 #include "cairn/emergency/dir_transfer.h"
 #include "cairn/emergency/local_step.h"
 #include "cairn/engine/step_retention.h"
@@ -41,6 +42,8 @@ Status KeepNewestSteps(const orbax::Location& root, int keep, const std::functio
     Status s = engine::DeleteStep((*steps)[i].location, at_point);
     if (s.code() == StatusCode::kNotFound) continue;  // gone meanwhile
     CAIRN_RETURN_IF_ERROR(s.Annotate("removing old step " + (*steps)[i].path()));
+    EmitEvent(EventLevel::kInfo, "deleted " + (*steps)[i].path() + " (retention: keeping the newest " +
+                                     std::to_string(keep) + ")");
   }
   return Status::OK();
 }

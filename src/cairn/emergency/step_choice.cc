@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "cairn/events.h"
+
 namespace cairn::emergency {
 namespace {
 
@@ -89,8 +91,10 @@ Result<StepChoice> ChooseStep(const std::vector<Holding>& holdings,
       why = std::string(complete.message());
     }
     if (std::find(persistent_steps.begin(), persistent_steps.end(), *requested) != persistent_steps.end()) {
-      return persistent(*requested, "step " + std::to_string(*requested) +
-                                        " (requested) from the persistent tier: local tier incomplete (" + why + ")");
+      StepChoice c = persistent(*requested, "step " + std::to_string(*requested) +
+                                                " (requested) from the persistent tier: local tier incomplete (" + why + ")");
+      EmitEvent(EventLevel::kWarning, "emergency restore falls back to the persistent tier: " + c.reason);
+      return c;
     }
     return NotFoundError("step " + std::to_string(*requested) +
                          " is neither complete in the local tier (" + why + ") nor in the persistent tier");
@@ -109,8 +113,12 @@ Result<StepChoice> ChooseStep(const std::vector<Holding>& holdings,
     skipped += "; local step " + std::to_string(*it) + " is incomplete: " + std::string(complete.message());
   }
   if (newest_persistent) {
-    return persistent(*newest_persistent, "step " + std::to_string(*newest_persistent) +
-                                              " is the newest persistent step" + skipped);
+    StepChoice c = persistent(*newest_persistent, "step " + std::to_string(*newest_persistent) +
+                                                      " is the newest persistent step" + skipped);
+    if (!skipped.empty()) {
+      EmitEvent(EventLevel::kWarning, "emergency restore falls back to the persistent tier: " + c.reason);
+    }
+    return c;
   }
   StepChoice none;
   none.reason = "no complete checkpoint in either tier" + skipped;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 
+#include "cairn/events.h"
 #include "cairn/engine/checkpoint_manager_points.h"
 
 namespace cairn::engine {
@@ -203,6 +204,7 @@ Status CheckpointManager::AfterCommit(int64_t step, const std::string& name) {
   Status first;
   for (const std::string& d : doomed) {
     Status s = DeleteStep(root_.Child(d), hooks_.at_point).Annotate("retention after step " + std::to_string(step));
+    if (s.ok()) EmitEvent(EventLevel::kInfo, "deleted " + root_.Child(d).Path() + " (retention after step " + std::to_string(step) + ")");
     if (first.ok()) first = s;
   }
   return first;

@@ -37,6 +37,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "cairn/engine/progress.h"
 #include "cairn/engine/restore_decode.h"
 #include "cairn/engine/restore_host_share.h"
 #include "cairn/engine/restore_plan.h"
@@ -228,9 +229,16 @@ struct Target {
 // Step 5 for `targets` (chunks of `plans`): reads and decodes them, whole
 // chunks (and shards wholly needed) first, with the index of each shard
 // needed only in part; then those shards' inner chunks.
+// The bytes of the destinations' parts a chunk (or an inner chunk) fills.
+uint64_t PartsBytes(const ArrayRestorePlan& p, const std::vector<PartToFill>& parts) {
+  uint64_t bytes = 0;
+  for (const PartToFill& part : parts) bytes += static_cast<uint64_t>(part.inter.num_elements());
+  return bytes * DTypeSize(p.spec.dtype);
+}
+
 Status ReadChunks(KvStore& store, const std::string& dir, const RestoreRequest& request,
                   const std::vector<ArrayRestorePlan>& plans, const std::vector<Target>& targets,
-                  HostShare* share) {
+                  HostShare* share, ProgressCounter& progress) {
   auto where_of = [&](size_t a, const std::string& key) {
     return "restoring `" + request.arrays[a].param + "` of " + dir + ": reading " + store.Describe(key);
   };
@@ -268,14 +276,18 @@ Status ReadChunks(KvStore& store, const std::string& dir, const RestoreRequest& 
     const ArrayRestorePlan& p = plans[targets[i].array];
     const ChunkToRead& c = p.chunks[targets[i].chunk];
     if (share != nullptr && share->role(targets[i].array, targets[i].chunk) == HostShare::Role::kOwner) {
-      return annotated(share->DeliverOwned(p, targets[i].array, targets[i].chunk, value), targets[i].array,
-                       c.key);
+      Status s = share->DeliverOwned(p, targets[i].array, targets[i].chunk, value);
+      if (s.ok()) progress.Add(PartsBytes(p, c.parts));
+      return annotated(s, targets[i].array, c.key);
     }
     if (p.sharding == nullptr || c.whole_shard) {
-      return annotated(DeliverChunk(p, c, value), targets[i].array, c.key);
+      Status s = DeliverChunk(p, c, value);
+      if (s.ok()) progress.Add(PartsBytes(p, c.parts));
+      return annotated(s, targets[i].array, c.key);
     }
     if (!value) {
       FillParts(p, c.parts, nullptr, c.box);
+      progress.Add(PartsBytes(p, c.parts));
       return Status::OK();
     }
     auto entries = p.sharding->DecodeIndex(p.spec, *value);
@@ -302,6 +314,7 @@ Status ReadChunks(KvStore& store, const std::string& dir, const RestoreRequest& 
       const ShardIndexEntry& e = (*indexes[i])[Linear(c.inner[k].cell, grid)];
       if (e.missing()) {
         FillParts(p, c.inner[k].parts, nullptr, c.inner[k].box);
+        progress.Add(PartsBytes(p, c.inner[k].parts));
         continue;
       }
       inner_reads.push_back({c.key, ByteRange::Range(e.offset, e.nbytes)});
@@ -313,7 +326,9 @@ Status ReadChunks(KvStore& store, const std::string& dir, const RestoreRequest& 
     const ArrayRestorePlan& p = plans[t.array];
     const ChunkToRead& c = p.chunks[t.chunk];
     if (!value) return DataLossError(where_of(t.array, c.key) + ": the shard vanished while reading it");
-    return annotated(DeliverInner(p, c.inner[t.inner], value), t.array, c.key);
+    Status s = DeliverInner(p, c.inner[t.inner], value);
+    if (s.ok()) progress.Add(PartsBytes(p, c.inner[t.inner].parts));
+    return annotated(s, t.array, c.key);
   });
   return AsDataLoss(second, "restoring from " + dir + ": a shard index entry points past the shard's end");
 }
@@ -347,6 +362,18 @@ Status Restore(const RestoreRequest& request) {
   }
   const std::vector<ArrayRestorePlan>& plans = opened->plans;
   KvStore& store = *opened->item.store;
+  // Progress: chunks mapped count as done at once, those other processes
+  // of the host decode once shared (below), the rest as they are filled.
+  uint64_t total = 0, already = 0;
+  for (size_t a = 0; a < plans.size() && request.progress; ++a) {
+    for (size_t c = 0; c < plans[a].chunks.size(); ++c) {
+      const uint64_t bytes = PartsBytes(plans[a], plans[a].chunks[c].parts);
+      total += bytes;
+      if (mapped[a][c]) already += bytes;
+    }
+  }
+  ProgressCounter progress(request.progress, total);
+  progress.Add(already);
 
   // Step 5: the chunks shared on this host first, round by round (the
   // other processes wait for this one's), then the rest.
@@ -355,9 +382,14 @@ Status Restore(const RestoreRequest& request) {
     HostShare::Outcome shared = share->Run(Status::OK(), plans, [&](const HostShare::Chunks& owned) {
       std::vector<Target> targets;
       for (const auto& [a, c] : owned) targets.push_back({a, c});
-      return ReadChunks(store, opened->dir, request, plans, targets, share.get());
+      return ReadChunks(store, opened->dir, request, plans, targets, share.get(), progress);
     });
     read = shared.status;
+    for (size_t a = 0; a < plans.size() && progress.enabled(); ++a) {
+      for (size_t c = 0; c < plans[a].chunks.size(); ++c) {
+        if (!mapped[a][c] && share->role(a, c) == HostShare::Role::kPeer) progress.Add(PartsBytes(plans[a], plans[a].chunks[c].parts));
+      }
+    }
     if (request.stats != nullptr) share->AddStats(request.stats);
   }
   std::vector<Target> targets;
@@ -368,8 +400,9 @@ Status Restore(const RestoreRequest& request) {
       targets.push_back({a, c});
     }
   }
-  if (read.ok()) read = ReadChunks(store, opened->dir, request, plans, targets, nullptr);
+  if (read.ok()) read = ReadChunks(store, opened->dir, request, plans, targets, nullptr, progress);
   if (request.stats != nullptr) request.stats->chunks_read += static_cast<int64_t>(targets.size());
+  if (read.ok()) progress.Finish();
   return read;
 }
 

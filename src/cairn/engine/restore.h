@@ -98,6 +98,9 @@ struct RestoreRequest {
   Coordinator* coordinator = nullptr;
   RestoreHostShareOptions host_share;
   RestoreStats* stats = nullptr;  // filled in when set
+  // Called with (bytes of the requested boxes filled, their total), now and
+  // then and once at the end (progress.h); may be empty.
+  std::function<void(uint64_t bytes_done, uint64_t bytes_total)> progress;
 };
 
 // Errors: NotFound for a missing item or param; InvalidArgument for a box

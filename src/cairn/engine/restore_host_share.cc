@@ -4,6 +4,7 @@
 #include <map>
 #include <random>
 
+#include "cairn/events.h"
 #include "cairn/engine/restore_decode.h"
 #include "cairn/util/coding.h"
 #include "cairn/util/thread_pool.h"
@@ -387,6 +388,12 @@ HostShare::Outcome HostShare::Run(const Status& before, const std::vector<ArrayR
   }
   if (file_ != nullptr) file_->Unlink();
   fallen_back_ = static_cast<int64_t>(out.fallback.size());
+  if (fallen_back_ > 0) {
+    EmitEvent(EventLevel::kWarning,
+              "restoring " + item_directory_ + ": " + std::to_string(fallen_back_) +
+                  " chunks are read and decoded by this process itself, not shared by the processes of its host" +
+                  (out.status.ok() ? std::string() : " (" + std::string(out.status.message()) + ")"));
+  }
   return out;
 }
 

@@ -6,6 +6,7 @@
 
 #include "cairn/codec/zstd_codec.h"
 #include "cairn/engine/orbax_item.h"
+#include "cairn/engine/progress.h"
 #include "cairn/engine/save_plan.h"
 #include "cairn/kvstore/batch_writer.h"
 #include "cairn/util/thread_pool.h"
@@ -94,6 +95,10 @@ class PendingSaveImpl final : public PendingSave {
   int64_t init_ns = 0;
   std::string final_dir_;
   std::string name_prefix;
+  std::unique_ptr<ProgressCounter> progress;  // of the chunks' array bytes
+
+  // The array bytes of every chunk this process writes (progress's total).
+  uint64_t ChunkBytesTotal() const;
 
   // Snapshots the pieces of mutable shards (immutable == false) or of
   // immutable ones, chunk by chunk within the budget, and queues their
@@ -166,19 +171,37 @@ Status PendingSaveImpl::Snapshot(bool immutable) {
           CopyOut(piece, valid, elem, snapshot->data());
           source = snapshot->view();
         }
-        group->Run([this, &m, cell, source, snapshot, hold, prefix, working]() -> Status {
+        group->Run([this, &m, cell, source, snapshot, hold, prefix, working, bytes]() -> Status {
           budget->Overdraw(working);
           BudgetHold encoding(budget, working);
           auto encoded = EncodeChunk(m, cell, source, /*store_fill=*/true);
           if (!encoded.ok()) return encoded.status().Annotate("encoding a chunk of `" + prefix + "`");
-          if (encoded->omit) return Status::OK();
-          ByteView value = encoded->as_is ? source : encoded->bytes.view();
-          return writer->Add(prefix + encoded->key, value);
+          Status added;
+          if (!encoded->omit) added = writer->Add(prefix + encoded->key, encoded->as_is ? source : encoded->bytes.view());
+          if (added.ok()) progress->Add(bytes);
+          return added;
         });
       } while (internal_zarr::NextCell(cell, lo, hi));
     }
   }
   return Status::OK();
+}
+
+uint64_t PendingSaveImpl::ChunkBytesTotal() const {
+  uint64_t total = 0;
+  for (size_t ai = 0; ai < plan.arrays.size(); ++ai) {
+    const ArrayMetadata& m = formats[ai].encode;
+    const size_t elem = DTypeSize(m.dtype);
+    for (const PlannedPiece& piece : plan.arrays[ai].pieces) {
+      std::vector<Index> lo, hi;
+      internal_zarr::CellRange(piece.box, m.chunk_shape, lo, hi);
+      std::vector<Index> cell = lo;
+      do {
+        total += static_cast<uint64_t>(ChunkValidBox(m, cell).num_elements()) * elem;
+      } while (internal_zarr::NextCell(cell, lo, hi));
+    }
+  }
+  return total;
 }
 
 void PendingSaveImpl::Finish() {
@@ -187,6 +210,7 @@ void PendingSaveImpl::Finish() {
   if (!deferred.ok()) group->Run([deferred] { return deferred; });
   Status local = group->Wait();
   if (local.ok()) local = writer->Commit();
+  if (local.ok()) progress->Finish();
   if (local.ok() && (!request.options.shards_only || HasJaxArrays(request))) {
     local = WriteArrayMetadatas(request, plan, paths, StoreName());
   }
@@ -324,6 +348,8 @@ Result<std::unique_ptr<PendingSave>> StartSave(const SaveRequest& request, Coord
       save->group->Run([raw, key, i]() { return raw->writer->Add(key, AsBytes(raw->formats[i].stored_text)); });
     }
   }
+  save->progress = std::make_unique<ProgressCounter>(
+      options.progress, options.progress ? save->ChunkBytesTotal() : 0);
   Status snap = save->Snapshot(/*immutable=*/false);
   if (!snap.ok()) save->group->Run([snap] { return snap; });
   save->Start();

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <map>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -91,6 +92,9 @@ struct SaveOptions {
   // Upper bound on a chunk's bytes (Orbax's chunk_byte_size); 0 = none.
   uint64_t chunk_byte_size = 0;
   Json custom_metadata;  // `_METADATA` custom_metadata (null by default)
+  // Called with (bytes of this process's chunks written, their total), now
+  // and then and once at the end (progress.h); may be empty.
+  std::function<void(uint64_t bytes_done, uint64_t bytes_total)> progress;
   // Non-empty: this process's database and array metadata file are named
   // after it (`ocdbt.process_<name>/`, `array_metadatas/process_<name>`)
   // instead of an index: Orbax's Pathways controller saves its numpy arrays

@@ -59,7 +59,13 @@ Status Status::Annotate(std::string_view context) const {
   std::string msg(context);
   msg += ": ";
   msg += state_->message;
-  return Status(state_->code, std::move(msg));
+  return Status(state_->code, std::move(msg)).WithErrorNumber(state_->error_number);
+}
+
+Status Status::WithErrorNumber(int err) const {
+  Status out(*this);
+  if (out.state_) out.state_->error_number = err;
+  return out;
 }
 
 Status InvalidArgumentError(std::string m) { return Status(StatusCode::kInvalidArgument, std::move(m)); }
@@ -86,7 +92,7 @@ Status ErrnoError(int err, std::string_view what) {
     case EACCES: case EPERM: case EROFS: code = StatusCode::kFailedPrecondition; break;
     default: code = StatusCode::kUnavailable; break;
   }
-  return Status(code, std::move(msg));
+  return Status(code, std::move(msg)).WithErrorNumber(err);
 }
 
 }  // namespace cairn

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cstring>
 #include <numeric>
 
@@ -30,6 +31,16 @@ TEST(Status, OkAndErrors) {
   EXPECT_EQ(named.Annotate("reading key `a`").message(), "reading key `a`: crc32c mismatch");
   EXPECT_EQ(named.Annotate("reading key").message(), "reading key: reading key `a`: crc32c mismatch");
   EXPECT_EQ(named.Annotate("decoding").message(), "decoding: reading key `a`: crc32c mismatch");
+}
+
+TEST(Status, ErrnoErrorKeepsItsErrnoThroughAnnotateAndCopies) {
+  Status e = ErrnoError(EACCES, "creating directory /ro/x");
+  EXPECT_EQ(e.error_number(), EACCES);
+  EXPECT_EQ(e.Annotate("saving to /ro").error_number(), EACCES);
+  Status copy = e.Annotate("a").Annotate("b");
+  EXPECT_EQ(copy.error_number(), EACCES);
+  EXPECT_EQ(DataLossError("x").error_number(), 0);
+  EXPECT_EQ(Status().WithErrorNumber(EIO).ok(), true);
 }
 
 Result<int> Half(int x) {

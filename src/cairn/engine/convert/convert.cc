@@ -7,6 +7,7 @@
 #include <optional>
 #include <thread>
 
+#include "cairn/events.h"
 #include "cairn/dtype/cast.h"
 #include "cairn/engine/convert/convert_memory.h"
 #include "cairn/util/buffer.h"
@@ -130,6 +131,15 @@ Status CommitAndVerify(layout::CheckpointReader& source, layout::CheckpointWrite
   return Status::OK();
 }
 
+// The event (include/cairn/events.h) of a conversion that keeps arrays an
+// interrupted run of it completed.
+void ReportResumed(const std::vector<bool>& skip) {
+  const auto resumed = std::count(skip.begin(), skip.end(), true);
+  if (resumed == 0) return;
+  EmitEvent(EventLevel::kInfo, "resuming an interrupted conversion: " + std::to_string(resumed) + " of " +
+                                   std::to_string(skip.size()) + " arrays are already complete in the destination");
+}
+
 }  // namespace
 
 Result<ConvertStats> Convert(layout::CheckpointReader& source, const WriterFactory& make_writer,
@@ -142,6 +152,7 @@ Result<ConvertStats> Convert(layout::CheckpointReader& source, const WriterFacto
                          make_writer(DestArrays(plan)));
   ConvertStats stats;
   CAIRN_ASSIGN_OR_RETURN(std::vector<bool> skip, CompleteArrays(*writer, plan, options));
+  ReportResumed(skip);
   Status copied = CopyPlannedArrays(source, *writer, plan, options, threads, skip, stats);
   if (WasInterrupted(copied, options.interrupt)) {
     // The arrays completed so far are made durable (an OCDBT batch is
@@ -196,6 +207,7 @@ Result<ConvertStats> ConvertDistributed(layout::CheckpointReader& source,
   CAIRN_ASSIGN_OR_RETURN(skipped, coordinator.Broadcast("cairn/convert/skip", 0, skipped, timeout));
   std::vector<bool> skip(plan->size(), false);
   for (size_t i = 0; i < skip.size() && i < skipped.size(); ++i) skip[i] = skipped[i] == '1';
+  if (rank == 0) ReportResumed(skip);
   ConvertStats stats;
   Status copied = Status::OK();
   if (rank == 0 || (*writer)->required_order() == nullptr) {

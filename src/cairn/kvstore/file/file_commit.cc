@@ -119,12 +119,14 @@ Result<Fd> OpenRoot(const std::string& root, bool create) {
 Result<Fd> OpenDirBelow(Fd root_fd, std::string_view rel, bool create, const std::string& where,
                         bool* missing = nullptr) {
   Fd cur = std::move(root_fd);
+  std::string sofar;  // `rel` up to this component, named in errors
   for (std::string_view c : Components(rel)) {
     std::string name(c);
+    sofar += (sofar.empty() ? "" : "/") + name;
     int fd = ::openat(cur.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT && create) {
       if (::mkdirat(cur.get(), name.c_str(), 0755) != 0 && errno != EEXIST) {
-        return ErrnoError(errno, "creating directory `" + name + "` of " + where);
+        return ErrnoError(errno, where + ": creating directory `" + sofar + "`");
       }
       CAIRN_RETURN_IF_ERROR(SyncFd(cur.get(), "the parent of `" + name + "` in " + where));
       fd = ::openat(cur.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -135,8 +137,11 @@ Result<Fd> OpenDirBelow(Fd root_fd, std::string_view rel, bool create, const std
         *missing = true;
         return Fd();
       }
+      struct stat st;
+      const bool link = ::fstatat(cur.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode);
+      if (err == ENOTDIR && !link) return ErrnoError(err, where + ": `" + sofar + "` is not a directory");
       if (err == ELOOP || err == ENOTDIR) {
-        return FailedPreconditionError(where + ": `" + name +
+        return FailedPreconditionError(where + ": `" + sofar +
                                        "` is not a directory (symlinks inside the store are not followed)");
       }
       return ErrnoError(err, "opening `" + name + "` of " + where);
@@ -349,7 +354,7 @@ Result<PrefixCommit> FileKvStore::BeginPrefixCommit(std::string_view final_prefi
   }
   CAIRN_ASSIGN_OR_RETURN(Fd root, OpenRoot(root_, /*create=*/true));
   CAIRN_ASSIGN_OR_RETURN(Fd pending, OpenDirBelow(std::move(root), StripSlash(pending_prefix), /*create=*/true,
-                                                  "pending " + Describe(pending_prefix)));
+                                                  "committing " + Describe(final_prefix)));
   return PrefixCommit{std::string(final_prefix), std::string(pending_prefix), /*in_place=*/false};
 }
 

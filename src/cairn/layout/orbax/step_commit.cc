@@ -4,6 +4,7 @@
 // records and leases: save_owner.h.
 #include <algorithm>
 
+#include "cairn/events.h"
 #include "cairn/layout/orbax/metadata_files.h"
 #include "cairn/layout/orbax/save_owner.h"
 #include "cairn/layout/orbax/step.h"
@@ -281,9 +282,14 @@ Status RemoveAbandonedTemporaries(const Location& root, std::string_view keep) {
     auto owner = ParseOwnerRecord(AsString(**got), store.Describe(tmp.Key(kOwnerRecordFile)));
     if (!owner.ok()) continue;  // 6c: not a record cairn can read
     // Step 6b.
-    if (!OwnerGoneReason(*owner, now).has_value()) continue;
+    const std::optional<std::string> gone = OwnerGoneReason(*owner, now);
+    if (!gone.has_value()) continue;
     Status removed = store.DeletePrefix(tmp.prefix);
     if (!removed.ok() && first.ok()) first = removed.Annotate("removing the abandoned temporary directory " + tmp.Path());
+    if (removed.ok()) {
+      EmitEvent(EventLevel::kWarning, "dropped " + tmp.Path() + ", left by an interrupted save that never committed (" +
+                                          *gone + ")");
+    }
   }
   return first;
 }
