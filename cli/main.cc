@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "commands/commands.h"
+#include "signals.h"
 
 namespace {
 
@@ -38,7 +39,10 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   for (const cairn::cli::Command& c : commands) {
-    if (c.app->parsed()) return c.run();
+    if (!c.app->parsed()) continue;
+    // Until a command that writes installs its own (convert: signals.h).
+    const cairn::cli::ExitOnSignal interrupted(c.app->get_name().c_str());
+    return c.run();
   }
   std::fprintf(stderr, "cairn: no subcommand given (see cairn --help)\n");
   return 2;

@@ -4,13 +4,14 @@
 // Drawn only when stderr is a terminal, and only once the work has run for
 // more than a second (CAIRN_PROGRESS_DELAY_MS overrides the delay, for
 // tests); redrawn at most ten times a second; erased when the
-// bar is destroyed. Off a terminal it prints nothing.
+// bar is destroyed or cleared. Off a terminal it prints nothing.
 //
 // Thread safety: one thread calls Update.
 #pragma once
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -18,6 +19,10 @@
 #include <string>
 
 namespace cairn::cli {
+
+// True while a bar is on the screen: a signal handler that ends the process
+// erases it first (signals.h).
+inline std::atomic<bool> bar_on_screen{false};
 
 class ProgressBar {
  public:
@@ -29,11 +34,20 @@ class ProgressBar {
       delay_ = std::chrono::milliseconds(std::strtoll(ms, nullptr, 10));
     }
   }
-  ~ProgressBar() {
-    if (drawn_) std::fprintf(stderr, "\r\033[K");
-  }
+  ~ProgressBar() { Clear(); }
   ProgressBar(const ProgressBar&) = delete;
   ProgressBar& operator=(const ProgressBar&) = delete;
+
+  // Erases the bar (before a message is printed) and draws no more.
+  void Clear() {
+    if (drawn_) {
+      std::fprintf(stderr, "\r\033[K");
+      std::fflush(stderr);
+      bar_on_screen = false;
+    }
+    drawn_ = false;
+    enabled_ = false;
+  }
 
   // `done` of `total` units (bytes) finished.
   void Update(uint64_t done, uint64_t total) {
@@ -43,6 +57,7 @@ class ProgressBar {
     if (drawn_ && now - last_ < std::chrono::milliseconds(100)) return;
     last_ = now;
     drawn_ = true;
+    bar_on_screen = true;
     const double frac = total == 0 ? 1.0 : static_cast<double>(done) / static_cast<double>(total);
     constexpr int kWidth = 30;
     const int filled = static_cast<int>(frac * kWidth + 0.5);

@@ -8,7 +8,9 @@
 // summary line; with --json, one JSON object instead.
 // Under `mpirun -n N` the ranks split the work (each within its own budget)
 // and rank 0 commits and prints.
-// Exit status: 0 on success, 1 on a failed conversion, 2 on bad options.
+// Exit status: 0 on success, 1 on a failed conversion, 2 on bad options,
+// 130 (143) when SIGINT (SIGTERM) interrupted it: it stops before its commit,
+// clears its progress bar and says what a re-run keeps (signals.h).
 #include <chrono>
 #include <cinttypes>
 #include <cstdlib>
@@ -25,6 +27,7 @@
 #include "cli_util.h"
 #include "commands/commands.h"
 #include "progress.h"
+#include "signals.h"
 
 namespace cairn::cli {
 namespace {
@@ -92,7 +95,18 @@ int RunConvert(const ConvertCliOptions& o) {
       bar.Update(p.bytes_done, p.bytes_total);
     };
   }
+  const SignalInterrupt signals;
+  request->interrupt = signals.interrupt();
   auto result = Convert(*request);
+  {
+    std::lock_guard lock(mu);
+    bar.Clear();
+  }
+  if (WasInterrupted(result.status(), signals.interrupt())) {
+    std::fprintf(stderr, "cairn convert: interrupted: %s.\n",
+                 std::string(result.status().message()).c_str());
+    return signals.exit_code();
+  }
   if (!result.ok()) return PrintError("convert", "`" + o.source + "` to `" + o.dest + "`", result.status(), 1);
   if (!primary) return 0;
   const ConvertResult& s = *result;
@@ -119,6 +133,11 @@ int RunConvert(const ConvertCliOptions& o) {
               s.arrays, s.bytes_written / 1048576.0, s.source.c_str(), s.source_format.c_str(),
               s.dest.c_str(), s.seconds, gbps,
               o.verify ? ", verified" : "");
+  if (s.arrays_resumed > 0) {
+    std::printf("resumed: %zu of the %zu arrays were kept from an interrupted run, %zu copied now "
+                "(--no-resume copies every array again)\n",
+                s.arrays_resumed, s.arrays, s.arrays - s.arrays_resumed);
+  }
   return 0;
 }
 

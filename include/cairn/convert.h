@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cairn/coordinator.h"
+#include "cairn/interrupt.h"
 #include "cairn/result.h"
 #include "cairn/status.h"
 
@@ -65,6 +66,10 @@ struct ConvertRequest {
   // owned; null: this process alone). See environment.h for the one the
   // launcher asks for.
   Coordinator* coordinator = nullptr;
+  // When requested (e.g. from a SIGINT handler), the conversion stops at its
+  // next slab with kInterruptedCode, before its commit; the message says how far
+  // it got and whether a re-run resumes. May be null.
+  const Interrupt* interrupt = nullptr;
 };
 
 struct ConvertResult {

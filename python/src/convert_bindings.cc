@@ -9,6 +9,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
+#include "interruptible.h"
 #include "cairn/convert.h"
 #include "status_translation.h"
 
@@ -52,10 +53,10 @@ void RegisterConvert(nb::module_& m) {
             }
           };
         }
-        Result<ConvertResult> result = [&] {
-          nb::gil_scoped_release release;
+        Result<ConvertResult> result = RunInterruptibly([&](const Interrupt* interrupt) {
+          r.interrupt = interrupt;
           return Convert(r);
-        }();
+        });
         const ConvertResult& out = ValueOrThrow(std::move(result));
         nb::dict d;
         d["source"] = out.source;

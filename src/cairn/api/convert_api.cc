@@ -23,6 +23,7 @@ Result<engine::ConvertCheckpointRequest> EngineRequest(const ConvertRequest& req
   r.options.threads = request.threads;
   r.options.verify = request.verify;
   r.options.resume = request.resume;
+  r.options.interrupt = request.interrupt;
   r.options.plan.include = request.include;
   r.options.plan.exclude = request.exclude;
   for (const auto& [from_prefix, to_prefix] : request.renames) {

@@ -116,7 +116,11 @@ Status CommitAndVerify(layout::CheckpointReader& source, layout::CheckpointWrite
   if (!options.verify) return Status::OK();
   const auto verify_start = Clock::now();
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<layout::CheckpointReader> dest, open_dest());
-  CAIRN_RETURN_IF_ERROR(VerifyConversion(source, *dest, plan, options.memory_budget));
+  Status verified = VerifyConversion(source, *dest, plan, options.memory_budget, options.interrupt);
+  if (WasInterrupted(verified, options.interrupt)) {
+    return Status(kInterruptedCode, std::string(kInterruptedAfterCommit));
+  }
+  CAIRN_RETURN_IF_ERROR(verified);
   stats.verify_seconds = SecondsSince(verify_start);
   return Status::OK();
 }
@@ -143,7 +147,18 @@ Result<ConvertStats> Convert(layout::CheckpointReader& source, const WriterFacto
   ConvertStats stats;
   CAIRN_ASSIGN_OR_RETURN(std::vector<bool> skip, CompleteArrays(*writer, plan, options));
   ReportResumed(skip);
-  CAIRN_RETURN_IF_ERROR(CopyPlannedArrays(source, *writer, plan, options, threads, skip, stats));
+  Status copied = CopyPlannedArrays(source, *writer, plan, options, threads, skip, stats);
+  if (WasInterrupted(copied, options.interrupt)) {
+    // The arrays completed so far are made durable (an OCDBT batch is
+    // committed only now and then), so that a re-run keeps them.
+    Status kept = writer->Flush();
+    if (!kept.ok()) {
+      return Status(copied.code(), std::string(copied.message()) +
+                                       " (keeping the arrays it completed failed: " +
+                                       kept.ToString() + ")");
+    }
+  }
+  CAIRN_RETURN_IF_ERROR(copied);
   stats.arrays_resumed = std::count(skip.begin(), skip.end(), true);
   stats.seconds = SecondsSince(start);
   CAIRN_RETURN_IF_ERROR(CommitAndVerify(source, *writer, open_dest, plan, options, stats));
@@ -222,7 +237,8 @@ Result<ConvertStats> ConvertDistributed(layout::CheckpointReader& source,
 }
 
 Status VerifyConversion(layout::CheckpointReader& source, layout::CheckpointReader& dest,
-                        const std::vector<ArrayMapping>& plan, uint64_t memory_budget) {
+                        const std::vector<ArrayMapping>& plan, uint64_t memory_budget,
+                        const Interrupt* interrupt) {
   for (const ArrayMapping& m : plan) {
     const layout::ArrayInfo* d = layout::FindArray(dest.arrays(), m.dest.path);
     if (d == nullptr) {
@@ -244,6 +260,7 @@ Status VerifyConversion(layout::CheckpointReader& source, layout::CheckpointRead
     const uint64_t max_slab = std::max<uint64_t>(share > codecs ? share - codecs : 0, 4096);
     for (const Box& chunk : ChunkBoxes(m.dest.shape, m.dest.write_shape)) {
       for (const Box& slab : SplitIntoSlabs(chunk, per_element, max_slab)) {
+        CAIRN_RETURN_IF_ERROR(CheckInterrupt(interrupt, "verifying the conversion"));
         const uint64_t n = static_cast<uint64_t>(slab.num_elements());
         const uint64_t src_bytes = n * DTypeSize(m.source.dtype);
         const uint64_t dst_bytes = n * DTypeSize(m.dest.dtype);

@@ -36,8 +36,10 @@
 
 #include <functional>
 #include <memory>
+#include <string_view>
 
 #include "cairn/coordinator.h"
+#include "cairn/interrupt.h"
 #include "cairn/engine/convert/convert_plan.h"
 #include "cairn/layout/checkpoint_format.h"
 
@@ -67,6 +69,9 @@ struct ConvertOptions {
   std::function<void(const ConvertProgress&)> progress;
   // Collectives of a distributed conversion time out after this.
   Coordinator::Duration timeout = std::chrono::minutes(30);
+  // When requested, the conversion stops at its next slab, before its
+  // commit, with kInterruptedCode (interrupt.h); a commit that began completes.
+  const Interrupt* interrupt = nullptr;
 };
 
 struct ConvertStats {
@@ -91,6 +96,12 @@ struct ConvertStats {
 using WriterFactory = std::function<Result<std::unique_ptr<layout::CheckpointWriter>>(
     const std::vector<layout::ArrayInfo>& dest_arrays)>;
 using ReaderFactory = std::function<Result<std::unique_ptr<layout::CheckpointReader>>()>;
+
+// The message of a conversion interrupted while verifying: the destination
+// is committed, not verified. (Interrupted before the commit, the message
+// says how far the copy got.)
+inline constexpr std::string_view kInterruptedAfterCommit =
+    "the conversion was committed, but verifying it was interrupted";
 
 // Plans, creates the writer with the destination arrays, copies, commits;
 // then, with options.verify, opens the destination with `open_dest` and
@@ -123,7 +134,9 @@ Result<ConvertStats> ConvertDistributed(layout::CheckpointReader& source,
 // Compares each mapped array of `dest` with `source` (cast as planned),
 // slab by slab within `memory_budget`. DataLoss names the first array and
 // box that differ.
+// Stops with kInterruptedCode when `interrupt` (may be null) is requested.
 Status VerifyConversion(layout::CheckpointReader& source, layout::CheckpointReader& dest,
-                        const std::vector<ArrayMapping>& plan, uint64_t memory_budget);
+                        const std::vector<ArrayMapping>& plan, uint64_t memory_budget,
+                        const Interrupt* interrupt = nullptr);
 
 }  // namespace cairn::engine

@@ -12,6 +12,20 @@ bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
+// An interrupted conversion's status: what it copied, that nothing was
+// committed, and what a re-run keeps.
+Status InterruptedConversion(const Status& stopped, const DestinationFormat& format,
+                             const std::string& dest) {
+  std::string message(stopped.message());
+  if (message == kInterruptedAfterCommit) return stopped;
+  message += "; nothing was committed at " + dest + ". ";
+  message += format.resumes
+                 ? "Run the same conversion again to resume: it keeps the arrays this one completed"
+                 : "Run the same conversion again to start over (" + std::string(format.name) +
+                       " is written front to back, so nothing is kept)";
+  return Status(kInterruptedCode, std::move(message));
+}
+
 }  // namespace
 
 Result<Location> OpenUserLocation(const std::string& path_or_url) {
@@ -61,16 +75,19 @@ Result<ConvertCheckpointResult> ConvertCheckpoint(const ConvertCheckpointRequest
                                make_writer, attach_writer, open_dest, result};
     return format->prepare(context);
   }();
+  Result<ConvertStats> stats = Status(StatusCode::kInternal, "not converted");
   if (coordinator == nullptr) {
     CAIRN_RETURN_IF_ERROR(prepared);
-    CAIRN_ASSIGN_OR_RETURN(result.stats,
-                           Convert(*opened->reader, make_writer, open_dest, options));
-    return result;
+    stats = Convert(*opened->reader, make_writer, open_dest, options);
+  } else {
+    CAIRN_RETURN_IF_ERROR(AgreeOnStatus(*coordinator, "cairn/convert/prepare", prepared, timeout));
+    stats = ConvertDistributed(*opened->reader, make_writer, attach_writer, open_dest, options,
+                               *coordinator);
   }
-  CAIRN_RETURN_IF_ERROR(AgreeOnStatus(*coordinator, "cairn/convert/prepare", prepared, timeout));
-  CAIRN_ASSIGN_OR_RETURN(result.stats, ConvertDistributed(*opened->reader, make_writer,
-                                                          attach_writer, open_dest, options,
-                                                          *coordinator));
+  if (WasInterrupted(stats.status(), options.interrupt)) {
+    return InterruptedConversion(stats.status(), *format, request.dest);
+  }
+  CAIRN_ASSIGN_OR_RETURN(result.stats, std::move(stats));
   return result;
 }
 

@@ -240,7 +240,8 @@ class Copier {
       if (t >= tasks_.size() || failed_.load()) return;
       const Task& task = tasks_[t];
       for (const Box& slab : task.slabs) {
-        Status s = CopySlab(task.mapping, slab, t);
+        Status s = Interrupted();
+        if (s.ok()) s = CopySlab(task.mapping, slab, t);
         if (!s.ok()) {
           Fail(std::move(s));
           return;
@@ -376,6 +377,19 @@ class Copier {
     ++stored_chunks_;
     Done(i, n);
     return Status::OK();
+  }
+
+  // kInterruptedCode, saying how far the copy got, once the interrupt is
+  // requested (checked before each slab).
+  Status Interrupted() {
+    if (options_.interrupt == nullptr || !options_.interrupt->requested()) return Status::OK();
+    std::lock_guard lock(progress_mu_);
+    char done[96];
+    std::snprintf(done, sizeof(done), "%.1f of %.1f MiB", bytes_written_.load() / 1048576.0,
+                  total_bytes_ / 1048576.0);
+    return Status(kInterruptedCode,
+                  "the conversion was interrupted after " + std::to_string(arrays_done_) + " of " +
+                      std::to_string(plan_.size()) + " arrays (" + done + ")");
   }
 
   // Ends an ordered writer's turn. A failed write ends every turn (the

@@ -8,10 +8,12 @@ namespace cairn::engine {
 namespace {
 
 const std::vector<DestinationFormat> kDestinations = {
-    {"orbax", [](DestinationContext& c) { return PrepareOrbaxDestination(c, /*use_zarr3=*/true); }},
-    {"orbax-zarr2", [](DestinationContext& c) { return PrepareOrbaxDestination(c, /*use_zarr3=*/false); }},
-    {"axlearn", &PrepareAxlearnDestination},
-    {"safetensors", &PrepareSafetensorsDestination},
+    {"orbax", [](DestinationContext& c) { return PrepareOrbaxDestination(c, /*use_zarr3=*/true); },
+     /*resumes=*/true},
+    {"orbax-zarr2", [](DestinationContext& c) { return PrepareOrbaxDestination(c, /*use_zarr3=*/false); },
+     /*resumes=*/true},
+    {"axlearn", &PrepareAxlearnDestination, /*resumes=*/true},
+    {"safetensors", &PrepareSafetensorsDestination, /*resumes=*/false},
 };
 
 Result<bool> Exists(KvStore& store, const std::string& key) {

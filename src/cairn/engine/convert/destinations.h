@@ -44,6 +44,10 @@ struct DestinationContext {
 struct DestinationFormat {
   std::string_view name;  // the value of `--to` / ConvertCheckpointRequest::to
   Status (*prepare)(DestinationContext& context);
+  // A re-run of an interrupted conversion keeps the arrays it completed
+  // (its writer answers CheckpointWriter::ArrayComplete); false: it writes
+  // everything again (safetensors is written front to back).
+  bool resumes = false;
 };
 
 // The table, in the order `cairn convert --help` lists it.

@@ -100,6 +100,10 @@ class Renewer {
     std::lock_guard<std::mutex> lock(mu_);
     if ((starting_[id] += delta) <= 0) starting_.erase(id);
   }
+  bool HasPath(const std::string& path) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return saves_.count(path) > 0;
+  }
   bool HasSaveId(std::string_view id) {
     std::lock_guard<std::mutex> lock(mu_);
     if (starting_.count(std::string(id))) return true;
@@ -244,5 +248,7 @@ StartingSave::StartingSave(std::string save_id) : save_id_(std::move(save_id)) {
 StartingSave::~StartingSave() { Renewer::Get().Starting(save_id_, -1); }
 
 bool IsLiveHere(std::string_view save_id) { return Renewer::Get().HasSaveId(save_id); }
+
+bool IsRenewedHere(const std::string& pending_path) { return Renewer::Get().HasPath(pending_path); }
 
 }  // namespace cairn::orbax

@@ -97,4 +97,8 @@ class StartingSave {
 // True while this process renews (or is starting) a save with this id.
 bool IsLiveHere(std::string_view save_id);
 
+// True while this process renews the record of the pending directory
+// `pending_path` (a step's and its items' records share one save id).
+bool IsRenewedHere(const std::string& pending_path);
+
 }  // namespace cairn::orbax

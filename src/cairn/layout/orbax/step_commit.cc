@@ -307,7 +307,13 @@ Status ResumeCommit(const PendingCommit& pending) {
   Result<OwnerRecord> owner = got.has_value() && got->size() <= kMaxOwnerRecordBytes
                                   ? ParseOwnerRecord(AsString(*got), store.Describe(key))
                                   : Result<OwnerRecord>(NotFoundError("no owner record"));
-  if (owner.ok() && !OwnerGoneReason(*owner, NowNanos()).has_value()) {
+  // This very save, left by this process (a conversion interrupted and run
+  // again in one Python process): IsLiveHere cannot tell, since the step's
+  // own record, taken over a moment ago, shares the save id of its items'.
+  const bool left_here = owner.ok() && owner->save_id == pending.save_id &&
+                         owner->process.SameProcessAs(ThisProcess()) &&
+                         !IsRenewedHere(pending.location.Path());
+  if (owner.ok() && !left_here && !OwnerGoneReason(*owner, NowNanos()).has_value()) {
     return AlreadyExistsError(what + ": " + pending.location.Path() + " is being written by another live save (" +
                               DescribeOwner(*owner) + ")");
   }
