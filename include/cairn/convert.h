@@ -83,7 +83,7 @@ struct ConvertRequest {
   // launcher asks for.
   Coordinator* coordinator = nullptr;
   // When requested (e.g. from a SIGINT handler), the conversion stops at its
-  // next slab with kInterruptedCode, before its commit; the message says how far
+  // next slab with StatusCode::kCancelled, before its commit; the message says how far
   // it got and whether a re-run resumes. May be null.
   const Interrupt* interrupt = nullptr;
 };

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "cairn/coordinator.h"
+#include "cairn/interrupt.h"
 #include "cairn/result.h"
 #include "cairn/status.h"
 
@@ -150,6 +151,10 @@ struct SaveCheckpointOptions {
   // of this process's array data written so far and in all, from the
   // save's threads, one call at a time; may be empty.
   std::function<void(uint64_t bytes_done, uint64_t bytes_total)> progress;
+  // When requested, the save stops at its next chunk and fails with
+  // kCancelled before its commit, leaving nothing (interrupt.h). Must
+  // outlive the save. May be null.
+  const Interrupt* interrupt = nullptr;
 };
 
 // What one StartSaveCheckpoint writes into `directory` and who commits it;
@@ -255,6 +260,9 @@ struct RestoreOptions {
   // of the requested boxes filled so far and in all, from the restore's
   // threads, one call at a time; may be empty.
   std::function<void(uint64_t bytes_done, uint64_t bytes_total)> progress;
+  // When requested, the restore stops at its next chunk with kCancelled
+  // (the boxes are then partly filled). May be null.
+  const Interrupt* interrupt = nullptr;
 };
 
 // Reads the requested boxes of an Orbax checkpoint (item directory, step

@@ -4,7 +4,7 @@
 // A front end sets it from a signal: the CLI's SIGINT and SIGTERM handlers,
 // the Python bindings when Python has a KeyboardInterrupt pending. The call
 // checks it between its units of work (a slab, a chunk, an array) and
-// returns a status with code kInterruptedCode whose message says what was
+// returns a status with code kCancelled whose message says what was
 // stopped and what was kept. So it stops within one unit of work of the
 // signal (each is bounded by the memory budget and one storage request).
 //
@@ -35,20 +35,17 @@ class Interrupt {
   std::atomic<bool> requested_{false};
 };
 
-// The code of the status an interrupted call returns.
-inline constexpr StatusCode kInterruptedCode = StatusCode::kFailedPrecondition;
-
 // True when `status` is that of a call that `interrupt` (may be null) stopped.
 inline bool WasInterrupted(const Status& status, const Interrupt* interrupt) {
-  return !status.ok() && status.code() == kInterruptedCode && interrupt != nullptr &&
+  return !status.ok() && status.code() == StatusCode::kCancelled && interrupt != nullptr &&
          interrupt->requested();
 }
 
-// kInterruptedCode ("<what> was interrupted") when `interrupt` (may be
+// kCancelled ("<what> was interrupted") when `interrupt` (may be
 // null) was requested; OK otherwise.
 inline Status CheckInterrupt(const Interrupt* interrupt, std::string_view what) {
   if (interrupt == nullptr || !interrupt->requested()) return Status::OK();
-  return Status(kInterruptedCode, std::string(what) + " was interrupted");
+  return Status(StatusCode::kCancelled, std::string(what) + " was interrupted");
 }
 
 }  // namespace cairn

@@ -29,6 +29,7 @@ enum class StatusCode : int {
   kDataLoss = 7,          // corrupt or truncated stored bytes
   kInternal = 8,          // a bug in cairn
   kUnimplemented = 9,     // a valid but unsupported feature
+  kCancelled = 10,        // stopped by an Interrupt (interrupt.h): Ctrl-C, SIGTERM
 };
 
 std::string_view StatusCodeName(StatusCode code);

@@ -23,6 +23,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
+#include "interruptible.h"
 #include "cairn/coordinator.h"
 #include "cairn/engine.h"
 #include "status_translation.h"
@@ -138,14 +139,12 @@ struct PyPendingSave {
   // the save is finished. Declared before `pending`, whose destructor waits
   // for the save, so they outlive it.
   std::shared_ptr<void> keep;
+  // Requested by Ctrl-C during wait(): the save stops before its commit.
+  std::unique_ptr<Interrupt> interrupt;
   std::unique_ptr<CheckpointSave> pending;
 
   void Wait() {
-    Status s;
-    {
-      nb::gil_scoped_release release;
-      s = pending->Wait();
-    }
+    Status s = RunInterruptibly(*interrupt, [&] { return pending->Wait(); });
     keep.reset();
     ThrowIfError(s);
   }
@@ -218,12 +217,15 @@ void RegisterEngine(nb::module_& m) {
         o.custom_metadata_json = custom_json;
         o.progress = ProgressObserver(std::move(progress), "cairn.save progress callback");
         SaveCheckpointTarget target{item_name, caller_commits, shards_only, process_name};
+        auto interrupt = std::make_unique<Interrupt>();
+        o.interrupt = interrupt.get();
         Result<std::unique_ptr<CheckpointSave>> pending = InternalError("not started");
         {
           nb::gil_scoped_release release;
           pending = StartSaveCheckpoint(directory, converted.arrays, o, coordinator, target);
         }
-        return PyPendingSave{std::move(converted.keep), ValueOrThrow(std::move(pending))};
+        return PyPendingSave{std::move(converted.keep), std::move(interrupt),
+                             ValueOrThrow(std::move(pending))};
       },
       nb::arg("directory"), nb::arg("item_name"), nb::arg("leaves"), nb::arg("coordinator"),
       nb::arg("use_ocdbt") = true, nb::arg("use_zarr3") = true, nb::arg("replica_parallel") = true,
@@ -270,11 +272,10 @@ void RegisterEngine(nb::module_& m) {
         o.item = OrbaxItemFromPython(item);
         o.coordinator = coordinator;
         o.progress = ProgressObserver(std::move(progress), "cairn.restore progress callback");
-        Result<RestoreStats> stats = InternalError("not run");
-        {
-          nb::gil_scoped_release release;
-          stats = RestoreCheckpoint(directory, request, o);
-        }
+        Result<RestoreStats> stats = RunInterruptibly([&](const Interrupt* interrupt) {
+          o.interrupt = interrupt;
+          return RestoreCheckpoint(directory, request, o);
+        });
         const RestoreStats& s = ValueOrThrow(std::move(stats));
         nb::dict out;
         out["chunks_read"] = s.chunks_read;

@@ -40,13 +40,12 @@ const Status& StatusOf(const T& result) {
   return result.status();
 }
 
-// Runs `work(interrupt)` (which returns a Status or a Result<T>) as above.
-// Call with the GIL held.
+// Runs `work()` (which returns a Status or a Result<T>, and stops when
+// `interrupt` is requested) as above. Call with the GIL held.
 template <class Work>
-auto RunInterruptibly(Work&& work) -> decltype(work(std::declval<const Interrupt*>())) {
+auto RunInterruptibly(Interrupt& interrupt, Work&& work) -> decltype(work()) {
   namespace nb = nanobind;
-  using Out = decltype(work(std::declval<const Interrupt*>()));
-  Interrupt interrupt;
+  using Out = decltype(work());
   std::optional<Out> out;
   std::exception_ptr thrown;
   std::optional<nb::python_error> raised;
@@ -59,7 +58,7 @@ auto RunInterruptibly(Work&& work) -> decltype(work(std::declval<const Interrupt
       std::optional<Out> local;
       std::exception_ptr error;
       try {
-        local.emplace(work(&interrupt));
+        local.emplace(work());
       } catch (...) {
         error = std::current_exception();
       }
@@ -94,6 +93,13 @@ auto RunInterruptibly(Work&& work) -> decltype(work(std::declval<const Interrupt
   }
   if (thrown) std::rethrow_exception(thrown);
   return std::move(*out);
+}
+
+// The same with an Interrupt of its own, passed to `work(interrupt)`.
+template <class Work>
+auto RunInterruptibly(Work&& work) -> decltype(work(std::declval<const Interrupt*>())) {
+  Interrupt interrupt;
+  return RunInterruptibly(interrupt, [&] { return work(&interrupt); });
 }
 
 }  // namespace cairn::python

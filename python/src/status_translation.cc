@@ -46,6 +46,7 @@ PyObject* ExceptionFor(StatusCode code) {
     case StatusCode::kDataLoss: return corrupt_data_error;
     case StatusCode::kUnimplemented: return PyExc_NotImplementedError;
     case StatusCode::kInternal: return PyExc_RuntimeError;
+    case StatusCode::kCancelled: return PyExc_KeyboardInterrupt;
     case StatusCode::kOk: break;
   }
   return PyExc_RuntimeError;

@@ -208,3 +208,34 @@ def test_ctrl_c_ends_a_command_that_only_reads_at_once(big_source, command):
     assert seconds < 5, (seconds, text)
     assert f"cairn {command}: interrupted" in text, text
     assert "[#" not in text and "MiB/s" not in text, text
+
+
+def interrupt_at_first_progress(sent):
+    def progress(*_):
+        if not sent:
+            sent.append(time.monotonic())
+            os.kill(os.getpid(), signal.SIGINT)
+    return progress
+
+
+def test_python_save_interrupted_commits_and_leaves_nothing(big_source, tmp_path):
+    tree = cairn.restore(str(big_source / "src"))
+    sent = []
+    with pytest.raises(KeyboardInterrupt):
+        cairn.save(str(tmp_path / "ckpt"), tree, progress=interrupt_at_first_progress(sent))
+    assert time.monotonic() - sent[0] < 1.0
+    # Nothing committed, no temporary directory left behind.
+    left = sorted(p.name for p in tmp_path.iterdir()) if tmp_path.exists() else []
+    assert not (tmp_path / "ckpt" / "_CHECKPOINT_METADATA").exists(), left
+    assert not any(".orbax-checkpoint-tmp" in name for name in left), left
+    # The same save, not interrupted, commits.
+    cairn.save(str(tmp_path / "ckpt"), tree)
+    back = cairn.restore(str(tmp_path / "ckpt"))
+    np.testing.assert_array_equal(np.asarray(back["layer07"]), np.asarray(tree["layer07"]))
+
+
+def test_python_restore_raises_keyboard_interrupt_within_a_second(big_source):
+    sent = []
+    with pytest.raises(KeyboardInterrupt):
+        cairn.restore(str(big_source / "src"), progress=interrupt_at_first_progress(sent))
+    assert time.monotonic() - sent[0] < 1.0

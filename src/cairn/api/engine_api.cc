@@ -77,6 +77,7 @@ Result<RestoreStats> RestoreCheckpoint(const std::string& directory, const std::
   r.item = api::OrbaxItemOf(options.item);
   r.coordinator = options.coordinator;
   r.progress = options.progress;
+  r.interrupt = options.interrupt;
   CAIRN_ASSIGN_OR_RETURN(r.arrays, api::RestoreArraysOf(arrays, /*dtype_required=*/false));
   engine::RestoreStats stats;
   r.stats = &stats;

@@ -30,6 +30,7 @@ Result<engine::SaveOptions> EngineSaveOptions(const SaveCheckpointOptions& optio
   o.chunk_byte_size = options.chunk_byte_size;
   o.timeout = options.timeout;
   o.progress = options.progress;
+  o.interrupt = options.interrupt;
   CAIRN_ASSIGN_OR_RETURN(o.custom_metadata, ParseJson(options.custom_metadata_json, "custom_metadata"));
   return o;
 }

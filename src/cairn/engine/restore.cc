@@ -272,7 +272,9 @@ Status ReadChunks(KvStore& store, const std::string& dir, const RestoreRequest& 
   }
   // Per partly needed shard, its index (empty until read; missing shard: none).
   std::vector<std::optional<std::vector<ShardIndexEntry>>> indexes(reads.size());
+  const std::string interrupted = "the restore of " + dir;
   Status first = ReadSliced(store, reads, [&](size_t i, std::optional<ByteView> value) -> Status {
+    CAIRN_RETURN_IF_ERROR(CheckInterrupt(request.interrupt, interrupted));
     const ArrayRestorePlan& p = plans[targets[i].array];
     const ChunkToRead& c = p.chunks[targets[i].chunk];
     if (share != nullptr && share->role(targets[i].array, targets[i].chunk) == HostShare::Role::kOwner) {
@@ -322,6 +324,7 @@ Status ReadChunks(KvStore& store, const std::string& dir, const RestoreRequest& 
     }
   }
   Status second = ReadSliced(store, inner_reads, [&](size_t i, std::optional<ByteView> value) -> Status {
+    CAIRN_RETURN_IF_ERROR(CheckInterrupt(request.interrupt, interrupted));
     const InnerTarget& t = inner_targets[i];
     const ArrayRestorePlan& p = plans[t.array];
     const ChunkToRead& c = p.chunks[t.chunk];

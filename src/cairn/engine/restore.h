@@ -20,6 +20,7 @@
 
 #include "cairn/coordinator.h"
 #include "cairn/dtype/dtype.h"
+#include "cairn/interrupt.h"
 #include "cairn/kvstore/mapped_read.h"
 #include "cairn/util/box.h"
 #include "cairn/result.h"
@@ -101,6 +102,8 @@ struct RestoreRequest {
   // Called with (bytes of the requested boxes filled, their total), now and
   // then and once at the end (progress.h); may be empty.
   std::function<void(uint64_t bytes_done, uint64_t bytes_total)> progress;
+  // Requested: the restore stops at its next chunk (kCancelled). May be null.
+  const Interrupt* interrupt = nullptr;
 };
 
 // Errors: NotFound for a missing item or param; InvalidArgument for a box

@@ -151,6 +151,7 @@ Status PendingSaveImpl::Snapshot(bool immutable) {
       std::vector<Index> cell = lo;
       do {
         if (group->failed()) return Status::OK();  // the error comes from Wait
+        CAIRN_RETURN_IF_ERROR(CheckInterrupt(request.options.interrupt, "the save of " + final_dir_));
         const Box valid = ChunkValidBox(m, cell);
         const uint64_t bytes = static_cast<uint64_t>(valid.num_elements()) * elem;
         const bool whole = valid.shape == m.chunk_shape;
@@ -172,6 +173,7 @@ Status PendingSaveImpl::Snapshot(bool immutable) {
           source = snapshot->view();
         }
         group->Run([this, &m, cell, source, snapshot, hold, prefix, working, bytes]() -> Status {
+          CAIRN_RETURN_IF_ERROR(CheckInterrupt(request.options.interrupt, "the save of " + final_dir_));
           budget->Overdraw(working);
           BudgetHold encoding(budget, working);
           auto encoded = EncodeChunk(m, cell, source, /*store_fill=*/true);

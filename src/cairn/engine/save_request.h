@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "cairn/dtype/dtype.h"
+#include "cairn/interrupt.h"
 #include "cairn/layout/orbax/location.h"
 #include "cairn/layout/orbax/sharding.h"
 #include "cairn/layout/orbax/tree_metadata.h"
@@ -95,6 +96,9 @@ struct SaveOptions {
   // Called with (bytes of this process's chunks written, their total), now
   // and then and once at the end (progress.h); may be empty.
   std::function<void(uint64_t bytes_done, uint64_t bytes_total)> progress;
+  // Requested: the save stops at its next chunk, before its commit
+  // (kCancelled). May be null.
+  const Interrupt* interrupt = nullptr;
   // Non-empty: this process's database and array metadata file are named
   // after it (`ocdbt.process_<name>/`, `array_metadatas/process_<name>`)
   // instead of an index: Orbax's Pathways controller saves its numpy arrays

@@ -17,6 +17,7 @@ std::string_view StatusCodeName(StatusCode code) {
     case StatusCode::kDataLoss: return "DataLoss";
     case StatusCode::kInternal: return "Internal";
     case StatusCode::kUnimplemented: return "Unimplemented";
+    case StatusCode::kCancelled: return "Cancelled";
   }
   return "Unknown";
 }

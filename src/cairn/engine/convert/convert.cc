@@ -124,7 +124,7 @@ Status CommitAndVerify(layout::CheckpointReader& source, layout::CheckpointWrite
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<layout::CheckpointReader> dest, open_dest());
   Status verified = VerifyConversion(source, *dest, plan, options.memory_budget, options.interrupt);
   if (WasInterrupted(verified, options.interrupt)) {
-    return Status(kInterruptedCode, std::string(kInterruptedAfterCommit));
+    return Status(StatusCode::kCancelled, std::string(kInterruptedAfterCommit));
   }
   CAIRN_RETURN_IF_ERROR(verified);
   stats.verify_seconds = SecondsSince(verify_start);

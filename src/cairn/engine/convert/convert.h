@@ -73,7 +73,7 @@ struct ConvertOptions {
   // Collectives of a distributed conversion time out after this.
   Coordinator::Duration timeout = std::chrono::minutes(30);
   // When requested, the conversion stops at its next slab, before its
-  // commit, with kInterruptedCode (interrupt.h); a commit that began completes.
+  // commit, with StatusCode::kCancelled (interrupt.h); a commit that began completes.
   const Interrupt* interrupt = nullptr;
 };
 
@@ -137,7 +137,7 @@ Result<ConvertStats> ConvertDistributed(layout::CheckpointReader& source,
 // Compares each mapped array of `dest` with `source` (cast as planned),
 // slab by slab within `memory_budget`. DataLoss names the first array and
 // box that differ.
-// Stops with kInterruptedCode when `interrupt` (may be null) is requested.
+// Stops with StatusCode::kCancelled when `interrupt` (may be null) is requested.
 Status VerifyConversion(layout::CheckpointReader& source, layout::CheckpointReader& dest,
                         const std::vector<ArrayMapping>& plan, uint64_t memory_budget,
                         const Interrupt* interrupt = nullptr);

@@ -23,7 +23,7 @@ Status InterruptedConversion(const Status& stopped, const DestinationFormat& for
                  ? "Run the same conversion again to resume: it keeps the arrays this one completed"
                  : "Run the same conversion again to start over (" + std::string(format.name) +
                        " is written front to back, so nothing is kept)";
-  return Status(kInterruptedCode, std::move(message));
+  return Status(StatusCode::kCancelled, std::move(message));
 }
 
 }  // namespace

@@ -379,7 +379,7 @@ class Copier {
     return Status::OK();
   }
 
-  // kInterruptedCode, saying how far the copy got, once the interrupt is
+  // StatusCode::kCancelled, saying how far the copy got, once the interrupt is
   // requested (checked before each slab).
   Status Interrupted() {
     if (options_.interrupt == nullptr || !options_.interrupt->requested()) return Status::OK();
@@ -387,7 +387,7 @@ class Copier {
     char done[96];
     std::snprintf(done, sizeof(done), "%.1f of %.1f MiB", bytes_written_.load() / 1048576.0,
                   total_bytes_ / 1048576.0);
-    return Status(kInterruptedCode,
+    return Status(StatusCode::kCancelled,
                   "the conversion was interrupted after " + std::to_string(arrays_done_) + " of " +
                       std::to_string(plan_.size()) + " arrays (" + done + ")");
   }

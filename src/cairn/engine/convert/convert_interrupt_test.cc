@@ -67,7 +67,7 @@ TEST(ConvertInterrupt, StopsBeforeTheCommitAndARerunResumes) {
   Interrupt interrupt;
   auto stopped = ConvertCheckpoint(Request("interrupt_resume", "axlearn", &interrupt, 3));
   ASSERT_FALSE(stopped.ok());
-  EXPECT_EQ(stopped.status().code(), kInterruptedCode);
+  EXPECT_EQ(stopped.status().code(), StatusCode::kCancelled);
   const std::string message(stopped.status().message());
   for (const std::string part :
        {"the conversion was interrupted after 3 of 8 arrays", "nothing was committed at "
@@ -101,7 +101,7 @@ TEST(ConvertInterrupt, AnOrbaxDestinationIsResumedByTheSameProcess) {
   ConvertCheckpointRequest r = Request("interrupt_orbax", "orbax", &interrupt, 3);
   r.dest = dir;
   auto stopped = ConvertCheckpoint(r);
-  ASSERT_EQ(stopped.status().code(), kInterruptedCode) << stopped.status().ToString();
+  ASSERT_EQ(stopped.status().code(), StatusCode::kCancelled) << stopped.status().ToString();
   EXPECT_NE(stopped.status().message().find("after 3 of 8 arrays"), std::string_view::npos)
       << stopped.status().ToString();
   ConvertCheckpointRequest again = Request("interrupt_orbax", "orbax", nullptr, 0);
@@ -118,7 +118,7 @@ TEST(ConvertInterrupt, ADestinationWrittenFrontToBackSaysARerunStartsOver) {
   WriteSource(store);
   Interrupt interrupt;
   auto stopped = ConvertCheckpoint(Request("interrupt_st", "safetensors", &interrupt, 2));
-  ASSERT_EQ(stopped.status().code(), kInterruptedCode) << stopped.status().ToString();
+  ASSERT_EQ(stopped.status().code(), StatusCode::kCancelled) << stopped.status().ToString();
   const std::string message(stopped.status().message());
   EXPECT_NE(message.find("after 2 of 8 arrays"), std::string::npos) << message;
   EXPECT_NE(message.find("to start over (safetensors is written front to back"),
@@ -136,7 +136,7 @@ TEST(ConvertInterrupt, InterruptedWhileVerifyingTheDestinationStaysCommitted) {
   ConvertCheckpointRequest r = Request("interrupt_verify", "axlearn", &interrupt, kArrays);
   r.options.verify = true;
   auto stopped = ConvertCheckpoint(r);
-  ASSERT_EQ(stopped.status().code(), kInterruptedCode) << stopped.status().ToString();
+  ASSERT_EQ(stopped.status().code(), StatusCode::kCancelled) << stopped.status().ToString();
   EXPECT_EQ(stopped.status().message(), kInterruptedAfterCommit);
   EXPECT_TRUE(store->Get("dst/step_00000003/index")->has_value());
 }
