@@ -121,6 +121,7 @@ def save_async(directory: PathLike, tree: Any = None, *, args: Any = None, force
     budget = _leaves.byte_size("memory_budget", memory_budget)
     chunk_bytes = _leaves.byte_size("chunk_byte_size", chunk_byte_size)
     c, cleanup = _coordinator_for(final_top, process_index, process_count, barrier, coordinator)
+    pending = None
     try:
         if force and c.is_primary:
             _remove_checkpoint(final_top)
@@ -131,11 +132,15 @@ def save_async(directory: PathLike, tree: Any = None, *, args: Any = None, force
             memory_budget=budget, target_data_file_size=target,
             chunk_byte_size=chunk_bytes, custom_metadata=_leaves.json_text(custom_metadata),
             timeout_s=timeout_s, progress=progress)
+        path = os.path.join(final_top, item_name) if step is not None else final_top
+        return PendingSave(pending, cleanup, path, c)
     except BaseException:
+        # A KeyboardInterrupt between the start and the handle: the save
+        # stops before its commit (dropping it waits for that).
+        if pending is not None:
+            pending.cancel()
         cleanup()
         raise
-    path = os.path.join(final_top, item_name) if step is not None else final_top
-    return PendingSave(pending, cleanup, path, c)
 
 
 def _tree_of_save_args(args, custom_metadata, target_data_file_size, chunk_byte_size):
@@ -185,7 +190,9 @@ def save(directory: PathLike, tree: Any = None, *, args: Any = None, force: bool
     ``commit_success.txt`` and renamed; FileExistsError if it exists,
     PermissionError if it cannot be written. `force=True` replaces an
     existing checkpoint. ValueError when two key paths map to the same Orbax
-    param name (Orbax joins keys with '.' without escaping).
+    param name (Orbax joins keys with '.' without escaping). Ctrl-C stops
+    the save before its commit and raises KeyboardInterrupt within about a
+    second, leaving nothing behind.
 
     Args:
       directory: a local path or a URL (``file://``, ``s3://``, ``gs://``).

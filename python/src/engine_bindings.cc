@@ -143,11 +143,29 @@ struct PyPendingSave {
   std::unique_ptr<Interrupt> interrupt;
   std::unique_ptr<CheckpointSave> pending;
 
+  PyPendingSave(std::shared_ptr<void> keep_, std::unique_ptr<Interrupt> interrupt_,
+                std::unique_ptr<CheckpointSave> pending_)
+      : keep(std::move(keep_)), interrupt(std::move(interrupt_)), pending(std::move(pending_)) {}
+  PyPendingSave(PyPendingSave&&) = default;
+  PyPendingSave& operator=(PyPendingSave&&) = default;
+  // Dropped unfinished (the handle lost, or an exception before wait()):
+  // waits for the save with the GIL released, since its threads call the
+  // progress callback, which takes the GIL.
+  ~PyPendingSave() {
+    if (pending == nullptr) return;
+    nb::gil_scoped_release release;
+    pending.reset();
+  }
+
   void Wait() {
     Status s = RunInterruptibly(*interrupt, [&] { return pending->Wait(); });
     keep.reset();
     ThrowIfError(s);
   }
+
+  // Stops the save at its next chunk, before its commit (wait() then
+  // raises KeyboardInterrupt's Cancelled status).
+  void Cancel() { interrupt->Request(); }
 };
 
 // Per array: [(origin, shape)] of the boxes the other processes restore.
@@ -200,6 +218,8 @@ void RegisterEngine(nb::module_& m) {
   nb::class_<PyPendingSave>(m, "_PendingSave")
       .def("wait", &PyPendingSave::Wait,
            "Blocks until the checkpoint is committed; raises the save's error.")
+      .def("cancel", &PyPendingSave::Cancel,
+           "Stops the save before its commit; wait() then raises KeyboardInterrupt.")
       .def("done", [](const PyPendingSave& p) { return p.pending->done(); })
       .def_prop_ro("directory", [](const PyPendingSave& p) { return p.pending->directory(); });
 
@@ -219,13 +239,24 @@ void RegisterEngine(nb::module_& m) {
         SaveCheckpointTarget target{item_name, caller_commits, shards_only, process_name};
         auto interrupt = std::make_unique<Interrupt>();
         o.interrupt = interrupt.get();
-        Result<std::unique_ptr<CheckpointSave>> pending = InternalError("not started");
-        {
-          nb::gil_scoped_release release;
-          pending = StartSaveCheckpoint(directory, converted.arrays, o, coordinator, target);
+        // Starting copies the numpy arrays (within the budget, so while
+        // chunks are written): Ctrl-C stops that too.
+        std::unique_ptr<CheckpointSave> started;
+        try {
+          ThrowIfError(RunInterruptibly(*interrupt, [&]() -> Status {
+            auto pending = StartSaveCheckpoint(directory, converted.arrays, o, coordinator, target);
+            if (!pending.ok()) return pending.status();
+            started = std::move(*pending);
+            return Status::OK();
+          }));
+        } catch (...) {
+          if (started != nullptr) {  // its threads may call `progress`: wait without the GIL
+            nb::gil_scoped_release release;
+            started.reset();
+          }
+          throw;
         }
-        return PyPendingSave{std::move(converted.keep), std::move(interrupt),
-                             ValueOrThrow(std::move(pending))};
+        return PyPendingSave(std::move(converted.keep), std::move(interrupt), std::move(started));
       },
       nb::arg("directory"), nb::arg("item_name"), nb::arg("leaves"), nb::arg("coordinator"),
       nb::arg("use_ocdbt") = true, nb::arg("use_zarr3") = true, nb::arg("replica_parallel") = true,

@@ -211,6 +211,8 @@ void PendingSaveImpl::Finish() {
   Status deferred = Snapshot(/*immutable=*/true);
   if (!deferred.ok()) group->Run([deferred] { return deferred; });
   Status local = group->Wait();
+  // Interrupted after its last chunk: still nothing is committed.
+  if (local.ok()) local = CheckInterrupt(request.options.interrupt, "the save of " + final_dir_);
   if (local.ok()) local = writer->Commit();
   if (local.ok()) progress->Finish();
   if (local.ok() && (!request.options.shards_only || HasJaxArrays(request))) {
