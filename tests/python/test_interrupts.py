@@ -29,6 +29,17 @@ ARRAYS = 64
 ELEMENTS = 2 << 20  # 8 MiB of float32 per array: 512 MiB in all
 
 
+@pytest.fixture(autouse=True)
+def sigint_raises_keyboard_interrupt():
+    """Ctrl-C as an interactive Python has it. A process started in the
+    background by a non-interactive shell (`cmd &`) inherits SIGINT ignored,
+    and Python then leaves it ignored (as POSIX wants for background jobs):
+    these tests must not depend on how the test run was started."""
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, saved)
+
+
 @pytest.fixture(scope="module")
 def big_source(tmp_path_factory):
     """An Orbax checkpoint big enough that a cast and compression of it takes
@@ -139,7 +150,8 @@ def test_sigterm_stops_the_conversion_with_143(big_source):
 
 
 PYTHON_CHILD = r"""
-import os, sys, time, cairn
+import os, signal, sys, time, cairn
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as in an interactive Python
 src, dst = sys.argv[1], sys.argv[2]
 started = []
 def progress(done, total, arrays_done, arrays_total):
