@@ -64,11 +64,15 @@ def convert(
         ``include=["params.*"]`` plus dropping the leading ``params.`` (and a
         second one, as MaxText's ``params.params.decoder...``) before
         ``rename_preset`` and ``rename`` apply.
-      rename_preset: ``""`` or a named table of renames applied before
-        ``rename``: ``"gpt2"`` turns a flax GPT-2 (transformers' Flax module
-        names, ``nn.Dense`` ``[in, out]`` kernels) into transformers'
-        ``GPT2LMHeadModel`` names (``.kernel``/``.scale``/``.embedding`` ->
-        ``.weight``).
+      rename_preset: ``""`` or a named table of renames (and transposes)
+        applied before ``rename``: ``"gpt2"`` turns a flax GPT-2
+        (transformers' Flax module names, ``nn.Dense`` ``[in, out]``
+        kernels) into transformers' ``GPT2LMHeadModel`` names
+        (``.kernel``/``.scale``/``.embedding`` -> ``.weight``; transformers'
+        FlaxConv1D ``[out, in]`` kernels are transposed); ``"llama"`` turns
+        transformers' Flax Llama, Mistral or Gemma names into its PyTorch
+        models' and transposes every Dense kernel to a Linear weight
+        (``[out, in]``).
       progress: called as ``progress(bytes_done, bytes_total, arrays_done, arrays_total)``.
 
     Returns:

@@ -1,9 +1,10 @@
 """Runs inside the isolated transformers + torch venv (test_hf_export.py):
 loads a converted checkpoint directory with transformers'
-GPT2LMHeadModel.from_pretrained, offline, and writes its logits for the
-given token ids and what the loader reported.
+from_pretrained of ARCHITECTURE (GPT2LMHeadModel, LlamaForCausalLM, ...),
+offline, and writes its logits for the given token ids and what the loader
+reported.
 
-    python hf_client_job.py MODEL_DIR IDS.npy OUT_DIR
+    python hf_client_job.py MODEL_DIR IDS.npy OUT_DIR ARCHITECTURE
 """
 
 import json
@@ -19,8 +20,8 @@ import transformers
 from safetensors import safe_open
 
 
-def main(model_dir, ids_file, out_dir):
-    model, info = transformers.GPT2LMHeadModel.from_pretrained(
+def main(model_dir, ids_file, out_dir, architecture):
+    model, info = getattr(transformers, architecture).from_pretrained(
         model_dir, output_loading_info=True, dtype=torch.float32, attn_implementation="eager")
     model.eval()
     ids = torch.from_numpy(np.load(ids_file))
@@ -43,4 +44,4 @@ def main(model_dir, ids_file, out_dir):
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:5])

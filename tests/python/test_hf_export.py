@@ -1,7 +1,9 @@
 """Hugging Face export: a flax training state saved with cairn, converted
-with `cairn convert --to safetensors --params-only --rename-preset gpt2`, is
-loaded by the real `transformers` GPT2LMHeadModel (PyTorch), which gives the
-same logits as the source parameters run through GPT-2 in numpy.
+with `cairn convert --to safetensors --params-only --rename-preset gpt2`
+(or `llama`), is loaded by the real `transformers` GPT2LMHeadModel (or
+LlamaForCausalLM, whose Linear weights the preset transposes from flax's
+Dense kernels), which gives the same logits as the source parameters run
+through the model in numpy.
 
 transformers and torch live in an ISOLATED venv built once under build/
 (torch 2.13.0's CPU build, pinned transformers; tests/python/
@@ -193,25 +195,43 @@ def test_cli_names_an_unknown_preset(saved_state, tmp_path):
     item, _ = saved_state
     r = run_cli("convert", str(item), str(tmp_path / "x"), "--to", "safetensors", "--rename-preset", "gtp2")
     assert r.returncode == 2, (r.returncode, r.stderr)
-    assert "unknown rename preset `gtp2` (presets: gpt2)" in r.stderr
+    assert "unknown rename preset `gtp2` (presets: gpt2, llama)" in r.stderr
     assert not (tmp_path / "x").exists() or not any((tmp_path / "x").iterdir())
-    with pytest.raises(ValueError, match=r"unknown rename preset `gtp2` \(presets: gpt2\)"):
+    with pytest.raises(ValueError, match=r"unknown rename preset `gtp2` \(presets: gpt2, llama\)"):
         cairn.convert(str(item), str(tmp_path / "y"), to="safetensors", rename_preset="gtp2")
 
 
-def test_gpt2_preset_refuses_transformers_flax_conv1d_layout(tmp_path):
-    """transformers' FlaxConv1D keeps kernels [out, in]: exporting them under
-    PyTorch's names without a transpose would be wrong, so it is refused."""
-    params = flax_gpt2_params()
-    for block in params["transformer"]["h"].values():
+def test_gpt2_preset_transposes_transformers_flax_conv1d_layout(saved_state, tmp_path):
+    """transformers' FlaxConv1D keeps kernels [out, in], PyTorch's Conv1D
+    [in, out]: the preset transposes them, so both flax layouts of one model
+    export the same file contents."""
+    _, params = saved_state
+    conv = jax.tree_util.tree_map(np.array, params)
+    for block in conv["transformer"]["h"].values():
         for layer in (block["attn"]["c_attn"], block["attn"]["c_proj"], block["mlp"]["c_fc"],
                       block["mlp"]["c_proj"]):
             layer["kernel"] = np.ascontiguousarray(layer["kernel"].T)
     item = tmp_path / "conv1d" / "7" / "state"
-    cairn.save(str(item), {"params": params, "step": np.int64(7)})
+    cairn.save(str(item), {"params": conv, "step": np.int64(7)})
+    cairn.convert(str(item), str(tmp_path / "conv"), to="safetensors", params_only=True,
+                  rename_preset="gpt2", verify=True)
+    dense_item = tmp_path / "dense" / "7" / "state"
+    cairn.save(str(dense_item), {"params": params, "step": np.int64(7)})
+    cairn.convert(str(dense_item), str(tmp_path / "dense_out"), to="safetensors", params_only=True,
+                  rename_preset="gpt2")
+    got = load_file(str(tmp_path / "conv" / "model.safetensors"))
+    want = load_file(str(tmp_path / "dense_out" / "model.safetensors"))
+    assert sorted(got) == sorted(want)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    # A c_attn kernel of neither layout is refused, naming it.
+    odd = jax.tree_util.tree_map(np.array, params)
+    odd["transformer"]["h"]["0"]["attn"]["c_attn"]["kernel"] = np.zeros((EMBED, 2 * EMBED), np.float32)
+    odd_item = tmp_path / "odd" / "7" / "state"
+    cairn.save(str(odd_item), {"params": odd})
     with pytest.raises(ValueError, match=r"array `params\.transformer\.h\.0\.attn\.c_attn\.kernel` "
-                                         r"has shape \[96, 32\].*transpose"):
-        cairn.convert(str(item), str(tmp_path / "out"), to="safetensors", params_only=True,
+                                         r"has shape \[32, 64\], neither"):
+        cairn.convert(str(odd_item), str(tmp_path / "odd_out"), to="safetensors", params_only=True,
                       rename_preset="gpt2")
 
 
@@ -224,7 +244,7 @@ def test_transformers_loads_the_export_with_the_same_logits(saved_state, tmp_pat
     (out / "config.json").write_text(json.dumps(CONFIG))
     ids = np.random.default_rng(1).integers(0, VOCAB, size=(2, POSITIONS)).astype(np.int64)
     np.save(tmp_path / "ids.npy", ids)
-    run_client_job(hf_python, JOB, "transformers", out, tmp_path / "ids.npy", tmp_path)
+    run_client_job(hf_python, JOB, "transformers", out, tmp_path / "ids.npy", tmp_path, "GPT2LMHeadModel")
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["transformers"] == TRANSFORMERS and report["torch"].startswith(TORCH), report
     assert report["missing_keys"] == [] and report["unexpected_keys"] == [], report
@@ -234,5 +254,120 @@ def test_transformers_loads_the_export_with_the_same_logits(saved_state, tmp_pat
     logits = np.load(tmp_path / "logits.npy")
     want = numpy_gpt2_logits(params, ids)
     assert logits.shape == (2, POSITIONS, VOCAB)
+    assert np.abs(want).max() > 1  # not a degenerate model
+    np.testing.assert_allclose(logits, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+# A tiny Llama with grouped-query attention (4 query heads, 2 key/value heads).
+L_VOCAB, L_EMBED, L_FFN, L_LAYERS, L_HEADS, L_KV_HEADS, L_HEAD_DIM, L_LENGTH = 64, 32, 48, 2, 4, 2, 8, 12
+LLAMA_CONFIG = {
+    "model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": L_VOCAB,
+    "hidden_size": L_EMBED, "intermediate_size": L_FFN, "num_hidden_layers": L_LAYERS,
+    "num_attention_heads": L_HEADS, "num_key_value_heads": L_KV_HEADS, "head_dim": L_HEAD_DIM,
+    "max_position_embeddings": 32, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "hidden_act": "silu",
+    "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False,
+    "bos_token_id": 0, "eos_token_id": 0,
+}
+
+
+def flax_llama_params(seed=3):
+    """Llama's parameters under the names of transformers' Flax Llama
+    (nn.Dense kernels [in, out], nn.Embed, RMS norms' `weight`), random."""
+    rng = np.random.default_rng(seed)
+
+    def r(*shape, scale=0.2):
+        return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+    layers = {}
+    for i in range(L_LAYERS):
+        layers[str(i)] = {
+            "input_layernorm": {"weight": 1 + r(L_EMBED, scale=0.1)},
+            "self_attn": {"q_proj": {"kernel": r(L_EMBED, L_HEADS * L_HEAD_DIM)},
+                          "k_proj": {"kernel": r(L_EMBED, L_KV_HEADS * L_HEAD_DIM)},
+                          "v_proj": {"kernel": r(L_EMBED, L_KV_HEADS * L_HEAD_DIM)},
+                          "o_proj": {"kernel": r(L_HEADS * L_HEAD_DIM, L_EMBED)}},
+            "post_attention_layernorm": {"weight": 1 + r(L_EMBED, scale=0.1)},
+            "mlp": {"gate_proj": {"kernel": r(L_EMBED, L_FFN)}, "up_proj": {"kernel": r(L_EMBED, L_FFN)},
+                    "down_proj": {"kernel": r(L_FFN, L_EMBED)}},
+        }
+    return {"model": {"embed_tokens": {"embedding": r(L_VOCAB, L_EMBED, scale=0.5)}, "layers": layers,
+                      "norm": {"weight": 1 + r(L_EMBED, scale=0.1)}},
+            "lm_head": {"kernel": r(L_EMBED, L_VOCAB)}}
+
+
+def numpy_llama_logits(p, ids):
+    """Llama's forward pass in float64 numpy, on flax's [in, out] kernels:
+    RMS norms, rotary embeddings (rotating halves), grouped-query causal
+    attention, a SwiGLU MLP, an untied head."""
+    p = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), p)
+
+    def rms(x, w):
+        return x / np.sqrt((x ** 2).mean(-1, keepdims=True) + 1e-5) * w["weight"]
+
+    def rotate(x, cos, sin):  # x: [batch, heads, length, head_dim]
+        half = x.shape[-1] // 2
+        return x * cos + np.concatenate([-x[..., half:], x[..., :half]], -1) * sin
+
+    batch, length = ids.shape
+    inv_freq = 1.0 / (10000.0 ** (np.arange(0, L_HEAD_DIM, 2) / L_HEAD_DIM))
+    angles = np.arange(length)[:, None] * inv_freq[None, :]
+    cos, sin = np.cos(np.concatenate([angles] * 2, -1)), np.sin(np.concatenate([angles] * 2, -1))
+    causal = np.tril(np.ones((length, length), bool))
+    x = p["model"]["embed_tokens"]["embedding"][ids]
+    for i in range(L_LAYERS):
+        b = p["model"]["layers"][str(i)]
+        a = b["self_attn"]
+        h = rms(x, b["input_layernorm"])
+
+        def heads(t, n):
+            return t.reshape(batch, length, n, L_HEAD_DIM).transpose(0, 2, 1, 3)
+
+        q = rotate(heads(h @ a["q_proj"]["kernel"], L_HEADS), cos, sin)
+        k = rotate(heads(h @ a["k_proj"]["kernel"], L_KV_HEADS), cos, sin)
+        v = heads(h @ a["v_proj"]["kernel"], L_KV_HEADS)
+        group = L_HEADS // L_KV_HEADS
+        k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+        scores = np.where(causal, q @ k.transpose(0, 1, 3, 2) / np.sqrt(L_HEAD_DIM), -np.inf)
+        weights = np.exp(scores - scores.max(-1, keepdims=True))
+        weights /= weights.sum(-1, keepdims=True)
+        x = x + (weights @ v).transpose(0, 2, 1, 3).reshape(batch, length, -1) @ a["o_proj"]["kernel"]
+        m = b["mlp"]
+        h = rms(x, b["post_attention_layernorm"])
+        gate = h @ m["gate_proj"]["kernel"]
+        x = x + (gate / (1 + np.exp(-gate)) * (h @ m["up_proj"]["kernel"])) @ m["down_proj"]["kernel"]
+    return rms(x, p["model"]["norm"]) @ p["lm_head"]["kernel"]
+
+
+def test_transformers_loads_a_llama_export_with_transposed_weights(tmp_path, hf_python):
+    """A flax TrainState of a tiny Llama (adamw), saved by cairn, exported
+    with --rename-preset llama: every Dense kernel becomes a PyTorch Linear
+    weight ([out, in]), and transformers' LlamaForCausalLM gives the numpy
+    model's logits."""
+    params = flax_llama_params()
+    state = train_state.TrainState.create(apply_fn=None, params=params, tx=optax.adamw(1e-3))
+    item = tmp_path / "run" / "300" / "state"
+    cairn.save(str(item), state.replace(step=300))
+    out = tmp_path / "llama"
+    # A small budget: the transposed kernels are copied in several slabs.
+    r = run_cli("convert", str(item), str(out), "--to", "safetensors", "--params-only",
+                "--rename-preset", "llama", "--verify", "--memory-budget", "1MiB")
+    assert r.returncode == 0, r.stderr
+    tensors = load_file(str(out / "model.safetensors"))
+    q = params["model"]["layers"]["1"]["self_attn"]["q_proj"]["kernel"]
+    np.testing.assert_array_equal(tensors["model.layers.1.self_attn.q_proj.weight"], q.T)
+    np.testing.assert_array_equal(tensors["lm_head.weight"], params["lm_head"]["kernel"].T)
+    np.testing.assert_array_equal(tensors["model.embed_tokens.weight"],
+                                  params["model"]["embed_tokens"]["embedding"])
+    assert not any(k.startswith("opt_state") or k == "step" for k in tensors)
+    (out / "config.json").write_text(json.dumps(LLAMA_CONFIG))
+    ids = np.random.default_rng(2).integers(0, L_VOCAB, size=(2, L_LENGTH)).astype(np.int64)
+    np.save(tmp_path / "ids.npy", ids)
+    run_client_job(hf_python, JOB, "transformers", out, tmp_path / "ids.npy", tmp_path, "LlamaForCausalLM")
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["missing_keys"] == [] and report["unexpected_keys"] == [], report
+    assert report["mismatched_keys"] == [], report
+    logits = np.load(tmp_path / "logits.npy")
+    want = numpy_llama_logits(params, ids)
+    assert logits.shape == (2, L_LENGTH, L_VOCAB)
     assert np.abs(want).max() > 1  # not a degenerate model
     np.testing.assert_allclose(logits, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())

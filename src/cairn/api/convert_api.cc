@@ -32,7 +32,7 @@ Result<engine::ConvertCheckpointRequest> EngineRequest(const ConvertRequest& req
     CAIRN_ASSIGN_OR_RETURN(const engine::RenamePreset* preset,
                            engine::FindRenamePreset(request.rename_preset));
     r.options.plan.preset = preset->rules;
-    r.options.plan.preset_check = preset->check;
+    r.options.plan.preset_adjust = preset->adjust;
   }
   for (const auto& [from_prefix, to_prefix] : request.renames) {
     r.options.plan.renames.push_back({from_prefix, to_prefix});

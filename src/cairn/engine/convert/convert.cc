@@ -81,7 +81,7 @@ Result<std::vector<ArrayMapping>> PlanAndFit(layout::CheckpointReader& source,
     if (m.dest.write_shape.size() != m.dest.shape.size()) m.dest.write_shape = m.dest.shape;
     const Shape planned = m.dest.write_shape;
     // Never cut across a piece the source decodes at once (convert_memory.h).
-    m.dest.write_shape = FitChunkShapeInUnits(m.dest.write_shape, m.source.read_shape,
+    m.dest.write_shape = FitChunkShapeInUnits(m.dest.write_shape, SourceReadShapeInDest(m),
                                               FitBytesPerElement(m),
                                               FitShare(options.memory_budget));
     if (warning.empty()) warning = SlowBudgetWarning(options.memory_budget, m, planned, m.dest.write_shape);
@@ -260,7 +260,8 @@ Status VerifyConversion(layout::CheckpointReader& source, layout::CheckpointRead
     }
     // One slab at a time: its source, cast and destination bytes, and both
     // readers' codec memory, within the budget (convert_memory.h).
-    const uint64_t per_element = SlabBytesPerElement(m) + DTypeSize(m.dest.dtype);
+    const uint64_t per_element = DTypeSize(m.source.dtype) * (m.source_axes.empty() ? 1 : 2) +
+                                 2 * DTypeSize(m.dest.dtype);
     const uint64_t codecs = CodecBytes(source.format(), m.source) + CodecBytes(dest.format(), *d);
     const uint64_t share = SlabShare(memory_budget);
     const uint64_t max_slab = std::max<uint64_t>(share > codecs ? share - codecs : 0, 4096);
@@ -269,15 +270,20 @@ Status VerifyConversion(layout::CheckpointReader& source, layout::CheckpointRead
         CAIRN_RETURN_IF_ERROR(CheckInterrupt(interrupt, "verifying the conversion"));
         const uint64_t n = static_cast<uint64_t>(slab.num_elements());
         const uint64_t src_bytes = n * DTypeSize(m.source.dtype);
+        const uint64_t arranged_bytes = m.source_axes.empty() ? 0 : src_bytes;
         const uint64_t dst_bytes = n * DTypeSize(m.dest.dtype);
         CAIRN_ASSIGN_OR_RETURN(Buffer buffer,
-                               TryAllocate(src_bytes + 2 * dst_bytes,
+                               TryAllocate(src_bytes + arranged_bytes + 2 * dst_bytes,
                                            "verifying array `" + m.dest.path + "` box " +
                                                slab.ToString()));
         uint8_t* src = buffer.data();
-        uint8_t* want = src + src_bytes;
+        uint8_t* want = src + src_bytes + arranged_bytes;
         uint8_t* got = want + dst_bytes;
-        CAIRN_RETURN_IF_ERROR(source.ReadBox(m.source.path, slab, src));
+        CAIRN_RETURN_IF_ERROR(source.ReadBox(m.source.path, SourceBox(m, slab), src));
+        if (!m.source_axes.empty()) {
+          ArrangeAsDest(m, slab, src, src + src_bytes);
+          src += src_bytes;
+        }
         CAIRN_RETURN_IF_ERROR(CastElements(m.source.dtype, src, m.dest.dtype, want, n));
         CAIRN_RETURN_IF_ERROR(dest.ReadBox(m.dest.path, slab, got));
         if (std::memcmp(want, got, dst_bytes) != 0) {

@@ -179,7 +179,7 @@ class Copier {
       // Stored chunks valid as they are in the destination are copied
       // undecoded (the whole-chunk path, convert.h).
       const std::string form = source_.StoredChunkForm(m.source.path);
-      stored_[i] = options_.pass_stored_chunks && !form.empty() &&
+      stored_[i] = options_.pass_stored_chunks && !form.empty() && m.source_axes.empty() &&
                    form == writer_.StoredChunkForm(m.dest.path);
       // Ordered writers take whole arrays front to back; the others whole
       // destination chunks (fitted to max_slab). Slabs of an ordered
@@ -225,7 +225,8 @@ class Copier {
   // dimension), copied as they are (no cast).
   static bool RowPieces(const ArrayMapping& m) {
     const Shape& unit = m.source.read_shape;
-    if (ReadUnitElements(m.source) == 0 || m.dest.dtype != m.source.dtype || unit.empty()) {
+    if (ReadUnitElements(m.source) == 0 || m.dest.dtype != m.source.dtype || unit.empty() ||
+        !m.source_axes.empty()) {
       return false;
     }
     for (size_t d = 1; d < unit.size(); ++d) {
@@ -267,11 +268,16 @@ class Copier {
     const SlabBudget::Held release{budget_, charge};
     CAIRN_ASSIGN_OR_RETURN(Buffer buffer,
                            TryAllocate(bytes, "array `" + m.source.path + "` box " + slab.ToString()));
-    CAIRN_RETURN_IF_ERROR(source_.ReadBox(m.source.path, slab, buffer.data()));
+    CAIRN_RETURN_IF_ERROR(source_.ReadBox(m.source.path, SourceBox(m, slab), buffer.data()));
     const uint8_t* out = buffer.data();
+    if (!m.source_axes.empty()) {  // a transposed array: the slab in the destination's axes
+      uint8_t* arranged = buffer.data() + n * DTypeSize(m.source.dtype);
+      ArrangeAsDest(m, slab, buffer.data(), arranged);
+      out = arranged;
+    }
     if (m.dest.dtype != m.source.dtype) {
-      uint8_t* cast = buffer.data() + n * DTypeSize(m.source.dtype);
-      CAIRN_RETURN_IF_ERROR(CastElements(m.source.dtype, buffer.data(), m.dest.dtype, cast, n));
+      uint8_t* cast = const_cast<uint8_t*>(out) + n * DTypeSize(m.source.dtype);
+      CAIRN_RETURN_IF_ERROR(CastElements(m.source.dtype, out, m.dest.dtype, cast, n));
       out = cast;
     }
     if (ordered_) {
@@ -291,7 +297,8 @@ class Copier {
   // handed to the writer as it is, which encodes straight from it: no slab
   // is allocated and nothing is copied.
   bool WholeChunkPath(const ArrayMapping& m, const Box& slab) const {
-    if (ordered_ || m.dest.dtype != m.source.dtype || m.source.write_shape != m.dest.write_shape ||
+    if (ordered_ || m.dest.dtype != m.source.dtype || !m.source_axes.empty() ||
+        m.source.write_shape != m.dest.write_shape ||
         slab.rank() != m.source.shape.size() || m.source.write_shape.size() != slab.rank()) {
       return false;
     }

@@ -22,6 +22,7 @@ uint64_t CacheShareBeside(uint64_t budget, uint64_t in_flight) {
 
 uint64_t SlabBytesPerElement(const ArrayMapping& m) {
   uint64_t n = DTypeSize(m.source.dtype);
+  if (!m.source_axes.empty()) n += DTypeSize(m.source.dtype);  // the transposed copy
   if (m.dest.dtype != m.source.dtype) n += DTypeSize(m.dest.dtype);
   return n;
 }
@@ -46,7 +47,9 @@ uint64_t ReadUnitElements(const layout::ArrayInfo& a) {
 }
 
 uint64_t MinimumBudget(const ArrayMapping& m) {
-  return ReadUnitElements(m.source) * (DTypeSize(m.source.dtype) + DTypeSize(m.dest.dtype));
+  const uint64_t transposed = m.source_axes.empty() ? 0 : DTypeSize(m.source.dtype);
+  return ReadUnitElements(m.source) *
+         (DTypeSize(m.source.dtype) + transposed + DTypeSize(m.dest.dtype));
 }
 
 namespace {

@@ -71,7 +71,8 @@ uint64_t SlabShare(uint64_t budget);
 // (convert_copier.cc).
 uint64_t CacheShareBeside(uint64_t budget, uint64_t in_flight);
 
-// Source bytes plus, when casting, destination bytes, per element.
+// Source bytes plus, when transposing (ArrayMapping::source_axes), the
+// source bytes rearranged, plus, when casting, destination bytes, per element.
 uint64_t SlabBytesPerElement(const ArrayMapping& m);
 
 // Bytes a reader (or writer) of `format` holds beside the slab while it
@@ -108,7 +109,8 @@ uint64_t ReadUnitElements(const layout::ArrayInfo& a);
 
 // The least budget that copies array `m` reading each stored chunk once:
 // one decoded source chunk (ReadUnitElements) and one destination chunk of
-// the same elements (so a budget that holds them never re-reads). 0 when
+// the same elements (and, when transposing, the chunk rearranged) (so a
+// budget that holds them never re-reads). 0 when
 // the source reads boxes without decoding more (safetensors).
 uint64_t MinimumBudget(const ArrayMapping& m);
 

@@ -1,6 +1,7 @@
 #include "cairn/engine/convert/convert_plan.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <optional>
 
@@ -19,10 +20,22 @@ std::optional<std::vector<std::string>> ParamsTreePath(std::vector<std::string> 
   return tree;
 }
 
+// A preset's rules are written with '.' between keys (rename_presets.h):
+// given with the destination's separator.
+std::vector<RenameRule> PresetRulesFor(std::vector<RenameRule> rules, char separator) {
+  if (separator == '.') return rules;
+  for (RenameRule& r : rules) {
+    std::replace(r.from.begin(), r.from.end(), '.', separator);
+    std::replace(r.to.begin(), r.to.end(), '.', separator);
+  }
+  return rules;
+}
+
 }  // namespace
 
 Result<std::vector<ArrayMapping>> PlanConversion(const std::vector<layout::ArrayInfo>& source,
                                                  const ConvertPlanOptions& options) {
+  const std::vector<RenameRule> preset = PresetRulesFor(options.preset, options.dest_separator);
   std::vector<ArrayMapping> plan;
   std::map<std::string, std::string> source_of;  // destination path -> source path
   for (const layout::ArrayInfo& s : source) {
@@ -38,7 +51,7 @@ Result<std::vector<ArrayMapping>> PlanConversion(const std::vector<layout::Array
     m.dest.path = layout::JoinTreePath(m.dest.tree_path, options.dest_separator);
     // The preset's rules, then the user's (which see the preset's names).
     const std::string renamed =
-        layout::ApplyRenames(options.renames, layout::ApplyRenames(options.preset, m.dest.path));
+        layout::ApplyRenames(options.renames, layout::ApplyRenames(preset, m.dest.path));
     if (renamed != m.dest.path) {
       m.dest.path = renamed;
       m.dest.tree_path = layout::SplitTreePath(m.dest.path, options.dest_separator);
@@ -72,8 +85,68 @@ Result<std::vector<ArrayMapping>> PlanConversion(const std::vector<layout::Array
   std::sort(plan.begin(), plan.end(), [](const ArrayMapping& a, const ArrayMapping& b) {
     return a.dest.path < b.dest.path;
   });
-  if (options.preset_check != nullptr) CAIRN_RETURN_IF_ERROR(options.preset_check(plan));
+  if (options.preset_adjust != nullptr) CAIRN_RETURN_IF_ERROR(options.preset_adjust(plan));
   return plan;
+}
+
+Status TransposeMapping(ArrayMapping& m, std::vector<int> axes) {
+  const size_t rank = m.source.shape.size();
+  std::vector<bool> seen(rank, false);
+  bool valid = axes.size() == rank;
+  for (size_t d = 0; valid && d < axes.size(); ++d) {
+    valid = axes[d] >= 0 && static_cast<size_t>(axes[d]) < rank && !seen[axes[d]];
+    if (valid) seen[axes[d]] = true;
+  }
+  if (!valid) {
+    return Status(StatusCode::kInvalidArgument,
+                  "array `" + m.source.path + "` of rank " + std::to_string(rank) +
+                      ": the axes of a transpose must be a permutation of its dimensions");
+  }
+  auto permuted = [&](const Shape& s) {
+    if (s.size() != rank) return s;
+    Shape out(rank);
+    for (size_t d = 0; d < rank; ++d) out[d] = s[axes[d]];
+    return out;
+  };
+  m.dest.shape = permuted(m.source.shape);
+  m.dest.write_shape = permuted(m.source.write_shape);
+  bool identity = true;
+  for (size_t d = 0; d < rank; ++d) identity = identity && axes[d] == static_cast<int>(d);
+  m.source_axes = identity ? std::vector<int>{} : std::move(axes);
+  return Status::OK();
+}
+
+Box SourceBox(const ArrayMapping& m, const Box& dest_box) {
+  if (m.source_axes.empty()) return dest_box;
+  Box b;
+  b.origin.resize(dest_box.rank());
+  b.shape.resize(dest_box.rank());
+  for (size_t d = 0; d < dest_box.rank(); ++d) {
+    b.origin[m.source_axes[d]] = dest_box.origin[d];
+    b.shape[m.source_axes[d]] = dest_box.shape[d];
+  }
+  return b;
+}
+
+Shape SourceReadShapeInDest(const ArrayMapping& m) {
+  const Shape& unit = m.source.read_shape;
+  if (m.source_axes.empty() || unit.size() != m.source_axes.size()) return unit;
+  Shape out(unit.size());
+  for (size_t d = 0; d < unit.size(); ++d) out[d] = unit[m.source_axes[d]];
+  return out;
+}
+
+void ArrangeAsDest(const ArrayMapping& m, const Box& dest_box, const uint8_t* src, uint8_t* dst) {
+  const size_t es = DTypeSize(m.source.dtype);
+  const uint64_t n = static_cast<uint64_t>(dest_box.num_elements());
+  if (m.source_axes.empty()) {
+    std::memcpy(dst, src, n * es);
+    return;
+  }
+  const std::vector<Index> source_strides = CStrides(SourceBox(m, dest_box).shape, es);
+  std::vector<Index> read_strides(dest_box.rank());
+  for (size_t d = 0; d < dest_box.rank(); ++d) read_strides[d] = source_strides[m.source_axes[d]];
+  StridedCopy(src, read_strides, dst, CStrides(dest_box.shape, es), dest_box.shape, es);
 }
 
 Shape FitChunkShape(Shape chunk, uint64_t bytes_per_element, uint64_t max_bytes) {

@@ -46,9 +46,12 @@ struct ConvertPlanOptions {
   bool params_only = false;
   // A rename preset's rules (rename_presets.h), applied after params_only
   // and before `renames` (the first matching rule of each list applies).
+  // Written with '.' between keys, they apply with dest_separator.
   std::vector<RenameRule> preset;
-  // The preset's check of the finished plan (null: none).
-  Status (*preset_check)(const std::vector<ArrayMapping>& plan) = nullptr;
+  // The preset's adjustment of the finished plan: transposes of the arrays
+  // whose layout differs between the frameworks, or a refusal of a layout
+  // the preset cannot serve (null: none).
+  Status (*preset_adjust)(std::vector<ArrayMapping>& plan) = nullptr;
   // The first matching rule decides the destination dtype.
   std::vector<CastRule> casts;
 };
@@ -56,7 +59,30 @@ struct ConvertPlanOptions {
 struct ArrayMapping {
   layout::ArrayInfo source;
   layout::ArrayInfo dest;
+  // Empty: the destination keeps the source's axes. Else destination
+  // dimension d is source dimension source_axes[d] ({1, 0}: a transpose),
+  // as a rename preset sets it (TransposeMapping).
+  std::vector<int> source_axes;
 };
+
+// Makes `m` write its source with permuted axes: destination dimension d
+// is source dimension axes[d]; the destination's shape and chunk follow.
+// InvalidArgument (naming the array) unless `axes` is a permutation of the
+// source's dimensions.
+Status TransposeMapping(ArrayMapping& m, std::vector<int> axes);
+
+// The region of the source array that holds the region `dest_box` of the
+// destination array of `m`.
+Box SourceBox(const ArrayMapping& m, const Box& dest_box);
+
+// The piece the source decodes at once (ArrayInfo::read_shape), in the
+// destination's axes; empty when the source does not say.
+Shape SourceReadShapeInDest(const ArrayMapping& m);
+
+// Copies the C-order elements of SourceBox(m, dest_box), at `src`, to `dst`
+// as the C-order elements of `dest_box` (in the source's dtype). Without
+// source_axes a plain copy.
+void ArrangeAsDest(const ArrayMapping& m, const Box& dest_box, const uint8_t* src, uint8_t* dst);
 
 // The arrays to convert, sorted by destination path. InvalidArgument when
 // two arrays end up with one destination path (naming both sources), when a

@@ -1,9 +1,8 @@
 // Rename presets: named tables of rename rules that turn a jax/flax model's
 // parameter names into the names another framework's loader expects
-// (`cairn convert --rename-preset NAME`, `cairn.convert(rename_preset=...)`).
-// A preset only renames: it never transposes or reshapes, so a family whose
-// layouts differ between the two frameworks has no preset (or a check that
-// refuses the layout it cannot serve).
+// (`cairn convert --rename-preset NAME`, `cairn.convert(rename_preset=...)`),
+// and transpose the arrays whose layout differs between the two (a flax
+// Dense kernel is [in, out], a PyTorch Linear weight [out, in]).
 //
 // The presets are registered in one table (rename_presets.cc): a new family
 // is one row.
@@ -25,9 +24,11 @@ struct RenamePreset {
   std::string_view name;         // the value of --rename-preset
   std::string_view description;  // one line for --help
   std::vector<RenameRule> rules;
-  // Checks the planned arrays (destination paths already renamed) for a
-  // layout the preset cannot serve; null: none.
-  Status (*check)(const std::vector<ArrayMapping>& plan) = nullptr;
+  // Adjusts the planned arrays (destination paths already renamed): sets
+  // the transposes (TransposeMapping) of the arrays whose layout differs,
+  // or refuses, naming the array, a layout the preset cannot serve; null:
+  // none.
+  Status (*adjust)(std::vector<ArrayMapping>& plan) = nullptr;
 };
 
 // The table, in the order --help lists it.

@@ -83,7 +83,7 @@ TEST(RenamePreset, Gpt2GivesTransformersNames) {
   ConvertPlanOptions o;
   o.params_only = true;
   o.preset = (*preset)->rules;
-  o.preset_check = (*preset)->check;
+  o.preset_adjust = (*preset)->adjust;
   auto plan = PlanConversion(FlaxGpt2(true), o);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   EXPECT_EQ(Names(*plan), (std::map<std::string, std::string>{
@@ -102,26 +102,96 @@ TEST(RenamePreset, Gpt2GivesTransformersNames) {
   EXPECT_EQ(Names(*bare).count("h.0.attn.c_attn.weight"), 1u);
 }
 
-TEST(RenamePreset, Gpt2RefusesFlaxConv1DKernelsThatNeedATranspose) {
+TEST(RenamePreset, Gpt2TransposesFlaxConv1DKernelsOnly) {
   auto preset = FindRenamePreset("gpt2");
   ASSERT_TRUE(preset.ok());
   ConvertPlanOptions o;
   o.params_only = true;
   o.preset = (*preset)->rules;
-  o.preset_check = (*preset)->check;
-  auto plan = PlanConversion(FlaxGpt2(false), o);
+  o.preset_adjust = (*preset)->adjust;
+  // nn.Dense layout ([in, out], as PyTorch's Conv1D): nothing transposed.
+  auto dense = PlanConversion(FlaxGpt2(true), o);
+  ASSERT_TRUE(dense.ok()) << dense.status().ToString();
+  for (const ArrayMapping& m : *dense) EXPECT_TRUE(m.source_axes.empty()) << m.dest.path;
+  // transformers' FlaxConv1D ([out, in]): every kernel, and only kernels.
+  auto conv = PlanConversion(FlaxGpt2(false), o);
+  ASSERT_TRUE(conv.ok()) << conv.status().ToString();
+  std::map<std::string, Shape> transposed;
+  for (const ArrayMapping& m : *conv) {
+    if (!m.source_axes.empty()) transposed[m.dest.path] = m.dest.shape;
+  }
+  EXPECT_EQ(transposed, (std::map<std::string, Shape>{{"transformer.h.0.attn.c_attn.weight", {8, 24}},
+                                                      {"transformer.h.0.mlp.c_fc.weight", {8, 32}}}));
+  // Neither layout: refused, naming the array.
+  auto odd = FlaxGpt2(true);
+  odd[5].shape = odd[5].write_shape = {8, 20};
+  auto refused = PlanConversion(odd, o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("`params.transformer.h.0.attn.c_attn.kernel` has shape [8, 20]"),
+            std::string_view::npos) << refused.status().ToString();
+}
+
+TEST(RenamePreset, LlamaGivesPyTorchNamesAndLinearLayouts) {
+  auto preset = FindRenamePreset("llama");
+  ASSERT_TRUE(preset.ok());
+  ConvertPlanOptions o;
+  o.params_only = true;
+  o.preset = (*preset)->rules;
+  o.preset_adjust = (*preset)->adjust;
+  const Index e = 8, f = 24, v = 32;
+  auto plan = PlanConversion({Info("params.model.embed_tokens.embedding", {v, e}),
+                              Info("params.model.layers.0.self_attn.q_proj.kernel", {e, e}),
+                              Info("params.model.layers.0.self_attn.k_proj.kernel", {e, e / 2}),
+                              Info("params.model.layers.0.mlp.down_proj.kernel", {f, e}),
+                              Info("params.model.layers.0.input_layernorm.weight", {e}),
+                              Info("params.model.norm.weight", {e}),
+                              Info("params.lm_head.kernel", {e, v}),
+                              Info("opt_state.0.mu.lm_head.kernel", {e, v})},
+                             o);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  std::map<std::string, Shape> shapes;
+  std::map<std::string, bool> transposed;
+  for (const ArrayMapping& m : *plan) {
+    shapes[m.dest.path] = m.dest.shape;
+    transposed[m.dest.path] = !m.source_axes.empty();
+  }
+  EXPECT_EQ(shapes, (std::map<std::string, Shape>{
+                        {"model.embed_tokens.weight", {v, e}},
+                        {"model.layers.0.self_attn.q_proj.weight", {e, e}},
+                        {"model.layers.0.self_attn.k_proj.weight", {e / 2, e}},
+                        {"model.layers.0.mlp.down_proj.weight", {e, f}},
+                        {"model.layers.0.input_layernorm.weight", {e}},
+                        {"model.norm.weight", {e}},
+                        {"lm_head.weight", {v, e}}}));
+  EXPECT_EQ(transposed, (std::map<std::string, bool>{{"model.embed_tokens.weight", false},
+                                                     {"model.layers.0.self_attn.q_proj.weight", true},
+                                                     {"model.layers.0.self_attn.k_proj.weight", true},
+                                                     {"model.layers.0.mlp.down_proj.weight", true},
+                                                     {"model.layers.0.input_layernorm.weight", false},
+                                                     {"model.norm.weight", false},
+                                                     {"lm_head.weight", true}}));
+}
+
+TEST(RenamePreset, LlamaRefusesKernelsOfAnotherRank) {
+  // MaxText's DenseGeneral query kernel: [embed, heads, head_dim].
+  auto preset = FindRenamePreset("llama");
+  ASSERT_TRUE(preset.ok());
+  ConvertPlanOptions o;
+  o.preset = (*preset)->rules;
+  o.preset_adjust = (*preset)->adjust;
+  auto plan = PlanConversion({Info("decoder.layers.self_attention.query.kernel", {8, 2, 4})}, o);
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(plan.status().message().find("`params.transformer.h.0.attn.c_attn.kernel` has shape [24, 8]"),
+  EXPECT_NE(plan.status().message().find("kernel `decoder.layers.self_attention.query.kernel` has shape [8, 2, 4]"),
             std::string_view::npos) << plan.status().ToString();
-  EXPECT_NE(plan.status().message().find("transpose"), std::string_view::npos);
 }
 
 TEST(RenamePreset, UnknownNamesListTheKnownOnes) {
   auto p = FindRenamePreset("gtp2");
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(p.status().message().find("unknown rename preset `gtp2` (presets: gpt2)"), std::string_view::npos)
+  EXPECT_NE(p.status().message().find("unknown rename preset `gtp2` (presets: gpt2, llama)"), std::string_view::npos)
       << p.status().ToString();
 }
 
