@@ -6,6 +6,7 @@
 // arguments (usage, exit 2), `help [COMMAND]`, and an unknown command (named,
 // with the closest known one suggested, as git does). Every exit status
 // follows kExitStatusHelp (cli_util.h); CLI11's own parse errors exit 2.
+// The library's events are printed while a command runs (event_printer.h).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 
 #include "cli_util.h"
 #include "commands/commands.h"
+#include "event_printer.h"
 #include "signals.h"
 
 #ifndef CAIRN_VERSION
@@ -63,7 +65,13 @@ int main(int argc, char** argv) {
   // Set before the subcommands are added: each inherits it.
   app.footer(cairn::cli::kExitStatusHelp);
   std::vector<cairn::cli::Command> commands;
-  for (RegisterFn add : kCommands) commands.push_back(add(app));
+  bool verbose = false;
+  for (RegisterFn add : kCommands) {
+    commands.push_back(add(app));
+    commands.back().app->add_flag("-v,--verbose", verbose,
+                                  "also print what cairn decided on its own besides warnings "
+                                  "(resumed arrays, ...)");
+  }
   if (argc < 2) {
     std::fprintf(stderr, "%s", app.help().c_str());
     return cairn::cli::kExitUsage;
@@ -92,6 +100,7 @@ int main(int argc, char** argv) {
     if (!c.app->parsed()) continue;
     // Until a command that writes installs its own (convert: signals.h).
     const cairn::cli::ExitOnSignal interrupted(c.app->get_name().c_str());
+    const cairn::cli::EventPrinter events(c.app->get_name(), verbose);
     return c.run();
   }
   std::fprintf(stderr, "cairn: no command given (see 'cairn --help')\n");

@@ -77,6 +77,10 @@ struct StepSaveOptions {
   std::optional<double> score;  // the step's metrics' value (retention by score)
   // `_CHECKPOINT_METADATA`'s custom_metadata as JSON text ("null": {}).
   std::string custom_metadata_json = "null";
+  // Called with the bytes this process has written of the step's arrays,
+  // as SaveOptions::progress (engine.h) is, on the save's threads; empty:
+  // none.
+  std::function<void(uint64_t bytes_done, uint64_t bytes_total)> progress;
 };
 
 // Opened like EmergencyCheckpointManager (emergency.h): a static Open that

@@ -149,7 +149,8 @@ class CheckpointManager:
         return _manager_items.reached_preemption(int(step))
 
     def save(self, step: int, tree: Any = None, *, args: Any = None, force: bool = False,
-             metrics: Any = None, custom_metadata: Any = None) -> bool:
+             metrics: Any = None, custom_metadata: Any = None,
+             progress: Optional[Callable[[int, int], None]] = None) -> bool:
         """Saves `tree` (or the items of `args`: ``StandardSave(tree)``,
         ``PyTreeSave``, or a ``Composite`` of one PyTree item and JSON items)
         as step `step`; returns False without saving when ``should_save``
@@ -158,7 +159,10 @@ class CheckpointManager:
         of numbers): with `best_fn`, written as the step's "metrics" item
         (as Orbax writes them) and ranked by best_fn for retention; without,
         ignored as Orbax ignores them. `custom_metadata` (JSON) goes into the
-        step's ``_CHECKPOINT_METADATA``, as Orbax's."""
+        step's ``_CHECKPOINT_METADATA``, as Orbax's. `progress`: called as
+        ``progress(bytes_done, bytes_total)`` with the bytes this process has
+        written of the step's arrays, about every 1% and once at the end, on
+        the save's background threads (as ``cairn.save``'s)."""
         step = int(step)
         if self._closed:
             raise RuntimeError(f"cairn.CheckpointManager: saving step {step} under {self.directory}: "
@@ -178,7 +182,8 @@ class CheckpointManager:
                 parts.add_metrics(metrics)
         return self._native.save(step, leaves, True, extra_files=parts.files,
                                  extra_item_handlers=parts.handlers, item_name=parts.pytree_name,
-                                 score=score, custom_metadata=_leaves.json_text(custom_metadata))
+                                 score=score, custom_metadata=_leaves.json_text(custom_metadata),
+                                 progress=progress)
 
     def wait_until_finished(self) -> None:
         """Blocks until the background save and retention are done; raises
@@ -210,12 +215,15 @@ class CheckpointManager:
         return self._native.pending_step() is not None
 
     def restore(self, step: Optional[int] = None, target: Any = None, *, args: Any = None,
-                partial_restore: bool = False) -> Any:
+                partial_restore: bool = False,
+                progress: Optional[Callable[[int, int], None]] = None) -> Any:
         """Restores step `step` (default: the latest) as ``cairn.restore``
         does; `target` (or the item of ``args``: ``StandardRestore``,
         ``PyTreeRestore``, or a ``Composite`` that also names JSON items,
         which then come back in an Orbax-like mapping by item name) places
-        arrays on its shardings."""
+        arrays on its shardings. `progress`: called as
+        ``progress(bytes_done, bytes_total)`` with the bytes read, as
+        ``cairn.restore``'s."""
         if step is None:
             step = self.latest_step()
             if step is None:
@@ -226,7 +234,8 @@ class CheckpointManager:
         plan = self._items.parts_of_restore(target, args, partial_restore, step_path)
 
         def pytree(name, t, partial):
-            return _orbax_restore.restore_item(step_path, t, item_name=name, partial_restore=partial)
+            return _orbax_restore.restore_item(step_path, t, item_name=name, partial_restore=partial,
+                                               progress=progress)
 
         return plan.run(pytree)
 

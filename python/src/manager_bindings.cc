@@ -77,10 +77,12 @@ void RegisterManager(nb::module_& m) {
           [](PyManager& p, int64_t step, nb::handle leaves, bool force,
              std::vector<std::pair<std::string, std::string>> extra_files,
              std::map<std::string, std::string> extra_item_handlers, const std::string& item_name,
-             std::optional<double> score, const std::string& custom_json) {
+             std::optional<double> score, const std::string& custom_json, nb::object progress) {
             ConvertedLeaves converted = ConvertSaveLeaves(leaves);
             StepSaveOptions extras{std::move(extra_files), std::move(extra_item_handlers), item_name, score,
-                                   custom_json};
+                                   custom_json,
+                                   ProgressObserver(std::move(progress),
+                                                    "cairn.CheckpointManager.save progress callback")};
             auto saved = p.Unlocked([&] { return p.m->Save(step, converted.arrays, force, extras); });
             // Save waited for the previous save: its arrays may go.
             p.keep = std::move(converted.keep);
@@ -89,7 +91,7 @@ void RegisterManager(nb::module_& m) {
           nb::arg("step"), nb::arg("leaves"), nb::arg("force") = false,
           nb::arg("extra_files") = std::vector<std::pair<std::string, std::string>>(),
           nb::arg("extra_item_handlers") = std::map<std::string, std::string>(), nb::arg("item_name") = "", nb::arg("score") = nb::none(),
-          nb::arg("custom_metadata") = "null")
+          nb::arg("custom_metadata") = "null", nb::arg("progress").none() = nb::none())
       .def("wait_until_finished",
            [](PyManager& p) {
              Status s = p.Unlocked([&] { return p.m->WaitUntilFinished(); });

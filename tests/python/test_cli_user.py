@@ -310,3 +310,58 @@ def test_a_tiny_memory_budget_is_warned_about_before_the_work(tmp_path, ckpts):
     # Control: a workable budget converts without a word.
     r = run("convert", ckpts["safetensors"], tmp_path / "fast", "--to", "orbax", "--memory-budget", "1MiB")
     assert r.returncode == 0 and r.stderr == "", r.stderr
+
+
+SAVER_KILLED_AFTER_ITS_DATA = """
+import os, signal, sys
+import numpy as np
+import cairn
+
+def at_point(point):
+    if point == "data_written":
+        os.kill(os.getpid(), signal.SIGKILL)
+
+cairn.CheckpointManager(sys.argv[1], enable_async=False, at_point=at_point).save(
+    3, {"w": np.ones(16, np.float32)})
+"""
+
+
+def test_the_librarys_events_are_printed(tmp_path):
+    """What cairn decides on its own reaches the user: a warning always (a
+    killed save's temporary step dropped by the next commit into the root),
+    the rest with --verbose (arrays a conversion resumed)."""
+    import signal
+    import sys
+
+    root = tmp_path / "run"
+    with cairn.CheckpointManager(root, enable_async=False) as mngr:
+        mngr.save(1, tree())
+    killed = subprocess.run([sys.executable, "-c", SAVER_KILLED_AFTER_ITS_DATA, str(root)],
+                            capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    left = [p.name for p in root.iterdir() if ".orbax-checkpoint-tmp" in p.name]
+    assert left, sorted(root.iterdir())
+    save_file(arrays(), str(tmp_path / "m.safetensors"))
+    r = run("convert", tmp_path / "m.safetensors", root, "--to", "orbax", "--step", "5")
+    assert r.returncode == 0, r.stderr
+    assert (f"cairn convert: warning: dropped {root / left[0]}, left by an interrupted save that never "
+            "committed") in r.stderr, r.stderr
+    assert sorted(p.name for p in root.iterdir()) == ["1", "5"]
+
+    # A resumed conversion: the summary line says so; --verbose adds the event.
+    from convert_kill import convert_killed_after_arrays
+
+    rng = np.random.default_rng(5)
+    many = {f"layers.{i:02d}.w": rng.standard_normal((128, 128), dtype=np.float32) for i in range(12)}
+    save_file(many, str(tmp_path / "many.safetensors"))
+    for verbose in (False, True):
+        out = tmp_path / f"out{verbose}"
+        killed = convert_killed_after_arrays(tmp_path / "many.safetensors", out, 8, to="orbax",
+                                             memory_budget=256 << 10, threads=2)
+        assert killed.returncode == -signal.SIGKILL, killed.stderr
+        r = run("convert", tmp_path / "many.safetensors", out, "--to", "orbax", "--memory-budget", "256KiB",
+                "--threads", "2", *(["-v"] if verbose else []))
+        assert r.returncode == 0, r.stderr
+        assert "resumed: " in r.stdout, r.stdout
+        event = re.search(r"cairn convert: resuming an interrupted conversion: \d+ of 12 arrays", r.stderr)
+        assert bool(event) == verbose, r.stderr

@@ -316,6 +316,33 @@ def test_save_and_restore_report_progress(tmp_path):
     assert [d for d, _ in read] == sorted(d for d, _ in read)
 
 
+def test_a_managers_save_and_restore_report_progress(tmp_path):
+    """CheckpointManager.save (in the background) and restore take
+    `progress` as cairn.save and cairn.restore do, for a flax TrainState."""
+    import optax
+    from flax.training import train_state
+
+    params = {"dense": {"kernel": np.arange(128 * 64, dtype=np.float32).reshape(128, 64),
+                        "bias": np.zeros(64, np.float32)}}
+    state = train_state.TrainState.create(apply_fn=None, params=params, tx=optax.adam(1e-3))
+    total = sum(np.asarray(x).nbytes for x in jax.tree_util.tree_leaves(state))
+    saved, read = [], []
+    with cairn.CheckpointManager(tmp_path / "run", chunk_byte_size="4KiB") as mngr:
+        assert mngr.save(5, state, progress=lambda done, of: saved.append((done, of)))
+        mngr.wait_until_finished()
+        assert saved and saved[-1] == (total, total), saved[-3:]
+        assert [d for d, _ in saved] == sorted(d for d, _ in saved) and len(saved) > 2
+        # The next save without a callback reports nothing to the old one.
+        n = len(saved)
+        assert mngr.save(6, state, force=True)
+        mngr.wait_until_finished()
+        assert len(saved) == n
+        restored = mngr.restore(5, state, progress=lambda done, of: read.append((done, of)))
+    np.testing.assert_array_equal(np.asarray(restored.params["dense"]["kernel"]), params["dense"]["kernel"])
+    assert read and read[-1][0] == read[-1][1] and read[-1][1] >= params["dense"]["kernel"].nbytes, read[-3:]
+    assert [d for d, _ in read] == sorted(d for d, _ in read)
+
+
 def test_a_failing_progress_callback_does_not_fail_the_save(tmp_path):
     seen = []
 

@@ -20,6 +20,7 @@ class PublicManager final : public CheckpointManager {
     engine::StepExtras extras{step_options.extra_files, step_options.extra_item_handlers,
                               step_options.item_name, step_options.score, Json()};
     CAIRN_ASSIGN_OR_RETURN(extras.custom_metadata, ParseJson(step_options.custom_metadata_json, "custom_metadata"));
+    extras.progress = step_options.progress;
     return m_->Save(step, std::move(leaves), force, std::move(extras));
   }
   Status WaitUntilFinished() override { return m_->WaitUntilFinished(); }

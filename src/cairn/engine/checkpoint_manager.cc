@@ -150,6 +150,7 @@ Result<bool> CheckpointManager::Save(int64_t step, std::vector<SaveLeaf> leaves,
   request.item_name = extras.item_name.empty() ? options_.item_name : extras.item_name;
   request.leaves = std::move(leaves);
   request.options = options_.save;
+  if (extras.progress) request.options.progress = std::move(extras.progress);
   if (extras.item_handlers.count(request.item_name) != 0) {
     return InvalidArgumentError("saving step " + final_step.Path() + ": item `" + request.item_name +
                                 "` is the PyTree item and cannot also be an extra item");

@@ -67,6 +67,9 @@ struct StepExtras {
   std::optional<double> score;
   // The step's `_CHECKPOINT_METADATA` custom_metadata (null: {}).
   Json custom_metadata;
+  // This step's progress callback (SaveOptions::progress); empty: the
+  // manager's save options'.
+  std::function<void(uint64_t bytes_done, uint64_t bytes_total)> progress;
 };
 
 struct ManagerOptions {
