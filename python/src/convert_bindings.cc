@@ -47,13 +47,12 @@ void RegisterConvert(nb::module_& m) {
         r.rename_preset = rename_preset;
         ThrowIfError(ValidateConvertRequest(r));
         if (!progress.is_none()) {
-          r.progress = [progress](const ConvertProgress& p) {
-            nb::gil_scoped_acquire gil;
-            try {
-              progress(p.bytes_done, p.bytes_total, p.arrays_done, p.arrays_total);
-            } catch (nb::python_error& e) {
-              e.discard_as_unraisable("cairn.convert progress callback");
-            }
+          // Held as the other observers are (bindings.h): the copies of the
+          // std::function on the workers' threads never touch the object's
+          // reference count without the GIL.
+          r.progress = [held = HoldCallable(std::move(progress))](const ConvertProgress& p) {
+            CallObserver(held, "cairn.convert progress callback", p.bytes_done, p.bytes_total,
+                         p.arrays_done, p.arrays_total);
           };
         }
         Result<ConvertResult> result = RunInterruptibly([&](const Interrupt* interrupt) {
