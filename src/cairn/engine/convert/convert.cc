@@ -8,9 +8,7 @@
 #include <thread>
 
 #include "cairn/events.h"
-#include "cairn/dtype/cast.h"
 #include "cairn/engine/convert/convert_memory.h"
-#include "cairn/util/buffer.h"
 #include "cairn/util/buffer_cache.h"
 
 namespace cairn::engine {
@@ -20,12 +18,6 @@ using Clock = std::chrono::steady_clock;
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// A buffer from the block cache (convert_memory.h) that reports
-// allocation failure instead of throwing.
-Result<Buffer> TryAllocate(uint64_t bytes, std::string_view what) {
-  return Buffer::TryAllocate(static_cast<size_t>(std::max<uint64_t>(bytes, 1)), what);
 }
 
 int ThreadsFor(const ConvertOptions& options) {
@@ -240,62 +232,6 @@ Result<ConvertStats> ConvertDistributed(layout::CheckpointReader& source,
   CAIRN_RETURN_IF_ERROR(AgreeOnStatus(coordinator, "cairn/convert/committed", committed, timeout));
   stats.seconds = SecondsSince(start) - stats.verify_seconds;
   return stats;
-}
-
-Status VerifyConversion(layout::CheckpointReader& source, layout::CheckpointReader& dest,
-                        const std::vector<ArrayMapping>& plan, uint64_t memory_budget,
-                        const Interrupt* interrupt) {
-  for (const ArrayMapping& m : plan) {
-    const layout::ArrayInfo* d = layout::FindArray(dest.arrays(), m.dest.path);
-    if (d == nullptr) {
-      return Status(StatusCode::kDataLoss, "verify: array `" + m.dest.path +
-                                               "` is missing from the destination");
-    }
-    if (d->dtype != m.dest.dtype || d->shape != m.dest.shape) {
-      return Status(StatusCode::kDataLoss,
-                    "verify: array `" + m.dest.path + "` is " + std::string(DTypeName(d->dtype)) +
-                        " " + Box::FromShape(d->shape).ToString() + " in the destination, not " +
-                        std::string(DTypeName(m.dest.dtype)) + " " +
-                        Box::FromShape(m.dest.shape).ToString());
-    }
-    // One slab at a time: its source, cast and destination bytes, and both
-    // readers' codec memory, within the budget (convert_memory.h).
-    const uint64_t per_element = DTypeSize(m.source.dtype) * (m.source_axes.empty() ? 1 : 2) +
-                                 2 * DTypeSize(m.dest.dtype);
-    const uint64_t codecs = CodecBytes(source.format(), m.source) + CodecBytes(dest.format(), *d);
-    const uint64_t share = SlabShare(memory_budget);
-    const uint64_t max_slab = std::max<uint64_t>(share > codecs ? share - codecs : 0, 4096);
-    for (const Box& chunk : ChunkBoxes(m.dest.shape, m.dest.write_shape)) {
-      for (const Box& slab : SplitIntoSlabs(chunk, per_element, max_slab)) {
-        CAIRN_RETURN_IF_ERROR(CheckInterrupt(interrupt, "verifying the conversion"));
-        const uint64_t n = static_cast<uint64_t>(slab.num_elements());
-        const uint64_t src_bytes = n * DTypeSize(m.source.dtype);
-        const uint64_t arranged_bytes = m.source_axes.empty() ? 0 : src_bytes;
-        const uint64_t dst_bytes = n * DTypeSize(m.dest.dtype);
-        CAIRN_ASSIGN_OR_RETURN(Buffer buffer,
-                               TryAllocate(src_bytes + arranged_bytes + 2 * dst_bytes,
-                                           "verifying array `" + m.dest.path + "` box " +
-                                               slab.ToString()));
-        uint8_t* src = buffer.data();
-        uint8_t* want = src + src_bytes + arranged_bytes;
-        uint8_t* got = want + dst_bytes;
-        CAIRN_RETURN_IF_ERROR(source.ReadBox(m.source.path, SourceBox(m, slab), src));
-        if (!m.source_axes.empty()) {
-          ArrangeAsDest(m, slab, src, src + src_bytes);
-          src += src_bytes;
-        }
-        CAIRN_RETURN_IF_ERROR(CastElements(m.source.dtype, src, m.dest.dtype, want, n));
-        CAIRN_RETURN_IF_ERROR(dest.ReadBox(m.dest.path, slab, got));
-        if (std::memcmp(want, got, dst_bytes) != 0) {
-          return Status(StatusCode::kDataLoss, "verify: array `" + m.dest.path + "` box " +
-                                                   slab.ToString() +
-                                                   " differs from the source array `" +
-                                                   m.source.path + "`");
-        }
-      }
-    }
-  }
-  return Status::OK();
 }
 
 }  // namespace cairn::engine

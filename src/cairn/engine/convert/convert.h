@@ -134,9 +134,10 @@ Result<ConvertStats> ConvertDistributed(layout::CheckpointReader& source,
                                         const ReaderFactory& open_dest,
                                         const ConvertOptions& options, Coordinator& coordinator);
 
-// Compares each mapped array of `dest` with `source` (cast as planned),
-// slab by slab within `memory_budget`. DataLoss names the first array and
-// box that differ.
+// Compares each mapped array of `dest` with `source` (cast and transposed
+// as planned), a destination chunk at a time, reading each stored chunk of
+// both once when the budget holds a chunk's source and destination bytes
+// (convert_verify.cc). DataLoss names the first array and box that differ.
 // Stops with StatusCode::kCancelled when `interrupt` (may be null) is requested.
 Status VerifyConversion(layout::CheckpointReader& source, layout::CheckpointReader& dest,
                         const std::vector<ArrayMapping>& plan, uint64_t memory_budget,

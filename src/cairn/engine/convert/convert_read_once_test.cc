@@ -127,6 +127,81 @@ TEST(ConvertReadOnce, AnOrderedWriterTakesBandsOfRowsWholeAndReadsThemOnce) {
   }
 }
 
+// Forwards to a reader and, when dropped, records the stored bytes it read.
+class RecordingReader final : public layout::CheckpointReader {
+ public:
+  RecordingReader(std::unique_ptr<layout::CheckpointReader> inner, uint64_t& read)
+      : inner_(std::move(inner)), read_(read) {}
+  ~RecordingReader() override { read_ = inner_->StoredBytesRead().value_or(0); }
+  std::string_view format() const override { return inner_->format(); }
+  const std::vector<ArrayInfo>& arrays() const override { return inner_->arrays(); }
+  Status ReadBox(std::string_view path, const Box& box, void* dest) override {
+    return inner_->ReadBox(path, box, dest);
+  }
+  Result<std::optional<Buffer>> ReadWholeChunk(std::string_view path, const Box& box) override {
+    return inner_->ReadWholeChunk(path, box);
+  }
+  std::optional<uint64_t> StoredBytesRead() const override { return inner_->StoredBytesRead(); }
+
+ private:
+  std::unique_ptr<layout::CheckpointReader> inner_;
+  uint64_t& read_;
+};
+
+// `--verify` reads each stored chunk of the source and of the destination
+// once at the least budget too: it compares whole destination chunks (or,
+// for a safetensors file, whole source bands), never slabs cut across them.
+TEST(ConvertReadOnce, VerifyReadsEachStoredChunkOnceAtTheLeastBudget) {
+  auto store = std::make_shared<MemoryKvStore>();
+  WriteSource(store);
+  const uint64_t stored = StoredChunkBytes(*store);
+  const uint64_t least = 2 * 256 * kKiB;
+  for (const bool to_safetensors : {false, true}) {
+    auto source = axlearn::OpenReader(store, "src");
+    ASSERT_TRUE(source.ok()) << source.status().ToString();
+    const uint64_t opened = (*source)->StoredBytesRead().value_or(0);
+    const std::string dest = to_safetensors ? "vst/" : "vax";
+    ConvertOptions options;
+    options.plan.dest_separator = '/';
+    options.memory_budget = least;
+    options.threads = 4;
+    options.verify = true;
+    auto make = [&](const std::vector<ArrayInfo>& planned) -> Result<std::unique_ptr<layout::CheckpointWriter>> {
+      if (to_safetensors) {
+        CAIRN_ASSIGN_OR_RETURN(auto w, safetensors::CreateWriter(store, dest, planned, {}));
+        return std::unique_ptr<layout::CheckpointWriter>(std::move(w));
+      }
+      CAIRN_ASSIGN_OR_RETURN(auto w, axlearn::CreateWriter(store, dest, planned, {}));
+      return std::unique_ptr<layout::CheckpointWriter>(std::move(w));
+    };
+    uint64_t dest_read = 0;
+    auto open_dest = [&]() -> Result<std::unique_ptr<layout::CheckpointReader>> {
+      std::unique_ptr<layout::CheckpointReader> r;
+      if (to_safetensors) {
+        CAIRN_ASSIGN_OR_RETURN(r, safetensors::OpenReader(store, dest));
+      } else {
+        CAIRN_ASSIGN_OR_RETURN(auto a, axlearn::OpenReader(store, dest));
+        r = std::move(a);
+      }
+      return std::unique_ptr<layout::CheckpointReader>(std::make_unique<RecordingReader>(std::move(r), dest_read));
+    };
+    auto stats = Convert(**source, make, open_dest, options);
+    ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+    const uint64_t verify_read = (*source)->StoredBytesRead().value_or(0) - opened - stats->bytes_read;
+    EXPECT_EQ(verify_read, stored) << (to_safetensors ? "safetensors" : "AXLearn") << ": verify read "
+                                   << double(verify_read) / double(stored) << "x the source's stored bytes";
+    if (!to_safetensors) {  // the destination's chunks are the source's, passed as stored
+      auto keys = store->List("vax/gda/w/");
+      ASSERT_TRUE(keys.ok());
+      uint64_t dest_chunks = 0, dest_meta = 0;
+      for (const KeyInfo& k : *keys) (k.key.find(".zarray") == std::string::npos ? dest_chunks : dest_meta) += k.size;
+      EXPECT_LE(dest_read, dest_chunks + dest_meta + 4096) << "verify read the destination "
+                                                            << double(dest_read) / double(dest_chunks) << "x";
+      EXPECT_GE(dest_read, dest_chunks);
+    }
+  }
+}
+
 // Passes boxes to a writer, failing the second one; counts the boxes it
 // is handed after that.
 class FailSecondBox final : public layout::CheckpointWriter {
