@@ -7,6 +7,11 @@ cd "$(dirname "$0")/.."
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/cairn-ccache}"
 # Share cache hits between clones in different folders (CI clones afresh).
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+# One compiler name for CMake and the wheel build: ccache keys on it, and
+# scikit-build-core would otherwise pick g++ where CMake picks c++, so the
+# wheel compiled the whole library again on a cold cache (212 of its 225
+# objects now come from the Release build).
+export CC="${CC:-cc}" CXX="${CXX:-c++}"
 jobs="$(nproc)"
 
 echo "== C++ unit tests (Release)"
