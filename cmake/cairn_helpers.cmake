@@ -34,6 +34,7 @@ function(cairn_layer name)
   if(CAIRN_BUILD_TESTS)
     if(testing_srcs)
       add_library(cairn_${name}_testing STATIC ${testing_srcs})
+      target_compile_options(cairn_${name}_testing PRIVATE $<$<CONFIG:Release>:-O1>)
       target_link_libraries(cairn_${name}_testing PUBLIC cairn_${name} GTest::gtest)
       target_compile_definitions(cairn_${name}_testing PRIVATE CAIRN_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
       set(testing_lib cairn_${name}_testing)
@@ -42,6 +43,10 @@ function(cairn_layer name)
     endif()
     if(test_srcs)
       add_executable(cairn_${name}_test ${test_srcs})
+      # Test code at -O1 in Release: the library it tests keeps the build
+      # type's -O3. A test file compiles 27% faster (convert_test.cc: 7.4 s
+      # against 10.2 s), and 117 of them are built in every Release build.
+      target_compile_options(cairn_${name}_test PRIVATE $<$<CONFIG:Release>:-O1>)
       target_compile_definitions(cairn_${name}_test PRIVATE
         CAIRN_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
         CAIRN_TESTDATA_DIR="${PROJECT_SOURCE_DIR}/tests/testdata")

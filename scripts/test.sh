@@ -31,7 +31,7 @@ echo "== Fuzz targets (clang, libFuzzer + ASan + UBSan), ${fuzz_seconds} s each"
 cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCAIRN_FUZZ=ON \
   -DCAIRN_BUILD_TESTS=OFF -DCAIRN_BUILD_CLI=OFF >/dev/null
-cmake --build build/fuzz -j "$jobs"
+cmake --build build/fuzz -j "$jobs" --target cairn_fuzzers
 # Inputs up to 1 MiB (deep nesting and large counts need room), the format's
 # tokens from tests/fuzz/<name>.dict (every target must have one), seeds from
 # the golden files in tests/testdata.

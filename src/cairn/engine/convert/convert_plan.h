@@ -62,7 +62,7 @@ struct ArrayMapping {
   // Empty: the destination keeps the source's axes. Else destination
   // dimension d is source dimension source_axes[d] ({1, 0}: a transpose),
   // as a rename preset sets it (TransposeMapping).
-  std::vector<int> source_axes;
+  std::vector<int> source_axes = {};
 };
 
 // Makes `m` write its source with permuted axes: destination dimension d

@@ -200,7 +200,9 @@ TEST(Convert, SameChunkGridsPassWholeChunksAlong) {
     };
     auto stats = Convert(source, make, nullptr, options);
     EXPECT_TRUE(stats.ok()) << stats.status().ToString();
-    if (stats.ok()) EXPECT_LE(stats->peak_slab_bytes, options.memory_budget);
+    if (stats.ok()) {
+      EXPECT_LE(stats->peak_slab_bytes, options.memory_budget);
+    }
     return std::make_pair(source.whole_chunks.load(), source.boxes.load());
   };
   // 4 + 1 + 1 + 6 chunks, each handed over whole; none read into a slab.
