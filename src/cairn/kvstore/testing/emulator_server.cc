@@ -1,6 +1,7 @@
 #include "cairn/kvstore/testing/emulator_server.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -11,6 +12,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstdio>
+#include <cstring>
+#include <string>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -46,26 +49,56 @@ int FreePort() {
   return port;
 }
 
-bool Accepts(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  close(fd);
-  return ok;
+// The inodes ("socket:[N]") of the sockets listening on `port`, from
+// /proc/net/tcp and tcp6.
+std::vector<std::string> ListeningSockets(int port) {
+  std::vector<std::string> out;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    FILE* f = std::fopen(table, "r");
+    if (f == nullptr) continue;
+    char line[512];
+    bool header = true;
+    while (std::fgets(line, sizeof(line), f) != nullptr) {
+      if (header) {
+        header = false;
+        continue;
+      }
+      char local[128], remote[128], state[8];
+      unsigned long inode = 0;
+      // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+      if (std::sscanf(line, "%*s %127s %127s %7s %*s %*s %*s %*s %*s %lu", local, remote, state, &inode) != 4) {
+        continue;
+      }
+      const char* colon = std::strrchr(local, ':');
+      if (colon == nullptr || std::string(state) != "0A") continue;  // 0A: LISTEN
+      if (std::strtol(colon + 1, nullptr, 16) == port) out.push_back("socket:[" + std::to_string(inode) + "]");
+    }
+    std::fclose(f);
+  }
+  return out;
 }
 
-// Runs `argv` (with "{port}" replaced by a free port) and waits until the
-// port accepts connections.
-Result<std::string> Start(std::vector<std::string> argv, std::string_view install_hint) {
-  int port = FreePort();
-  if (port <= 0) return UnavailableError("no free localhost port for " + argv[0]);
-  std::string port_str = std::to_string(port);
-  for (std::string& a : argv) {
-    if (a == "{port}") a = port_str;
+// Whether process `pid` itself holds a socket listening on `port`.
+bool Listens(pid_t pid, int port) {
+  const std::vector<std::string> sockets = ListeningSockets(port);
+  if (sockets.empty()) return false;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return false;
+  bool found = false;
+  while (dirent* e = readdir(d)) {
+    char target[128];
+    const ssize_t n = readlink((dir + "/" + e->d_name).c_str(), target, sizeof(target) - 1);
+    if (n <= 0) continue;
+    target[n] = '\0';
+    for (const std::string& s : sockets) found = found || s == target;
+    if (found) break;
   }
+  closedir(d);
+  return found;
+}
+
+pid_t Spawn(std::vector<std::string> argv) {
   std::vector<char*> args;
   for (std::string& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
@@ -77,24 +110,55 @@ Result<std::string> Start(std::vector<std::string> argv, std::string_view instal
     execvp(args[0], args.data());
     _exit(127);
   }
-  if (pid < 0) return UnavailableError("cannot fork to start " + argv[0]);
-  {
-    static std::once_flag once;
-    std::call_once(once, [] { std::atexit(StopServers); });
-    std::lock_guard<std::mutex> lock(pids_mu);
-    pids->push_back(pid);
-  }
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (Accepts(port)) return "http://127.0.0.1:" + port_str;
-    int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) {
-      return UnavailableError("`" + argv[0] + "` exited (status " + std::to_string(status) + "); " +
-                              std::string(install_hint));
+  return pid;
+}
+
+// Runs `argv` (with "{port}" replaced by a free port) and waits until that
+// process itself listens on the port. The port is free when chosen but may
+// be taken before the server binds it (another suite's server, a client's
+// ephemeral port): the server then exits and another port is tried. A
+// connection that succeeds could be another server's answer, so it is not
+// taken as this one's.
+Result<std::string> Start(const std::vector<std::string>& argv_template, std::string_view install_hint) {
+  static std::once_flag once;
+  std::call_once(once, [] { std::atexit(StopServers); });
+  int last_status = 0;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    const int port = FreePort();
+    if (port <= 0) return UnavailableError("no free localhost port for " + argv_template[0]);
+    const std::string port_str = std::to_string(port);
+    std::vector<std::string> argv = argv_template;
+    for (std::string& a : argv) {
+      if (a == "{port}") a = port_str;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const pid_t pid = Spawn(std::move(argv));
+    if (pid < 0) return UnavailableError("cannot fork to start " + argv_template[0]);
+    {
+      std::lock_guard<std::mutex> lock(pids_mu);
+      pids->push_back(pid);
+    }
+    bool exited = false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (Listens(pid, port)) return "http://127.0.0.1:" + port_str;
+      if (waitpid(pid, &last_status, WNOHANG) == pid) {
+        exited = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    {
+      std::lock_guard<std::mutex> lock(pids_mu);
+      std::erase(*pids, pid);
+    }
+    if (!exited) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      return UnavailableError("`" + argv_template[0] + "` did not listen on port " + port_str + " within 30 s");
+    }
   }
-  return UnavailableError("`" + argv[0] + "` did not listen on port " + port_str + " within 30 s");
+  return UnavailableError("`" + argv_template[0] + "` exited 5 times before listening (last status " +
+                          std::to_string(last_status) + "); " + std::string(install_hint));
 }
 
 // moto's server with its conditional writes made atomic, as S3's are
