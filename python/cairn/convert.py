@@ -70,7 +70,7 @@ def convert(
         kernels) into transformers' ``GPT2LMHeadModel`` names
         (``.kernel``/``.scale``/``.embedding`` -> ``.weight``; transformers'
         FlaxConv1D ``[out, in]`` kernels are transposed); ``"llama"`` turns
-        transformers' Flax Llama, Mistral or Gemma names into its PyTorch
+        transformers' Flax Llama or Mistral names into its PyTorch
         models' and transposes every Dense kernel to a Linear weight
         (``[out, in]``).
       progress: called as ``progress(bytes_done, bytes_total, arrays_done, arrays_total)``.

@@ -338,10 +338,12 @@ def numpy_llama_logits(p, ids):
     return rms(x, p["model"]["norm"]) @ p["lm_head"]["kernel"]
 
 
-def test_transformers_loads_a_llama_export_with_transposed_weights(tmp_path, hf_python):
+@pytest.mark.parametrize("family", ["llama", "mistral"])
+def test_transformers_loads_a_llama_export_with_transposed_weights(tmp_path, hf_python, family):
     """A flax TrainState of a tiny Llama (adamw), saved by cairn, exported
     with --rename-preset llama: every Dense kernel becomes a PyTorch Linear
-    weight ([out, in]), and transformers' LlamaForCausalLM gives the numpy
+    weight ([out, in]), and transformers' LlamaForCausalLM (and
+    MistralForCausalLM, whose names and layouts are Llama's) gives the numpy
     model's logits."""
     params = flax_llama_params()
     state = train_state.TrainState.create(apply_fn=None, params=params, tx=optax.adamw(1e-3))
@@ -359,10 +361,14 @@ def test_transformers_loads_a_llama_export_with_transposed_weights(tmp_path, hf_
     np.testing.assert_array_equal(tensors["model.embed_tokens.weight"],
                                   params["model"]["embed_tokens"]["embedding"])
     assert not any(k.startswith("opt_state") or k == "step" for k in tensors)
-    (out / "config.json").write_text(json.dumps(LLAMA_CONFIG))
+    architecture = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM"}[family]
+    config = dict(LLAMA_CONFIG, model_type=family, architectures=[architecture])
+    if family == "mistral":
+        config["sliding_window"] = None  # full causal attention, as the numpy model
+    (out / "config.json").write_text(json.dumps(config))
     ids = np.random.default_rng(2).integers(0, L_VOCAB, size=(2, L_LENGTH)).astype(np.int64)
     np.save(tmp_path / "ids.npy", ids)
-    run_client_job(hf_python, JOB, "transformers", out, tmp_path / "ids.npy", tmp_path, "LlamaForCausalLM")
+    run_client_job(hf_python, JOB, "transformers", out, tmp_path / "ids.npy", tmp_path, architecture)
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["missing_keys"] == [] and report["unexpected_keys"] == [], report
     assert report["mismatched_keys"] == [], report

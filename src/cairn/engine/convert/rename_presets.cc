@@ -66,7 +66,7 @@ Status AdjustGpt2(std::vector<ArrayMapping>& plan) {
   return Status::OK();
 }
 
-// Llama and its kin (Mistral, Gemma): the names of transformers'
+// Llama and Mistral (tested against transformers): the names of transformers'
 // Flax models (`model.embed_tokens`, `model.layers.<i>.self_attn.q_proj`,
 // `.mlp.gate_proj`, `.input_layernorm`, `model.norm`, `lm_head`) become
 // those of its PyTorch models: `.kernel`/`.embedding` -> `.weight` (the
@@ -85,7 +85,7 @@ const std::vector<RenamePreset>& RenamePresets() {
        {{".kernel", ".weight", true}, {".scale", ".weight", true}, {".embedding", ".weight", true}},
        &AdjustGpt2},
       {"llama",
-       "flax Llama, Mistral, Gemma (transformers' Flax module names) to transformers' "
+       "flax Llama, Mistral (transformers' Flax module names) to transformers' "
        "PyTorch models: .kernel/.embedding -> .weight, Dense kernels transposed to [out, in]",
        {{".kernel", ".weight", true}, {".scale", ".weight", true}, {".embedding", ".weight", true}},
        &AdjustLlama},
