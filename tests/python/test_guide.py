@@ -35,8 +35,14 @@ The environment the blocks get (what a user sets, as the guide says):
   and GCS on fake-gcs-server (`STORAGE_EMULATOR_HOST`), both with the bucket
   `BUCKET` the guide uses, as tests/python/s3_helpers.py starts them;
 - `OMPI_ALLOW_RUN_AS_ROOT*` so that the guide's `mpirun` runs in a root
-  container; no `XLA_FLAGS`, `JAX_PLATFORMS` or MPI rank variables from
-  the test's own environment.
+  container; no `JAX_PLATFORMS` or MPI rank variables from the test's own
+  environment;
+- `XLA_FLAGS` with longer timeouts for XLA's CPU collectives, which the
+  blocks extend with their device count: XLA ends a process whose
+  collective has not gathered its simulated devices' threads within 40 s,
+  and at load 5 on 2 cores (two suites side by side) a training step of
+  8 devices once took longer (GUIDE.md's resume block, killed with
+  SIGABRT).
 """
 
 from __future__ import annotations
@@ -167,6 +173,8 @@ def block_environment(tmp_path, moto, gcs) -> dict:
            and k not in ("XLA_FLAGS", "JAX_PLATFORMS", "JAX_COORDINATOR_ADDRESS", "STORAGE_EMULATOR_HOST",
                          "PYTHONPATH")}
     env["PATH"] = os.pathsep.join(_bin_dirs() + [env.get("PATH", "")])
+    env["XLA_FLAGS"] = ("--xla_cpu_collective_call_warn_stuck_timeout_seconds=120 "
+                        "--xla_cpu_collective_call_terminate_timeout_seconds=900")
     env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
     env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
     env["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
