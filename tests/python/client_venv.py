@@ -65,12 +65,22 @@ def ensure_venv(venv: pathlib.Path, base_python: str, packages: Sequence[str], *
     return str(venv / "bin" / "python")
 
 
+def client_environment() -> dict:
+    """This process's environment for another venv's python, on CPU: without
+    PYTHONPATH (nothing of this interpreter's leaks in) and without XLA_FLAGS
+    (the tests' flags may be unknown to the client's older jaxlib, which
+    then aborts: AXLearn's 0.4.21 has no collective timeouts); the jobs set
+    their own device count."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "XLA_FLAGS")}
+    env["JAX_PLATFORMS"] = "cpu"
+    return env
+
+
 def run_client_job(python: str, job: pathlib.Path, what: str, *args, timeout: float = 600) -> None:
-    """Runs `python job args...` on CPU in a clean environment (nothing of
-    this interpreter's PYTHONPATH leaks in); fails with the job's output."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    """Runs `python job args...` in client_environment(); fails with the
+    job's output."""
     r = subprocess.run([python, str(job), *map(str, args)], capture_output=True, text=True, timeout=timeout,
-                       env={**env, "JAX_PLATFORMS": "cpu"})
+                       env=client_environment())
     assert r.returncode == 0, f"{what} job {args[0] if args else ''} failed:\n{r.stdout[-4000:]}\n{r.stderr[-8000:]}"
 
 
@@ -82,7 +92,7 @@ def probe(python, dist: str, module: str, *also_print: str) -> subprocess.Comple
             f"print(importlib.import_module({module!r}).__file__)" +
             "".join(f"; print({e})" for e in also_print))
     return subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "JAX_PLATFORMS": "cpu"})
+                          env=client_environment())
 
 
 def venv_has(venv: pathlib.Path, dist: str, version: str, module: str) -> bool:

@@ -10,6 +10,17 @@ import json
 import os
 import pathlib
 
+# XLA ends a process whose CPU collective has not gathered every simulated
+# device's thread within 40 s (warning at 20 s). At load 5 on 2 cores (two
+# suites side by side) a training step of 8 simulated devices once took
+# longer and was killed with SIGABRT. The tests' processes, and the jobs
+# they start with this environment, wait longer; set before jax starts its
+# backend (test modules add their device count to XLA_FLAGS after this).
+XLA_COLLECTIVE_TIMEOUTS = ("--xla_cpu_collective_call_warn_stuck_timeout_seconds=120 "
+                           "--xla_cpu_collective_call_terminate_timeout_seconds=900")
+if XLA_COLLECTIVE_TIMEOUTS not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + XLA_COLLECTIVE_TIMEOUTS).strip()
+
 import ml_dtypes
 import numpy as np
 import pytest

@@ -28,7 +28,7 @@ import sys
 ENGINE, OUTPUT, STEPS, REPORT = sys.argv[1:5]
 EXTRA = sys.argv[5:]
 os.environ["JAX_PLATFORMS"] = "cpu"
-os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
 os.makedirs(REPORT, exist_ok=True)
 
 import numpy as np  # noqa: E402

@@ -59,6 +59,7 @@ import time
 
 import pytest
 
+from conftest import XLA_COLLECTIVE_TIMEOUTS
 from s3_helpers import FakeGcsServer, MotoServer, free_port
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -173,8 +174,7 @@ def block_environment(tmp_path, moto, gcs) -> dict:
            and k not in ("XLA_FLAGS", "JAX_PLATFORMS", "JAX_COORDINATOR_ADDRESS", "STORAGE_EMULATOR_HOST",
                          "PYTHONPATH")}
     env["PATH"] = os.pathsep.join(_bin_dirs() + [env.get("PATH", "")])
-    env["XLA_FLAGS"] = ("--xla_cpu_collective_call_warn_stuck_timeout_seconds=120 "
-                        "--xla_cpu_collective_call_terminate_timeout_seconds=900")
+    env["XLA_FLAGS"] = XLA_COLLECTIVE_TIMEOUTS
     env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
     env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
     env["OMPI_MCA_rmaps_base_oversubscribe"] = "1"

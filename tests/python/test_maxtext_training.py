@@ -37,6 +37,7 @@ import numpy as np
 import pytest
 
 import orbax_helpers  # noqa: F401  (8 CPU devices before jax starts)
+from conftest import XLA_COLLECTIVE_TIMEOUTS
 from maxtext_venv import maxtext_python, maxtext_python_with_cairn  # noqa: F401  (session fixtures)
 
 import orbax.checkpoint as ocp  # noqa: E402  (after jax's flags are set by conftest's helpers)
@@ -48,6 +49,7 @@ STEP_LINE = re.compile(r"completed step: (\d+), seconds: ([\d.]+).*?\bloss: ([\d
 
 def job_env():
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "XLA_FLAGS", "JAX_PLATFORMS")}
+    env["XLA_FLAGS"] = XLA_COLLECTIVE_TIMEOUTS  # the job adds its device count
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
