@@ -202,9 +202,15 @@ class Copier {
       // whole pieces (convert.cc fits it so) and copied as one slab: cut
       // into slabs, each would decode the pieces again.
       const bool whole = (!ordered_ && ReadUnitElements(m.source) > 0) || rows_[i];
+      // A transposed array to an ordered writer: bands of whole source
+      // pieces' columns (convert_memory.h), each decoded once.
+      const Shape band = ordered_ ? TransposedBand(m, slab_limit, options_.memory_budget,
+                                                   SlabCharge(m, 0, source_.format(), writer_.format()))
+                                  : Shape{};
       for (const Box& box : ChunkBoxes(m.dest.shape, chunk)) {
-        std::vector<Box> slabs = whole ? (box.empty() ? std::vector<Box>{} : std::vector<Box>{box})
-                                       : SplitIntoSlabs(box, SlabBytesPerElement(m), slab_limit);
+        std::vector<Box> slabs = whole          ? (box.empty() ? std::vector<Box>{} : std::vector<Box>{box})
+                                 : !band.empty() ? ChunkBoxes(m.dest.shape, band)
+                                                 : SplitIntoSlabs(box, SlabBytesPerElement(m), slab_limit);
         remaining_slabs_[i] += slabs.size();
         if (ordered_) {
           for (Box& s : slabs) tasks_.push_back({i, {std::move(s)}});

@@ -52,6 +52,22 @@ uint64_t MinimumBudget(const ArrayMapping& m) {
          (DTypeSize(m.source.dtype) + transposed + DTypeSize(m.dest.dtype));
 }
 
+Shape TransposedBand(const ArrayMapping& m, uint64_t slab_limit, uint64_t budget, uint64_t codecs) {
+  if (m.source_axes.empty() || ReadUnitElements(m.source) == 0 || m.dest.shape.empty()) return {};
+  const Shape unit_shape = SourceReadShapeInDest(m);
+  const Index rows = m.dest.shape[0];
+  if (rows <= 0) return {};
+  const Index unit = std::max<Index>(1, std::min(unit_shape.empty() ? 1 : unit_shape[0], rows));
+  uint64_t row_bytes = SlabBytesPerElement(m);
+  for (size_t d = 1; d < m.dest.shape.size(); ++d) row_bytes *= static_cast<uint64_t>(std::max<Index>(m.dest.shape[d], 0));
+  const uint64_t unit_bytes = row_bytes * static_cast<uint64_t>(unit);
+  if (row_bytes == 0 || codecs >= budget || unit_bytes > budget - codecs) return {};
+  const Index units = static_cast<Index>(std::max<uint64_t>(1, slab_limit / unit_bytes));
+  Shape band = m.dest.shape;
+  band[0] = std::min(rows, units * unit);
+  return band;
+}
+
 namespace {
 constexpr uint64_t kKiB = 1024, kMiB = kKiB << 10;
 uint64_t BudgetUnit(uint64_t bytes) { return bytes >= kMiB ? kMiB : bytes >= kKiB ? kKiB : 1; }

@@ -107,6 +107,18 @@ uint64_t FitBytesPerElement(const ArrayMapping& m);
 // (ArrayInfo::read_shape, clipped to the array); 0 when it has none.
 uint64_t ReadUnitElements(const layout::ArrayInfo& a);
 
+// The bands in which an ordered writer (safetensors) takes the transposed
+// array `m` (ArrayMapping::source_axes): its rows are columns of the
+// source, so a band that is not a whole number of the source pieces'
+// columns decodes every piece it crosses once per band (a 250 MiB kernel in
+// row pieces, in 1 MiB bands: 250 decodes of each piece). The shape of the
+// largest band of whole units within `slab_limit`, else of one unit when it
+// fits the budget beside `codecs` (it then runs alone); empty when `m` is
+// not transposed, the source reads no pieces, or one unit is over the
+// budget (then slabs cut across pieces, each decoded once per slab that
+// crosses it).
+Shape TransposedBand(const ArrayMapping& m, uint64_t slab_limit, uint64_t budget, uint64_t codecs);
+
 // The least budget that copies array `m` reading each stored chunk once:
 // one decoded source chunk (ReadUnitElements) and one destination chunk of
 // the same elements (and, when transposing, the chunk rearranged) (so a

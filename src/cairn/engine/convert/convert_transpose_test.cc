@@ -10,6 +10,7 @@
 
 #include "cairn/dtype/cast.h"
 #include "cairn/engine/convert/convert.h"
+#include "cairn/engine/convert/convert_memory.h"
 #include "cairn/engine/convert/rename_presets.h"
 #include "cairn/engine/testing/random_data.h"
 #include "cairn/kvstore/memory/memory_kvstore.h"
@@ -103,6 +104,68 @@ TEST(ConvertTranspose, SafetensorsGetsPyTorchLinearWeightsAtAnyBudget) {
     EXPECT_EQ(ReadAll(**dest, "model.layers.0.mlp.up_proj.bias"), data["model/layers/0/mlp/up_proj/bias"]);
     EXPECT_EQ(ReadAll(**dest, "model.norm.weight"), data["model/norm/weight"]);
   }
+}
+
+// The stored bytes of the source kernel's chunks.
+uint64_t KernelChunkBytes(KvStore& store) {
+  auto keys = store.List("src/gda/model/layers/0/mlp/up_proj/kernel/");
+  EXPECT_TRUE(keys.ok());
+  uint64_t total = 0;
+  for (const KeyInfo& k : *keys) {
+    if (k.key.find(".zarray") == std::string::npos) total += k.size;
+  }
+  return total;
+}
+
+// Safetensors takes the transposed kernel in bands of its rows, which are
+// columns of the source: bands of whole source chunks' columns decode each
+// chunk once. Bands fitted to the slab alone (136 rows in 128 and 8) cut
+// the last column of chunks, decoding it twice.
+TEST(ConvertTranspose, SafetensorsBandsDecodeEachSourceChunkOnce) {
+  auto store = std::make_shared<MemoryKvStore>();
+  auto data = WriteSource(store);
+  const uint64_t kernel = KernelChunkBytes(*store);
+  ASSERT_GT(kernel, 0u);
+  for (const uint64_t budget : {uint64_t{256} << 10, uint64_t{4} << 20}) {
+    auto source = axlearn::OpenReader(store, "src");
+    ASSERT_TRUE(source.ok());
+    ConvertOptions options = LlamaOptions(budget);
+    options.verify = false;
+    options.plan.include = {"*kernel"};
+    const std::string dst = "band" + std::to_string(budget) + "/";
+    auto stats = Convert(
+        **source,
+        [&](const std::vector<ArrayInfo>& arrays) -> Result<std::unique_ptr<layout::CheckpointWriter>> {
+          CAIRN_ASSIGN_OR_RETURN(auto w, safetensors::CreateWriter(store, dst, arrays, {}));
+          return std::unique_ptr<layout::CheckpointWriter>(std::move(w));
+        },
+        nullptr, options);
+    ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+    EXPECT_EQ(stats->bytes_read, kernel) << "budget " << budget << ": read "
+                                         << double(stats->bytes_read) / double(kernel) << "x the stored kernel";
+    EXPECT_LE(stats->peak_slab_bytes, budget);
+    auto dest = safetensors::OpenReader(store, dst);
+    ASSERT_TRUE(dest.ok());
+    EXPECT_EQ(ReadAll(**dest, "model.layers.0.mlp.up_proj.weight"),
+              Transposed(data["model/layers/0/mlp/up_proj/kernel"], kIn, kOut));
+  }
+}
+
+TEST(TransposedBand, WholeUnitsOfTheSourcePiecesColumns) {
+  // A [2048, 32000] kernel in row pieces [256, 32000]: one band is the array.
+  ArrayInfo src{"k", DType::kFloat32, {2048, 32000}, {2048, 32000}, 0, {"k"}, {256, 32000}};
+  ArrayMapping m{src, src};
+  ASSERT_TRUE(TransposeMapping(m, {1, 0}).ok());
+  const uint64_t whole = uint64_t{2048} * 32000 * 8;  // source and rearranged bytes
+  EXPECT_EQ(TransposedBand(m, 1 << 20, uint64_t{1} << 30, 0), (Shape{32000, 2048}));
+  EXPECT_TRUE(TransposedBand(m, 1 << 20, whole - 1, 0).empty());  // over the budget: slabs
+  // Column pieces [2048, 4000]: bands of 4000 rows, as many as fit the slab.
+  m.source.read_shape = {2048, 4000};
+  EXPECT_EQ(TransposedBand(m, 3 * uint64_t{4000} * 2048 * 8, uint64_t{1} << 30, 0), (Shape{12000, 2048}));
+  EXPECT_EQ(TransposedBand(m, 1 << 20, uint64_t{1} << 30, 0), (Shape{4000, 2048}));  // one unit, alone
+  // Not transposed, or a source without pieces: none.
+  ArrayMapping plain{src, src};
+  EXPECT_TRUE(TransposedBand(plain, 1 << 20, uint64_t{1} << 30, 0).empty());
 }
 
 TEST(ConvertTranspose, ChunkedWriterAndCastGetTheTransposeToo) {
