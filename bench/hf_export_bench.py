@@ -16,7 +16,6 @@ tensor.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -25,8 +24,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import GB, device_bandwidth, drop_caches, print_table, results  # noqa: E402
-from convert_bench import WRAPPER, cairn_exe  # noqa: E402
+from common import GB, device_bandwidth, print_table, results  # noqa: E402
+from convert_bench import cairn_exe, measured  # noqa: E402
 
 # Writes the source checkpoint: argv = item directory, GiB of parameters.
 MAKE_SOURCE = r"""
@@ -95,16 +94,6 @@ print(len(a))
 """
 
 
-def measured(cmd, cache_paths):
-    drop_caches(cache_paths)
-    r = subprocess.run([sys.executable, "-c", WRAPPER, *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       text=True)
-    stats = json.loads(r.stderr.strip().splitlines()[-1])
-    if stats["rc"] != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed ({stats['rc']}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
-    return stats["seconds"], stats["maxrss_kib"] / 1024
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gib", type=float, default=1.0, help="GiB of parameters (default 1)")
@@ -128,11 +117,11 @@ def main() -> int:
             shutil.rmtree(cairn_out, ignore_errors=True)
             runs["cairn convert --params-only --rename-preset llama"].append(measured(
                 [cairn_exe(), "convert", item, cairn_out, "--to", "safetensors", "--params-only",
-                 "--rename-preset", "llama"], [item]))
+                 "--rename-preset", "llama"], [item])[:2])
             if os.path.exists(naive_out):
                 os.remove(naive_out)
             runs["naive (orbax restore + numpy .T + safetensors save_file)"].append(measured(
-                [sys.executable, "-c", NAIVE, item, naive_out], [item]))
+                [sys.executable, "-c", NAIVE, item, naive_out], [item])[:2])
         params_bytes = os.path.getsize(os.path.join(cairn_out, "model.safetensors"))
         tensors = subprocess.run([sys.executable, "-c", COMPARE, os.path.join(cairn_out, "model.safetensors"),
                                   naive_out], check=True, capture_output=True, text=True).stdout.strip()
