@@ -32,13 +32,13 @@ import time
 import urllib.error
 import urllib.request
 
+import ports
+
 ATOMIC_MOTO = pathlib.Path(__file__).resolve().parents[1] / "emulators" / "moto_server_atomic.py"
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return ports.unused_port()
 
 
 class MotoServer:

@@ -281,12 +281,11 @@ print("done", pid)
 
 
 def test_two_jax_processes_share_one_manager(tmp_path, mesh):
-    import socket
     import subprocess
     import sys
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        address = f"127.0.0.1:{s.getsockname()[1]}"
+
+    import ports
+    address = f"127.0.0.1:{ports.unused_port()}"
     root = tmp_path / "run"
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
     procs = [subprocess.Popen([sys.executable, "-c", MP_CHILD, address, str(i), str(root)], env=env,

@@ -13,7 +13,6 @@ import json
 import os
 import pathlib
 import shutil
-import socket
 import subprocess
 import sys
 import textwrap
@@ -25,6 +24,7 @@ import pytest
 import cairn.dist
 from cairn import _core
 from conftest import wait_processes
+import ports
 
 
 class FakeJaxClient:
@@ -189,9 +189,7 @@ def test_detect_without_a_job_is_single(monkeypatch):
 
 
 def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return ports.unused_port()
 
 
 # Every process: gathers its index, broadcasts from the last process, runs a

@@ -12,7 +12,6 @@ bit-exact."""
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 
@@ -20,6 +19,7 @@ import numpy as np
 import pytest
 
 from conftest import wait_processes
+import ports
 
 # ZeroMQ and MPI are required, not optional (conftest.peer_transports).
 pytestmark = pytest.mark.usefixtures("peer_transports")
@@ -70,9 +70,7 @@ jax.distributed.shutdown()
 
 
 def _free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return ports.unused_port()
 
 
 def _run_job(tmp_path, phase, host_dirs, want_step=0):

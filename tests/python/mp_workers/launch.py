@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import socket
 import subprocess
 import sys
 import time
 
 import numpy as np
+
+import ports
 
 from mp_workers import mp_tree
 
@@ -20,9 +21,7 @@ WORKER = HERE / "worker.py"
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return ports.unused_port()
 
 
 def _tail(path: pathlib.Path, lines: int = 40) -> str:
