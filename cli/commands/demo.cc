@@ -14,6 +14,11 @@
 //   4. Evict the checkpoint from the page cache and restore it onto another
 //      sharding (columns split 8 ways), then compare every byte.
 //   5. Print the table; remove the directory unless the user named it.
+//
+// Ctrl-C or SIGTERM (signals.h) stops the demo at its next block, chunk or
+// step: the scratch directory (a state's size twice over) is removed as at
+// the end, and the exit status is 128 + the signal. A second signal ends
+// the process at once.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -35,6 +40,7 @@
 #include "commands/demo_device.h"
 #include "commands/demo_report.h"
 #include "commands/demo_state.h"
+#include "signals.h"
 
 namespace cairn::cli {
 namespace {
@@ -116,6 +122,8 @@ int RunDemo(const std::string& size_text, std::string dir, const std::string& co
                  size_text.c_str());
     return 2;
   }
+  const SignalInterrupt signals;
+  const Interrupt* interrupt = signals.interrupt();
   const bool made_temp = dir.empty();
   std::string checkpoint;
   if (made_temp) {
@@ -138,10 +146,22 @@ int RunDemo(const std::string& size_text, std::string dir, const std::string& co
     std::error_code ec;
     if (made_temp) fs::remove_all(dir, ec);
   };
+  // Removes the scratch directory, then reports `s` (an interruption as
+  // such, with 128 + the signal).
+  auto fail = [&](const std::string& what, const Status& s) {
+    cleanup();
+    if (WasInterrupted(s, interrupt)) {
+      std::fprintf(stderr, "cairn demo: interrupted while %s; %s\n", what.c_str(),
+                   made_temp ? ("removed " + dir).c_str() : ("nothing was committed in " + checkpoint).c_str());
+      return signals.exit_code();
+    }
+    return PrintError("demo", what, s, 1);
+  };
 
   auto t0 = Clock::now();
   DemoState st = MakeDemoState(target);
   const double make_s = Since(t0);
+  if (Status s = CheckInterrupt(interrupt, "building the state"); !s.ok()) return fail("building the state", s);
   std::printf("cairn demo: a synthetic transformer training state of %.2f GiB (%zu arrays): %d layers,\n"
               "  d_model %lld, vocab %lld; bfloat16 parameters, float32 master weights, Adam mu and nu\n"
               "  (built in %.1f s). Saved as 8 devices hold it (matrices split by rows, vectors\n"
@@ -157,9 +177,8 @@ int RunDemo(const std::string& size_text, std::string dir, const std::string& co
   t.state_bytes = st.bytes;
   t.memcpy_seconds = TimeMemcpy(st);
   DeviceBandwidth dev;
-  if (Status s = MeasureDevice(dir, st.bytes, &dev); !s.ok()) {
-    cleanup();
-    return PrintError("demo", "measuring the device under " + dir, s, 1);
+  if (Status s = MeasureDevice(dir, st.bytes, &dev, interrupt); !s.ok()) {
+    return fail("measuring the device under " + dir, s);
   }
   t.device_write_seconds = dev.write_seconds;
   t.device_read_seconds = dev.read_seconds;
@@ -170,6 +189,7 @@ int RunDemo(const std::string& size_text, std::string dir, const std::string& co
   std::unique_ptr<Coordinator> coordinator = NewSingleProcessCoordinator();
   SaveCheckpointOptions options;
   options.compression = compression;
+  options.interrupt = interrupt;
   {
     std::vector<CheckpointArray> arrays = SaveArrays(st);
     t0 = Clock::now();
@@ -177,10 +197,7 @@ int RunDemo(const std::string& size_text, std::string dir, const std::string& co
     t.stall_seconds = Since(t0);
     Status s = save.ok() ? (*save)->Wait() : save.status();
     t.save_seconds = Since(t0);
-    if (!s.ok()) {
-      cleanup();
-      return PrintError("demo", "saving " + checkpoint, s, 1);
-    }
+    if (!s.ok()) return fail("saving " + checkpoint, s);
   }
   t.stored_bytes = DirectoryBytes(checkpoint);
 
@@ -188,12 +205,11 @@ int RunDemo(const std::string& size_text, std::string dir, const std::string& co
   RestoreTargets targets = MakeRestoreTargets(st);
   EvictFromPageCache(checkpoint);
   t0 = Clock::now();
-  Status s = RestoreCheckpoint(checkpoint, targets.arrays);
+  RestoreOptions restore_options;
+  restore_options.interrupt = interrupt;
+  Result<RestoreStats> restored = RestoreCheckpoint(checkpoint, targets.arrays, restore_options);
   t.restore_seconds = Since(t0);
-  if (!s.ok()) {
-    cleanup();
-    return PrintError("demo", "restoring " + checkpoint, s, 1);
-  }
+  if (!restored.ok()) return fail("restoring " + checkpoint, restored.status());
   size_t mismatches = 0;
   for (size_t i = 0; i < st.arrays.size(); ++i) {
     for (int d = 0; d < kDemoDevices; ++d) {

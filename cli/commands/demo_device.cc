@@ -35,11 +35,13 @@ struct Fd {
   }
 };
 
-Status WriteFile(const std::string& path, const uint8_t* block, uint64_t bytes, bool direct) {
+Status WriteFile(const std::string& path, const uint8_t* block, uint64_t bytes, bool direct,
+                 const Interrupt* interrupt) {
   Fd f;
   f.fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | (direct ? O_DIRECT : 0), 0644);
   if (f.fd < 0) return Errno("creating", path);
   for (uint64_t done = 0; done < bytes;) {
+    CAIRN_RETURN_IF_ERROR(CheckInterrupt(interrupt, "measuring the device"));
     const uint64_t n = std::min(kBlock, bytes - done);
     const ssize_t w = ::pwrite(f.fd, block, n, static_cast<off_t>(done));
     if (w < 0 && errno == EINTR) continue;
@@ -50,12 +52,13 @@ Status WriteFile(const std::string& path, const uint8_t* block, uint64_t bytes, 
   return Status::OK();
 }
 
-Status ReadFile(const std::string& path, uint8_t* block, uint64_t bytes, bool direct) {
+Status ReadFile(const std::string& path, uint8_t* block, uint64_t bytes, bool direct, const Interrupt* interrupt) {
   Fd f;
   f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0));
   if (f.fd < 0) return Errno("opening", path);
   if (!direct) ::posix_fadvise(f.fd, 0, 0, POSIX_FADV_DONTNEED);
   for (uint64_t done = 0; done < bytes;) {
+    CAIRN_RETURN_IF_ERROR(CheckInterrupt(interrupt, "measuring the device"));
     const uint64_t n = std::min(kBlock, bytes - done);
     const ssize_t r = ::pread(f.fd, block, n, static_cast<off_t>(done));
     if (r < 0 && errno == EINTR) continue;
@@ -67,7 +70,7 @@ Status ReadFile(const std::string& path, uint8_t* block, uint64_t bytes, bool di
 
 }  // namespace
 
-Status MeasureDevice(const std::string& dir, uint64_t bytes, DeviceBandwidth* out) {
+Status MeasureDevice(const std::string& dir, uint64_t bytes, DeviceBandwidth* out, const Interrupt* interrupt) {
   bytes = std::max(kAlign, bytes / kAlign * kAlign);  // O_DIRECT wants whole blocks
   void* raw = nullptr;
   if (::posix_memalign(&raw, kAlign, kBlock) != 0) {
@@ -82,16 +85,16 @@ Status MeasureDevice(const std::string& dir, uint64_t bytes, DeviceBandwidth* ou
   const std::string path = dir + "/device-bandwidth.bin";
   bool direct = true;
   auto t0 = std::chrono::steady_clock::now();
-  Status st = WriteFile(path, block.get(), bytes, true);
+  Status st = WriteFile(path, block.get(), bytes, true, interrupt);
   if (st.code() == StatusCode::kInvalidArgument) {
     direct = false;
     t0 = std::chrono::steady_clock::now();
-    st = WriteFile(path, block.get(), bytes, false);
+    st = WriteFile(path, block.get(), bytes, false, interrupt);
   }
   out->write_seconds = Since(t0);
   if (st.ok()) {
     t0 = std::chrono::steady_clock::now();
-    st = ReadFile(path, block.get(), bytes, direct);
+    st = ReadFile(path, block.get(), bytes, direct, interrupt);
     out->read_seconds = Since(t0);
   }
   ::unlink(path.c_str());

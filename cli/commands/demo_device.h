@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 
+#include "cairn/interrupt.h"
 #include "cairn/status.h"
 
 namespace cairn::cli {
@@ -24,8 +25,11 @@ struct DeviceBandwidth {
   std::string method;        // "O_DIRECT" or "buffered + fsync, page cache evicted"
 };
 
-// Errors: those of the writes and reads, naming the file.
-Status MeasureDevice(const std::string& dir, uint64_t bytes, DeviceBandwidth* out);
+// Errors: those of the writes and reads, naming the file; kCancelled when
+// `interrupt` (may be null) is requested (checked between 64 MiB blocks).
+// The file is removed in every case.
+Status MeasureDevice(const std::string& dir, uint64_t bytes, DeviceBandwidth* out,
+                     const Interrupt* interrupt = nullptr);
 
 // Evicts every regular file below `dir` from the page cache (after the
 // save made them durable), so that the restore reads the device.

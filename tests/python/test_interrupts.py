@@ -251,3 +251,28 @@ def test_python_restore_raises_keyboard_interrupt_within_a_second(big_source):
     with pytest.raises(KeyboardInterrupt):
         cairn.restore(str(big_source / "src"), progress=interrupt_at_first_progress(sent))
     assert time.monotonic() - sent[0] < 1.0
+
+
+def test_ctrl_c_in_the_demo_removes_its_scratch_directory(tmp_path):
+    # The demo's scratch directory holds the state twice over (the device's
+    # test file, then the checkpoint); Ctrl-C once it is made (the state is
+    # built, the timed phases follow for seconds) must not leave it behind.
+    proc = subprocess.Popen(["cairn", "demo", "--size", "512MiB"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=dict(os.environ, TMPDIR=str(tmp_path)))
+    try:
+        for line in proc.stdout:
+            if "Checkpoint:" in line:
+                break
+        made = list(tmp_path.glob("cairn-demo-*"))
+        assert len(made) == 1, (made, line)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert re.search(r"cairn demo: interrupted while (measuring the device|saving|restoring) .*; removed "
+                     + re.escape(str(made[0])), err), err
+    assert not made[0].exists()
+    assert "Traceback" not in err
