@@ -92,8 +92,9 @@ class CheckpointManager:
     than one replica and a transport, else 0). `transport`: "mpi" (default
     under ``mpirun``), "zmq" (default in other multi-process jobs, such as
     jax.distributed; each process listens only on `zmq_host`, default this
-    host's name resolved, and accepts only the job's processes: CURVE keys
-    exchanged through the coordinator, docs/PEER_TRANSPORT.md) or "none".
+    host's name resolved, and accepts only the job's processes: messages
+    sealed under keys each pair derives from X25519 public keys exchanged
+    through the coordinator, docs/PEER_TRANSPORT.md) or "none".
     Intervals and retention
     per tier (`persistent_max_to_keep` None: keep all). Storage options
     (`use_ocdbt`, `use_zarr3`, `compression`, `chunk_byte_size`,

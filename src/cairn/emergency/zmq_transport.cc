@@ -7,17 +7,18 @@
 #include <zmq.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
-#include <charconv>
 #include <cstdio>
 #include <functional>
-#include <map>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
 #include "cairn/emergency/peer_mailbox.h"
-#include "cairn/emergency/zmq_curve.h"
+#include "cairn/emergency/peer_seal.h"
+#include "cairn/emergency/zmq_address.h"
 #include "cairn/util/coding.h"
 
 namespace cairn::emergency {
@@ -25,7 +26,6 @@ namespace {
 
 constexpr int kHighWaterMark = 8;  // messages queued per socket
 constexpr int kMaxFrames = 4;      // routing id, header, at most two payload frames
-constexpr char kZapEndpoint[] = "inproc://zeromq.zap.01";
 
 Status ZmqError(const std::string& what) { return UnavailableError(what + ": " + zmq_strerror(zmq_errno())); }
 
@@ -48,7 +48,7 @@ void CommonOptions(void* socket, bool ipv6) {
 // One process of the job as step 3 gathered it.
 struct Member {
   std::string endpoint;
-  std::string public_key;  // 32 bytes
+  peer_seal::Key public_key;
 };
 
 // Received frames, kept as ZeroMQ holds them (a PeerMailbox message's owner).
@@ -62,16 +62,19 @@ struct Frames {
     return i < count ? ByteView(static_cast<const uint8_t*>(zmq_msg_data(&msgs[i])), zmq_msg_size(&msgs[i]))
                      : ByteView();
   }
+  MutableByteView Mutable(int i) {
+    return MutableByteView(static_cast<uint8_t*>(zmq_msg_data(&msgs[i])), zmq_msg_size(&msgs[i]));
+  }
 };
 
 class ZmqTransport final : public PeerTransport {
  public:
-  ZmqTransport(void* context, void* router, void* zap, int index, std::vector<Member> members,
-               zmq_curve::Keys keys, bool ipv6, std::string endpoint)
-      : context_(context), router_(router), zap_(zap), index_(index), members_(std::move(members)),
-        keys_(std::move(keys)), ipv6_(ipv6), endpoint_(std::move(endpoint)), dealers_(members_.size(), nullptr),
+  ZmqTransport(void* context, void* router, int index, std::vector<Member> members,
+               std::vector<peer_seal::PairKeys> pair_keys, bool ipv6, std::string endpoint)
+      : context_(context), router_(router), index_(index), members_(std::move(members)),
+        pair_keys_(std::move(pair_keys)), ipv6_(ipv6), endpoint_(std::move(endpoint)),
+        dealers_(members_.size(), nullptr), sent_(members_.size(), 0), opened_(members_.size(), 0),
         dealer_locks_(members_.size()), mailbox_(PeerMailbox::Limits{}) {
-    for (size_t i = 0; i < members_.size(); ++i) job_keys_[members_[i].public_key] = static_cast<int>(i);
     receiver_ = std::thread([this] { ReceiveLoop(); });
   }
 
@@ -83,33 +86,37 @@ class ZmqTransport final : public PeerTransport {
       if (d != nullptr) zmq_close(d);
     }
     zmq_close(router_);
-    zmq_close(zap_);
     zmq_ctx_term(context_);
   }
 
   int process_index() const override { return index_; }
   int process_count() const override { return static_cast<int>(members_.size()); }
 
+  // The bytes are copied (they are sealed in place, and are the caller's).
   Status Send(int dest, int tag, ByteView bytes, Duration timeout) override {
-    return SendWith(dest, tag, bytes.size(), 0, timeout,
-                    [&](void* dealer) { return zmq_send(dealer, bytes.data(), bytes.size(), 0); });
+    return SendOwned(dest, tag, Buffer::CopyOf(bytes), timeout);
   }
 
-  // Zero-copy: the message's data is `bytes` itself, freed by ZeroMQ (on
-  // its I/O thread) once sent.
+  // Zero-copy: `bytes` are sealed in place and become the message's data,
+  // freed by ZeroMQ (on its I/O thread) once sent.
   Status SendOwned(int dest, int tag, Buffer bytes, Duration timeout) override {
     const size_t n = bytes.size();
     auto* hold = new Buffer(std::move(bytes));
-    return SendWith(dest, tag, n, 0, timeout, [&](void* dealer) { return SendZeroCopy(dealer, hold); }, hold);
+    const MutableByteView parts[] = {MutableByteView(hold->data(), n)};
+    return SendWith(dest, tag, n, 0, timeout, parts, [&](void* dealer) { return SendZeroCopy(dealer, hold); },
+                    hold);
   }
 
   // The frame (copied, small) as its own message part, then the bytes
-  // without a copy; the receiver keeps them apart (ReceiveParts).
+  // without a copy (both sealed in place); the receiver keeps them apart
+  // (ReceiveParts).
   Status SendFramed(int dest, int tag, ByteView frame, Buffer bytes, Duration timeout) override {
     const size_t n = bytes.size();
     auto* hold = new Buffer(std::move(bytes));
-    return SendWith(dest, tag, n, frame.size(), timeout, [&](void* dealer) {
-      if (zmq_send(dealer, frame.data(), frame.size(), ZMQ_SNDMORE) < 0) {
+    std::vector<uint8_t> sealed_frame(frame.begin(), frame.end());
+    const MutableByteView parts[] = {MutableByteView(sealed_frame), MutableByteView(hold->data(), n)};
+    return SendWith(dest, tag, n, frame.size(), timeout, parts, [&](void* dealer) {
+      if (zmq_send(dealer, sealed_frame.data(), sealed_frame.size(), ZMQ_SNDMORE) < 0) {
         delete hold;
         return -1;
       }
@@ -173,15 +180,6 @@ class ZmqTransport final : public PeerTransport {
     void* d = zmq_socket(context_, ZMQ_DEALER);
     if (d == nullptr) return ZmqError(what + ": zmq_socket");
     CommonOptions(d, ipv6_);
-    CAIRN_ASSIGN_OR_RETURN(std::string pub, zmq_curve::DecodeKey(keys_.public_z85));
-    CAIRN_ASSIGN_OR_RETURN(std::string sec, zmq_curve::DecodeKey(keys_.secret_z85));
-    const std::string& server = members_[dest].public_key;
-    if (zmq_setsockopt(d, ZMQ_CURVE_SERVERKEY, server.data(), server.size()) != 0 ||
-        zmq_setsockopt(d, ZMQ_CURVE_PUBLICKEY, pub.data(), pub.size()) != 0 ||
-        zmq_setsockopt(d, ZMQ_CURVE_SECRETKEY, sec.data(), sec.size()) != 0) {
-      zmq_close(d);
-      return ZmqError(what + ": setting CURVE keys");
-    }
     if (zmq_connect(d, members_[dest].endpoint.c_str()) != 0) {
       zmq_close(d);
       return ZmqError(what + ": connecting to " + members_[dest].endpoint);
@@ -190,11 +188,15 @@ class ZmqTransport final : public PeerTransport {
     return d;
   }
 
-  // Sends the header frame, then the payload with `send_payload(dealer)`
-  // (a zmq_send result: < 0 on failure). `hold`, when given, is deleted
-  // here if the payload is never handed to ZeroMQ.
+  // Seals `parts` in place under the next counter to `dest` (step 6), sends
+  // the header frame, then the payload with `send_payload(dealer)` (a
+  // zmq_send result: < 0 on failure). The counter is taken and the message
+  // sent under one lock, so a peer receives counters in increasing order.
+  // `hold`, when given, is deleted here if the payload is never handed to
+  // ZeroMQ.
   Status SendWith(int dest, int tag, size_t size, size_t frame_size, Duration timeout,
-                  const std::function<int(void*)>& send_payload, Buffer* hold = nullptr) {
+                  std::span<const MutableByteView> parts, const std::function<int(void*)>& send_payload,
+                  Buffer* hold) {
     const std::string what = "ZeroMQ send of " + std::to_string(size + frame_size) + " bytes to process " +
                              std::to_string(dest) + " (tag " + std::to_string(tag) + ")";
     auto refuse = [&](Status s) {
@@ -213,10 +215,12 @@ class ZmqTransport final : public PeerTransport {
     if (!dealer.ok()) return refuse(dealer.status());
     const int ms = TimeoutMs(timeout);
     zmq_setsockopt(*dealer, ZMQ_SNDTIMEO, &ms, sizeof ms);
-    uint8_t header[8];
-    StoreLE32(header, static_cast<uint32_t>(index_));
-    StoreLE32(header + 4, static_cast<uint32_t>(tag));
-    if (zmq_send(*dealer, header, sizeof header, ZMQ_SNDMORE) < 0) {
+    std::array<uint8_t, peer_seal::kHeaderBytes> header{};
+    const peer_seal::Header fields{static_cast<uint32_t>(index_), static_cast<uint32_t>(tag), ++sent_[dest]};
+    if (Status sealed = peer_seal::Seal(pair_keys_[dest].send, fields, parts, header); !sealed.ok()) {
+      return refuse(sealed.Annotate(what));
+    }
+    if (zmq_send(*dealer, header.data(), header.size(), ZMQ_SNDMORE) < 0) {
       return refuse(ZmqError(what + " (" + members_[dest].endpoint + ")"));
     }
     if (send_payload(*dealer) < 0) return ZmqError(what + " (" + members_[dest].endpoint + ")");
@@ -252,24 +256,18 @@ class ZmqTransport final : public PeerTransport {
 
   void ReceiveLoop() {
     while (!stop_) {
-      zmq_pollitem_t items[2] = {{zap_, 0, ZMQ_POLLIN, 0}, {router_, 0, ZMQ_POLLIN, 0}};
-      const bool room = mailbox_.HasRoom();
-      // Without room, only the ZAP handler is served (handshakes go on)
-      // while receivers take their messages.
-      if (!room) mailbox_.WaitForRoom(std::chrono::milliseconds(5));
-      if (zmq_poll(items, room ? 2 : 1, room ? 100 : 0) <= 0) continue;
-      if (items[0].revents & ZMQ_POLLIN) {
-        std::string peer;
-        if (!zmq_curve::AnswerZapRequest(zap_, job_keys_, peer)) {
-          Note(&ZmqTransportCounters::refused_connections, "refused a connection from " + peer +
-                                                               " whose key is not one of this job's processes");
-        }
+      // Without room, nothing is read while receivers take their messages.
+      if (!mailbox_.HasRoom()) {
+        mailbox_.WaitForRoom(std::chrono::milliseconds(5));
+        continue;
       }
-      if (room && (items[1].revents & ZMQ_POLLIN)) ReadMessage();
+      zmq_pollitem_t item = {router_, 0, ZMQ_POLLIN, 0};
+      if (zmq_poll(&item, 1, 100) <= 0) continue;
+      if (item.revents & ZMQ_POLLIN) ReadMessage();
     }
   }
 
-  // Step 6: one message off the ROUTER, into the mailbox or dropped.
+  // Step 6: one message off the ROUTER, opened into the mailbox or dropped.
   void ReadMessage() {
     std::vector<zmq_msg_t> frames;
     frames.reserve(kMaxFrames + 1);
@@ -288,26 +286,24 @@ class ZmqTransport final : public PeerTransport {
     auto close_all = [&] {
       for (zmq_msg_t& m : frames) zmq_msg_close(&m);
     };
-    int user = -1;
-    const char* user_id = frames.size() > 1 ? zmq_msg_gets(&frames[1], "User-Id") : nullptr;
-    if (user_id != nullptr) {
-      const std::string_view u(user_id);
-      if (std::from_chars(u.data(), u.data() + u.size(), user).ec != std::errc()) user = -1;
-    }
-    const bool framed = !more && (frames.size() == 3 || frames.size() == 4) && zmq_msg_size(&frames[1]) == 8;
-    const auto* header = framed ? static_cast<const uint8_t*>(zmq_msg_data(&frames[1])) : nullptr;
-    const uint32_t claimed = framed ? LoadLE32(header) : 0, tag = framed ? LoadLE32(header + 4) : 0;
-    if (!framed || user < 0 || user >= process_count() || tag >= static_cast<uint32_t>(kMaxTag)) {
+    const bool framed =
+        !more && (frames.size() == 3 || frames.size() == 4) && zmq_msg_size(&frames[1]) == peer_seal::kHeaderBytes;
+    const ByteView header_bytes =
+        framed ? ByteView(static_cast<const uint8_t*>(zmq_msg_data(&frames[1])), peer_seal::kHeaderBytes) : ByteView();
+    auto header = framed ? peer_seal::ReadHeader(header_bytes) : Result<peer_seal::Header>(DataLossError(""));
+    if (!header.ok() || header->sender >= static_cast<uint32_t>(process_count()) ||
+        header->tag >= static_cast<uint32_t>(kMaxTag)) {
       close_all();
-      Note(&ZmqTransportCounters::malformed_messages,
-           "dropped a message not in the transport's framing from process " + std::to_string(user));
+      Note(&ZmqTransportCounters::malformed_messages, "dropped a message not in the transport's framing");
       return;
     }
-    if (claimed != static_cast<uint32_t>(user)) {
+    const int sender = static_cast<int>(header->sender);
+    const uint32_t tag = header->tag;
+    if (header->counter <= opened_[sender]) {
       close_all();
-      Note(&ZmqTransportCounters::forged_senders, "dropped a message from process " + std::to_string(user) +
-                                                      " claiming to be process " + std::to_string(claimed) +
-                                                      " (tag " + std::to_string(tag) + ")");
+      Note(&ZmqTransportCounters::replayed_messages,
+           "dropped a message naming process " + std::to_string(sender) + " with counter " +
+               std::to_string(header->counter) + ", not above the last one opened (a replay)");
       return;
     }
     auto kept = std::make_shared<Frames>();
@@ -315,30 +311,40 @@ class ZmqTransport final : public PeerTransport {
       zmq_msg_init(&kept->msgs[kept->count]);
       zmq_msg_move(&kept->msgs[kept->count++], &frames[i]);
     }
+    std::vector<MutableByteView> parts;
+    for (int i = 0; i < kept->count; ++i) parts.push_back(kept->Mutable(i));
+    const Status opened = peer_seal::Open(pair_keys_[sender].receive, header_bytes, parts);
     close_all();
+    if (!opened.ok()) {
+      Note(&ZmqTransportCounters::unauthenticated_messages,
+           "dropped a message naming process " + std::to_string(sender) + " (tag " + std::to_string(tag) +
+               ") that is not sealed by it for this process");
+      return;
+    }
+    opened_[sender] = header->counter;
     PeerMailbox::Message message{kept->View(0), kept->View(1), kept};
     const size_t size = message.size();
-    if (!mailbox_.Deliver(user, static_cast<int>(tag), std::move(message))) {
+    if (!mailbox_.Deliver(sender, static_cast<int>(tag), std::move(message))) {
       const uint64_t n = mailbox_.counters().dropped_unexpected;
       if ((n & (n - 1)) == 0) {
         std::fprintf(stderr,
                      "cairn: ZeroMQ transport of process %d: dropped a message of %zu bytes from process %d "
                      "(tag %u) that no receiver expects (%llu so far)\n",
-                     index_, size, user, tag, static_cast<unsigned long long>(n));
+                     index_, size, sender, tag, static_cast<unsigned long long>(n));
       }
     }
   }
 
   void* context_;
   void* router_;  // used by the receiver thread only
-  void* zap_;     // likewise
   const int index_;
   const std::vector<Member> members_;
-  const zmq_curve::Keys keys_;
+  const std::vector<peer_seal::PairKeys> pair_keys_;  // by process
   const bool ipv6_;
   const std::string endpoint_;
-  std::map<std::string, int> job_keys_;  // public key -> process index
   std::vector<void*> dealers_;
+  std::vector<uint64_t> sent_;    // the last counter sent to each process, under dealer_locks_
+  std::vector<uint64_t> opened_;  // the last counter opened from each process (receiver thread)
   std::vector<std::mutex> dealer_locks_;
   PeerMailbox mailbox_;
   std::mutex counters_mu_;
@@ -351,26 +357,12 @@ class ZmqTransport final : public PeerTransport {
 
 namespace {
 
-// Steps 1-2 on this process: the keypair, the ZAP handler, then the ROUTER
-// bound to `bind` only. Fills `endpoint` with what was bound.
-Status OpenSockets(void* context, const zmq_curve::BindAddress& bind, const zmq_curve::Keys& keys, void*& zap,
-                   void*& router, std::string& endpoint) {
-  zap = zmq_socket(context, ZMQ_REP);
-  if (zap == nullptr) return ZmqError("zmq_socket(REP)");
-  const int linger = 0;
-  zmq_setsockopt(zap, ZMQ_LINGER, &linger, sizeof linger);
-  if (zmq_bind(zap, kZapEndpoint) != 0) return ZmqError(std::string("binding the ZAP handler ") + kZapEndpoint);
+// Step 2 on this process: the ROUTER bound to `bind` only. Fills
+// `endpoint` with what was bound.
+Status OpenRouter(void* context, const zmq_address::BindAddress& bind, void*& router, std::string& endpoint) {
   router = zmq_socket(context, ZMQ_ROUTER);
   if (router == nullptr) return ZmqError("zmq_socket(ROUTER)");
   CommonOptions(router, bind.ipv6);
-  CAIRN_ASSIGN_OR_RETURN(std::string secret, zmq_curve::DecodeKey(keys.secret_z85));
-  const int server = 1;
-  const std::string domain = "cairn";
-  if (zmq_setsockopt(router, ZMQ_CURVE_SERVER, &server, sizeof server) != 0 ||
-      zmq_setsockopt(router, ZMQ_CURVE_SECRETKEY, secret.data(), secret.size()) != 0 ||
-      zmq_setsockopt(router, ZMQ_ZAP_DOMAIN, domain.data(), domain.size()) != 0) {
-    return ZmqError("making the ROUTER socket a CURVE server");
-  }
   const std::string wanted = bind.Endpoint("*");
   if (zmq_bind(router, wanted.c_str()) != 0) return ZmqError("binding the ZeroMQ transport to " + wanted);
   char last[256] = {};
@@ -380,6 +372,28 @@ Status OpenSockets(void* context, const zmq_curve::BindAddress& bind, const zmq_
   return Status::OK();
 }
 
+std::string Hex(const peer_seal::Key& key) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (uint8_t b : key) {
+    out.push_back(kDigits[b >> 4]);
+    out.push_back(kDigits[b & 15]);
+  }
+  return out;
+}
+
+Result<peer_seal::Key> KeyFromHex(const std::string& text) {
+  peer_seal::Key key{};
+  auto digit = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
+  if (text.size() != 2 * key.size()) return DataLossError("key length");
+  for (size_t i = 0; i < key.size(); ++i) {
+    const int hi = digit(text[2 * i]), lo = digit(text[2 * i + 1]);
+    if (hi < 0 || lo < 0) return DataLossError("key digits");
+    key[i] = static_cast<uint8_t>(hi << 4 | lo);
+  }
+  return key;
+}
+
 }  // namespace
 
 Result<std::shared_ptr<PeerTransport>> NewZmqTransport(Coordinator& coordinator, const std::string& host,
@@ -387,20 +401,17 @@ Result<std::shared_ptr<PeerTransport>> NewZmqTransport(Coordinator& coordinator,
   // Steps 1-2.
   void* context = zmq_ctx_new();
   if (context == nullptr) return ZmqError("zmq_ctx_new");
-  // CURVE encrypts on the I/O threads: two, so that what this process sends
-  // and what it receives (a replication is both at once) are not
-  // encrypted and decrypted by one thread in turn.
+  // Two I/O threads: what this process sends and what it receives (a
+  // replication is both at once) do not take turns.
   zmq_ctx_set(context, ZMQ_IO_THREADS, 2);
-  void* zap = nullptr;
   void* router = nullptr;
   std::string endpoint;
-  auto keys = zmq_curve::NewKeys();
-  auto bind = zmq_curve::ResolveBindAddress(host);
+  auto keys = peer_seal::NewKeyPair();
+  auto bind = zmq_address::ResolveBindAddress(host);
   Status local = !keys.ok() ? keys.status() : bind.status();
-  if (local.ok()) local = OpenSockets(context, *bind, *keys, zap, router, endpoint);
+  if (local.ok()) local = OpenRouter(context, *bind, router, endpoint);
   auto cleanup = [&] {
     if (router != nullptr) zmq_close(router);
-    if (zap != nullptr) zmq_close(zap);
     zmq_ctx_term(context);
   };
   const int me = coordinator.process_index();
@@ -413,7 +424,8 @@ Result<std::shared_ptr<PeerTransport>> NewZmqTransport(Coordinator& coordinator,
   // Step 3.
   char name[256] = {};
   gethostname(name, sizeof name - 1);
-  const std::string mine = endpoint + "\n" + keys->public_z85 + "\n" + name + "\n" + (bind->loopback ? "1" : "0");
+  const std::string mine =
+      endpoint + "\n" + Hex(keys->public_key) + "\n" + name + "\n" + (bind->loopback ? "1" : "0");
   auto all = coordinator.AllGather("cairn/emergency/zmq/members", mine, timeout);
   if (!all.ok()) {
     cleanup();
@@ -430,7 +442,7 @@ Result<std::shared_ptr<PeerTransport>> NewZmqTransport(Coordinator& coordinator,
       if (end == std::string::npos) break;
       start = end + 1;
     }
-    auto key = fields.size() == 4 ? zmq_curve::DecodeKey(fields[1]) : Result<std::string>(DataLossError("fields"));
+    auto key = fields.size() == 4 ? KeyFromHex(fields[1]) : Result<peer_seal::Key>(DataLossError("fields"));
     if (!key.ok()) {
       parsed = DataLossError("the ZeroMQ endpoint and key of process " + std::to_string(i) +
                              " from the coordinator are malformed");
@@ -447,12 +459,20 @@ Result<std::shared_ptr<PeerTransport>> NewZmqTransport(Coordinator& coordinator,
                                        hosts[i] + "): give each process the address to advertise (zmq_host)");
     }
   }
+  // Step 4: the pair keys (an unusable key, from a coordinator that hands
+  // out garbage, fails every process alike).
+  std::vector<peer_seal::PairKeys> pair_keys;
+  for (size_t i = 0; i < members.size() && parsed.ok(); ++i) {
+    auto derived = peer_seal::DerivePairKeys(*keys, members[i].public_key);
+    if (!derived.ok()) parsed = derived.status().Annotate("the key of process " + std::to_string(i));
+    else pair_keys.push_back(*derived);
+  }
   if (!parsed.ok()) {
     cleanup();
     return parsed;
   }
   return std::shared_ptr<PeerTransport>(
-      new ZmqTransport(context, router, zap, me, std::move(members), std::move(*keys), bind->ipv6, endpoint));
+      new ZmqTransport(context, router, me, std::move(members), std::move(pair_keys), bind->ipv6, endpoint));
 }
 
 Result<ZmqTransportCounters> ZmqCounters(PeerTransport& transport) {

@@ -1,13 +1,13 @@
 // A PeerTransport over ZeroMQ, for jobs without MPI (a jax.distributed job),
-// that only the job's own processes can use.
+// whose messages only the job's own processes can read or write.
 //
 // Why ZeroMQ: it is a small, well-kept C library in Debian (libzmq3-dev)
 // that moves whole messages between processes over TCP with no broker and no
 // code generation; UCX aims at RDMA fabrics and gRPC brings a much larger
-// stack, neither needed to copy files between hosts. Its CURVE mechanism
-// (CurveZMQ: Curve25519 keys, libsodium) authenticates both ends of every
-// connection and encrypts it; docs/PEER_TRANSPORT.md says why that and not
-// a shared HMAC secret or TLS.
+// stack, neither needed to copy files between hosts. Every message is
+// sealed (peer_seal.h: X25519 pair keys, AES-256-GCM) instead of using
+// libzmq's CURVE, which moved bulk data about 8x slower on 2 cores;
+// docs/PEER_TRANSPORT.md says why, and why not a shared secret or TLS.
 //
 // What is trusted: the job's coordinator (Coordinator: jax.distributed's
 // service, MPI, or the callback one) carries the public keys, so whoever can
@@ -16,48 +16,49 @@
 // The network is not trusted: anyone may connect, listen or send bytes.
 //
 // The handshake, step by step:
-//   1. Every process makes its own CURVE keypair (zmq_curve_keypair) when
-//      the transport is created: a new one per job and per process.
-//   2. It binds a ZAP handler (inproc://zeromq.zap.01) in its ZeroMQ
-//      context before any TCP socket exists, so that no connection is ever
-//      accepted without it, then one ROUTER socket as a CURVE server with its
-//      secret key, on an ephemeral port of the one address it advertises
-//      (the host given, else this host's name resolved; a non-loopback
-//      address first), never on every interface.
+//   1. Every process makes its own X25519 keypair (peer_seal::NewKeyPair)
+//      when the transport is created: a new one per job and per process.
+//   2. It binds one ROUTER socket on an ephemeral port of the one address
+//      it advertises (the host given, else this host's name resolved; a
+//      non-loopback address first), never on every interface.
 //   3. All processes all-gather "tcp://<ip>:<port>", their public key and
 //      their host name through the coordinator. A loopback address in a job
 //      that spans hosts is an error naming the process (pass the address).
-//   4. A process sends to process d through one DEALER socket, a CURVE
-//      client with its own keypair that requires d's public key from step 3
-//      as the server's: a listener without d's secret key fails the
-//      handshake, so nothing is sent to an impostor.
-//   5. The receiving ROUTER's CURVE handshake proves that the client holds
-//      the secret key of the public key it presents; the ZAP handler accepts
-//      the connection only when that key is one of step 3's, and sets its
-//      user id to that process's index. Any other client is refused before
-//      it can send one message (counted, see ZmqCounters).
-//   6. A message is two or three frames: {sender u32, tag u32} and the
-//      payload (one frame, or SendFramed's two). The sender is the
-//      connection's user id (step 5): a header naming another sender is
-//      dropped and counted, as is a message in another framing.
+//   4. Each process derives, for every process of the job, the pair's two
+//      direction keys (peer_seal::DerivePairKeys); nobody else can. It sends
+//      to process d through one DEALER socket connected to d's endpoint.
+//   5. Every message is sealed under the sender->receiver key, numbered
+//      1, 2, 3, ... per receiver (taken and sent under one lock, so they
+//      arrive in order): {sender u32, tag u32, counter u64, GCM tag} as the
+//      header frame, then the payload (one frame, or SendFramed's two),
+//      encrypted in place.
+//   6. The receiver opens a message with the key of the sender its header
+//      names: a message that fails (an outsider's, a member's naming
+//      another process, anything altered or cut on the way) is dropped and
+//      counted, as is one whose counter is not above the last opened from
+//      that sender (a replay) or one in another framing. Only then does it
+//      reach the mailbox. A listener that took d's port gets nothing it can
+//      read, and nothing it sends is taken as anyone's.
 //
 // Bounds (no peer decides how much memory this process uses):
-//   - ZMQ_MAXMSGSIZE (kMaxFrameBytes, every socket, from the handshake on): a
-//     frame declaring more is refused before anything is allocated, and its
-//     connection closed. Send refuses a frame over the limit with
-//     InvalidArgument, so the largest message the transfers send (a 64 MiB
-//     header, a 16 MiB piece) passes and a larger one fails loudly.
-//   - A receiver thread moves messages into a PeerMailbox (peer_mailbox.h):
+//   - ZMQ_MAXMSGSIZE (kMaxFrameBytes, every socket, from the connection's
+//     first frame on): a frame declaring more is refused before anything is
+//     allocated, and its connection closed. Send refuses a frame over the
+//     limit with InvalidArgument, so the largest message the transfers send
+//     (a 64 MiB header, a 16 MiB piece) passes and a larger one fails
+//     loudly.
+//   - A receiver thread opens messages into a PeerMailbox (peer_mailbox.h):
 //     bounded per (sender, tag); for a (sender, tag) nobody Expects only the
 //     first message is kept, the rest dropped and counted; the rest of an
 //     exchange is dropped when its Expect ends. The sockets' small
 //     high-water marks hold back senders while the receiver waits.
 //
-// Copies: a transfer piece goes out without a copy on the sender (its frame
-// and its bytes are two parts of one message, the bytes handed to ZeroMQ
-// with zmq_msg_init_data and freed by its I/O thread once sent), and the
-// receiver checks and writes the bytes straight out of the message parts
-// (ReceiveParts) instead of joining them into one buffer first.
+// Copies: a transfer piece goes out without a copy on the sender (sealed in
+// place; its frame and its bytes are two parts of one message, the bytes
+// handed to ZeroMQ with zmq_msg_init_data and freed by its I/O thread once
+// sent), and the receiver opens the parts in place and writes the bytes
+// straight out of them (ReceiveParts). Send (bytes the caller keeps) copies
+// them once to seal them.
 //
 // Unimplemented when cairn was built without ZeroMQ (-DCAIRN_WITH_ZMQ=OFF).
 #pragma once
@@ -83,13 +84,13 @@ bool ZmqTransportAvailable();
 
 // What a ZeroMQ transport refused or dropped so far, and where it listens.
 struct ZmqTransportCounters {
-  std::string endpoint;                 // bound and advertised: tcp://<ip>:<port>
-  uint64_t refused_connections = 0;     // step 5: keys that are not the job's
-  uint64_t forged_senders = 0;          // step 6: a header naming another sender
-  uint64_t malformed_messages = 0;      // step 6: not in the transport's framing
-  uint64_t dropped_unexpected = 0;      // no receiver expected them
-  uint64_t dropped_after_exchange = 0;  // left when their exchange ended
-  uint64_t queued_bytes = 0;            // in the mailbox now
+  std::string endpoint;                   // bound and advertised: tcp://<ip>:<port>
+  uint64_t unauthenticated_messages = 0;  // step 6: not sealed by the process named, for this one
+  uint64_t replayed_messages = 0;         // step 6: a counter not above the last one opened
+  uint64_t malformed_messages = 0;        // step 6: not in the transport's framing
+  uint64_t dropped_unexpected = 0;        // no receiver expected them
+  uint64_t dropped_after_exchange = 0;    // left when their exchange ended
+  uint64_t queued_bytes = 0;              // in the mailbox now
 };
 // InvalidArgument for a transport that is not a ZeroMQ one.
 Result<ZmqTransportCounters> ZmqCounters(PeerTransport& transport);
