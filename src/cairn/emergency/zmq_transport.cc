@@ -20,6 +20,7 @@
 #include "cairn/emergency/peer_seal.h"
 #include "cairn/emergency/zmq_address.h"
 #include "cairn/util/coding.h"
+#include "cairn/util/hex.h"
 
 namespace cairn::emergency {
 namespace {
@@ -372,22 +373,13 @@ Status OpenRouter(void* context, const zmq_address::BindAddress& bind, void*& ro
   return Status::OK();
 }
 
-std::string Hex(const peer_seal::Key& key) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (uint8_t b : key) {
-    out.push_back(kDigits[b >> 4]);
-    out.push_back(kDigits[b & 15]);
-  }
-  return out;
-}
+std::string Hex(const peer_seal::Key& key) { return HexLower(key.data(), key.size()); }
 
 Result<peer_seal::Key> KeyFromHex(const std::string& text) {
   peer_seal::Key key{};
-  auto digit = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
   if (text.size() != 2 * key.size()) return DataLossError("key length");
   for (size_t i = 0; i < key.size(); ++i) {
-    const int hi = digit(text[2 * i]), lo = digit(text[2 * i + 1]);
+    const int hi = HexDigit(text[2 * i]), lo = HexDigit(text[2 * i + 1]);
     if (hi < 0 || lo < 0) return DataLossError("key digits");
     key[i] = static_cast<uint8_t>(hi << 4 | lo);
   }

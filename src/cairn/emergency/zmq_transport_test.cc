@@ -28,6 +28,7 @@
 #include "cairn/engine/testing/thread_coordinator.h"
 #include "cairn/util/coding.h"
 #include "cairn/util/crc32c.h"
+#include "cairn/util/hex.h"
 #include "cairn/util/json.h"
 
 namespace cairn::emergency {
@@ -72,15 +73,7 @@ class RecordingCoordinator final : public Coordinator {
   std::vector<std::string>& gathered_;
 };
 
-std::string Hex(const peer_seal::Key& key) {
-  std::string out;
-  char two[3];
-  for (uint8_t b : key) {
-    std::snprintf(two, sizeof two, "%02x", b);
-    out += two;
-  }
-  return out;
-}
+std::string Hex(const peer_seal::Key& key) { return HexLower(key.data(), key.size()); }
 
 // The processes of a job: `zmq` transports on 127.0.0.1 for the first
 // `real` of them; the others are played by the test, which gives the
@@ -124,7 +117,9 @@ class ZmqJob {
     const size_t a = v.find('\n');
     const std::string hex = v.substr(a + 1, v.find('\n', a + 1) - a - 1);
     peer_seal::Key key{};
-    for (size_t i = 0; i < key.size(); ++i) key[i] = static_cast<uint8_t>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+    for (size_t i = 0; i < key.size(); ++i) {
+      key[i] = static_cast<uint8_t>(HexDigit(hex[2 * i]) << 4 | HexDigit(hex[2 * i + 1]));
+    }
     return key;
   }
   // The keys a played member seals with toward real process p.
