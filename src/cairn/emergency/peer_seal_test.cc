@@ -36,7 +36,8 @@ TEST(PeerSeal, PairKeysAgreeAcrossThePairAndDifferByDirection) {
 
 TEST(PeerSeal, ASealedMessageOpensOnlyAsItWasSealed) {
   Pair p;
-  const std::vector<uint8_t> frame0 = Bytes("frame of twenty bytes"), data0 = Bytes("the piece's values, 35 bytes long..");
+  const std::vector<uint8_t> frame0 = Bytes("frame of twenty bytes");
+  const std::vector<uint8_t> data0 = Bytes("the piece's values, 35 bytes long..");
   std::vector<uint8_t> frame = frame0, data = data0;
   std::array<uint8_t, kHeaderBytes> header{};
   const MutableByteView parts[] = {frame, data};

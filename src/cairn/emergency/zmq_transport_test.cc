@@ -101,7 +101,8 @@ class ZmqJob {
         char host[256] = {};
         gethostname(host, sizeof host - 1);
         auto all = group_.Member(p).AllGather("cairn/emergency/zmq/members",
-                                              played_endpoint + "\n" + Hex(member_keys_.public_key) + "\n" + host + "\n1",
+                                              played_endpoint + "\n" + Hex(member_keys_.public_key) + "\n" +
+                                                  host + "\n1",
                                               seconds(30));
         ASSERT_TRUE(all.ok());
       });
