@@ -9,6 +9,7 @@
 #include <climits>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "cairn/util/coding.h"
 
@@ -17,6 +18,9 @@ namespace {
 
 constexpr size_t kAdFieldsBytes = 16;  // sender, tag, counter
 constexpr size_t kTagBytes = 16;
+constexpr size_t kHeaderTagAt = kAdFieldsBytes;
+constexpr size_t kPayloadTagAt = kAdFieldsBytes + kTagBytes;
+constexpr uint8_t kPayloadDomain = 0, kHeaderDomain = 1;
 
 Status OpenSslError(const std::string& what) {
   char text[256] = {};
@@ -64,31 +68,77 @@ Result<Key> Expand(const uint8_t* secret, size_t secret_size, const std::string&
 std::string Text(const Key& k) { return std::string(reinterpret_cast<const char*>(k.data()), k.size()); }
 
 // The associated data: the header's fields, the part count and lengths.
-std::string AssociatedData(const uint8_t fields[kAdFieldsBytes], std::span<const MutableByteView> parts) {
+std::string AssociatedData(const uint8_t fields[kAdFieldsBytes], std::span<const size_t> sizes) {
   std::string ad(reinterpret_cast<const char*>(fields), kAdFieldsBytes);
   uint8_t n[8];
-  StoreLE64(n, parts.size());
+  StoreLE64(n, sizes.size());
   ad.append(reinterpret_cast<const char*>(n), 8);
-  for (const MutableByteView& p : parts) {
-    StoreLE64(n, p.size());
+  for (size_t size : sizes) {
+    StoreLE64(n, size);
     ad.append(reinterpret_cast<const char*>(n), 8);
   }
   return ad;
 }
 
-void Nonce(uint64_t counter, uint8_t out[12]) {
+void Nonce(uint8_t domain, uint64_t counter, uint8_t out[12]) {
   std::memset(out, 0, 4);
+  out[0] = domain;
   StoreLE64(out + 4, counter);
 }
 
-Status CheckParts(std::span<const MutableByteView> parts) {
-  if (parts.empty() || parts.size() > 2) {
-    return InvalidArgumentError("a sealed message has 1 or 2 parts, not " + std::to_string(parts.size()));
+Status CheckSizes(std::span<const size_t> sizes) {
+  if (sizes.empty() || sizes.size() > 2) {
+    return InvalidArgumentError("a sealed message has 1 or 2 parts, not " + std::to_string(sizes.size()));
   }
-  for (const MutableByteView& p : parts) {
-    if (p.size() >= size_t{INT_MAX}) return InvalidArgumentError("a sealed message part of 2 GiB or more");
+  for (size_t size : sizes) {
+    if (size >= size_t{INT_MAX}) return InvalidArgumentError("a sealed message part of 2 GiB or more");
   }
   return Status::OK();
+}
+
+struct Sizes {
+  std::vector<size_t> v;
+  explicit Sizes(std::span<const MutableByteView> parts) {
+    for (const MutableByteView& p : parts) v.push_back(p.size());
+  }
+  std::span<const size_t> span() const { return v; }
+};
+
+// AES-256-GCM over `ad` and `parts` (in place; none for the header tag),
+// encrypting or decrypting. Sealing writes the tag into `tag`; opening
+// checks it (false when it fails).
+Result<bool> Gcm(bool encrypt, const Key& key, uint8_t domain, uint64_t counter, const std::string& ad,
+                 std::span<const MutableByteView> parts, uint8_t tag[kTagBytes]) {
+  uint8_t nonce[12];
+  Nonce(domain, counter, nonce);
+  std::unique_ptr<EVP_CIPHER_CTX, CipherCtxFree> ctx(EVP_CIPHER_CTX_new());
+  int n = 0;
+  if (!ctx || EVP_CipherInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, key.data(), nonce, encrypt ? 1 : 0) != 1 ||
+      EVP_CipherUpdate(ctx.get(), nullptr, &n, reinterpret_cast<const uint8_t*>(ad.data()),
+                       static_cast<int>(ad.size())) != 1) {
+    return OpenSslError("AES-256-GCM");
+  }
+  for (const MutableByteView& p : parts) {
+    if (!p.empty() && EVP_CipherUpdate(ctx.get(), p.data(), &n, p.data(), static_cast<int>(p.size())) != 1) {
+      return OpenSslError("AES-256-GCM");
+    }
+  }
+  uint8_t tail[16];
+  if (encrypt) {
+    if (EVP_CipherFinal_ex(ctx.get(), tail, &n) != 1 ||
+        EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, kTagBytes, tag) != 1) {
+      return OpenSslError("AES-256-GCM");
+    }
+    return true;
+  }
+  if (EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_TAG, kTagBytes, tag) != 1) return OpenSslError("AES-256-GCM");
+  const bool ok = EVP_CipherFinal_ex(ctx.get(), tail, &n) == 1;
+  ERR_clear_error();
+  return ok;
+}
+
+Status NotSealed() {
+  return DataLossError("a sealed message failed its authentication (altered, or not sealed for this process)");
 }
 
 }  // namespace
@@ -130,32 +180,15 @@ Result<PairKeys> DerivePairKeys(const KeyPair& self, const Key& peer_public) {
 
 Status Seal(const Key& key, const Header& header, std::span<const MutableByteView> parts,
             std::array<uint8_t, kHeaderBytes>& out) {
-  CAIRN_RETURN_IF_ERROR(CheckParts(parts));
+  const Sizes sizes(parts);
+  CAIRN_RETURN_IF_ERROR(CheckSizes(sizes.span()));
   if (header.counter == 0) return InvalidArgumentError("a sealed message's counter starts at 1");
   StoreLE32(out.data(), header.sender);
   StoreLE32(out.data() + 4, header.tag);
   StoreLE64(out.data() + 8, header.counter);
-  const std::string ad = AssociatedData(out.data(), parts);
-  uint8_t nonce[12];
-  Nonce(header.counter, nonce);
-  std::unique_ptr<EVP_CIPHER_CTX, CipherCtxFree> ctx(EVP_CIPHER_CTX_new());
-  int n = 0;
-  if (!ctx || EVP_EncryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, key.data(), nonce) != 1 ||
-      EVP_EncryptUpdate(ctx.get(), nullptr, &n, reinterpret_cast<const uint8_t*>(ad.data()),
-                        static_cast<int>(ad.size())) != 1) {
-    return OpenSslError("AES-256-GCM");
-  }
-  for (const MutableByteView& p : parts) {
-    if (!p.empty() && EVP_EncryptUpdate(ctx.get(), p.data(), &n, p.data(), static_cast<int>(p.size())) != 1) {
-      return OpenSslError("AES-256-GCM");
-    }
-  }
-  uint8_t tail[16];
-  if (EVP_EncryptFinal_ex(ctx.get(), tail, &n) != 1 ||
-      EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, kTagBytes, out.data() + kAdFieldsBytes) != 1) {
-    return OpenSslError("AES-256-GCM");
-  }
-  return Status::OK();
+  const std::string ad = AssociatedData(out.data(), sizes.span());
+  CAIRN_RETURN_IF_ERROR(Gcm(true, key, kHeaderDomain, header.counter, ad, {}, out.data() + kHeaderTagAt).status());
+  return Gcm(true, key, kPayloadDomain, header.counter, ad, parts, out.data() + kPayloadTagAt).status();
 }
 
 Result<Header> ReadHeader(ByteView bytes) {
@@ -166,34 +199,26 @@ Result<Header> ReadHeader(ByteView bytes) {
   return Header{LoadLE32(bytes.data()), LoadLE32(bytes.data() + 4), LoadLE64(bytes.data() + 8)};
 }
 
-Status Open(const Key& key, ByteView header, std::span<const MutableByteView> parts) {
+Status CheckHeader(const Key& key, ByteView header, std::span<const size_t> part_sizes) {
   CAIRN_ASSIGN_OR_RETURN(Header h, ReadHeader(header));
-  if (Status s = CheckParts(parts); !s.ok()) return DataLossError(std::string(s.message()));
+  if (Status s = CheckSizes(part_sizes); !s.ok()) return DataLossError(std::string(s.message()));
   if (h.counter == 0) return DataLossError("a sealed message with counter 0");
-  const std::string ad = AssociatedData(header.data(), parts);
-  uint8_t nonce[12];
-  Nonce(h.counter, nonce);
-  std::unique_ptr<EVP_CIPHER_CTX, CipherCtxFree> ctx(EVP_CIPHER_CTX_new());
-  int n = 0;
   uint8_t tag[kTagBytes];
-  std::memcpy(tag, header.data() + kAdFieldsBytes, kTagBytes);
-  if (!ctx || EVP_DecryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, key.data(), nonce) != 1 ||
-      EVP_DecryptUpdate(ctx.get(), nullptr, &n, reinterpret_cast<const uint8_t*>(ad.data()),
-                        static_cast<int>(ad.size())) != 1) {
-    return OpenSslError("AES-256-GCM");
-  }
-  for (const MutableByteView& p : parts) {
-    if (!p.empty() && EVP_DecryptUpdate(ctx.get(), p.data(), &n, p.data(), static_cast<int>(p.size())) != 1) {
-      return OpenSslError("AES-256-GCM");
-    }
-  }
-  uint8_t tail[16];
-  if (EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_TAG, kTagBytes, tag) != 1 ||
-      EVP_DecryptFinal_ex(ctx.get(), tail, &n) != 1) {
-    ERR_clear_error();
-    return DataLossError("a sealed message failed its authentication (altered, or not sealed for this process)");
-  }
-  return Status::OK();
+  std::memcpy(tag, header.data() + kHeaderTagAt, kTagBytes);
+  CAIRN_ASSIGN_OR_RETURN(bool ok, Gcm(false, key, kHeaderDomain, h.counter, AssociatedData(header.data(), part_sizes),
+                                      {}, tag));
+  return ok ? Status::OK() : NotSealed();
+}
+
+Status Open(const Key& key, ByteView header, std::span<const MutableByteView> parts) {
+  const Sizes sizes(parts);
+  CAIRN_RETURN_IF_ERROR(CheckHeader(key, header, sizes.span()));
+  const uint64_t counter = LoadLE64(header.data() + 8);
+  uint8_t tag[kTagBytes];
+  std::memcpy(tag, header.data() + kPayloadTagAt, kTagBytes);
+  CAIRN_ASSIGN_OR_RETURN(bool ok, Gcm(false, key, kPayloadDomain, counter, AssociatedData(header.data(), sizes.span()),
+                                      parts, tag));
+  return ok ? Status::OK() : NotSealed();
 }
 
 }  // namespace cairn::emergency::peer_seal

@@ -9,14 +9,19 @@
 //   - Pair keys: the X25519 shared secret of a pair, expanded with
 //     HKDF-SHA256 (salt kSaltText, info "<sender's public key><receiver's
 //     public key>") into one 32-byte key per direction.
-//   - A message: a 32-byte header {sender u32, tag u32, counter u64, GCM
-//     tag 16 bytes} (little-endian) and 1 or 2 payload parts, encrypted in
-//     place with AES-256-GCM under the sender->receiver key. The nonce is
-//     the counter (4 zero bytes, then the counter, little-endian): a sender
-//     numbers its messages to each peer 1, 2, 3, ... and never reuses one
-//     under a key. The associated data is the header's first 16 bytes, the
-//     number of parts and each part's length, so a part boundary moved, a
-//     part dropped or a header edited fails the check like a flipped bit.
+//   - A message: a 48-byte header {sender u32, tag u32, counter u64, header
+//     tag 16 bytes, payload tag 16 bytes} (little-endian) and 1 or 2
+//     payload parts, encrypted in place with AES-256-GCM under the
+//     sender->receiver key. The associated data of both tags is the
+//     header's first 16 bytes, the number of parts and each part's length,
+//     so a part boundary moved, a part dropped or a header edited fails the
+//     check like a flipped bit. The header tag is GCM's over that alone (no
+//     plaintext), so a receiver drops a forged message after checking a
+//     few dozen bytes (CheckHeader), before decrypting any of its payload.
+//   - Nonces: a domain byte (1: the header tag, 0: the payload), 3 zero
+//     bytes, then the counter (little-endian). A sender numbers its
+//     messages to each peer 1, 2, 3, ... and never reuses a number under a
+//     key, so no nonce repeats under a key.
 //
 // Pure: no sockets, no state beyond its arguments. A receiver keeps the
 // highest counter it opened per sender and drops anything not above it
@@ -36,7 +41,7 @@
 namespace cairn::emergency::peer_seal {
 
 inline constexpr size_t kKeyBytes = 32;
-inline constexpr size_t kHeaderBytes = 32;
+inline constexpr size_t kHeaderBytes = 48;
 inline constexpr char kSaltText[] = "cairn peer transport v1";
 
 using Key = std::array<uint8_t, kKeyBytes>;
@@ -75,8 +80,14 @@ Status Seal(const Key& key, const Header& header, std::span<const MutableByteVie
 // counter is new). DataLoss when `bytes` is not kHeaderBytes long.
 Result<Header> ReadHeader(ByteView bytes);
 
-// Checks and decrypts `parts` in place under `key`. DataLoss when anything
-// was altered (the parts are then garbage and must be dropped).
+// Checks the header tag against the header's fields and the parts' sizes,
+// without reading the parts. DataLoss when it fails (not sealed under
+// `key`, or altered).
+Status CheckHeader(const Key& key, ByteView header, std::span<const size_t> part_sizes);
+
+// Checks the header (CheckHeader), then decrypts `parts` in place under
+// `key` and checks the payload tag. DataLoss when anything was altered
+// (the parts are then garbage and must be dropped).
 Status Open(const Key& key, ByteView header, std::span<const MutableByteView> parts);
 
 }  // namespace cairn::emergency::peer_seal

@@ -88,6 +88,29 @@ TEST(PeerSeal, ASealedMessageOpensOnlyAsItWasSealed) {
   EXPECT_EQ(data, data0);
 }
 
+// The header tag is checked first and alone: a message not sealed under
+// the key is refused before any of its payload is decrypted, and the
+// header's check needs only the parts' sizes.
+TEST(PeerSeal, TheHeaderIsCheckedBeforeThePayload) {
+  Pair p;
+  std::vector<uint8_t> data = Bytes("payload bytes");
+  std::array<uint8_t, kHeaderBytes> header{};
+  const MutableByteView parts[] = {data};
+  ASSERT_TRUE(Seal(p.ab.send, {0, 2, 5}, parts, header).ok());
+  const size_t right[] = {data.size()}, wrong[] = {data.size() + 1}, two[] = {data.size(), 0};
+  EXPECT_TRUE(CheckHeader(p.ba.receive, header, right).ok());
+  EXPECT_EQ(CheckHeader(p.ba.receive, header, wrong).code(), StatusCode::kDataLoss);
+  EXPECT_EQ(CheckHeader(p.ba.receive, header, two).code(), StatusCode::kDataLoss);
+  EXPECT_EQ(CheckHeader(p.ba.send, header, right).code(), StatusCode::kDataLoss);
+  const std::vector<uint8_t> sealed = data;
+  EXPECT_FALSE(Open(p.ba.send, header, parts).ok());  // another key: refused at the header
+  EXPECT_EQ(data, sealed);                            // nothing decrypted
+  // A payload altered under a valid header fails at the payload's tag.
+  data[0] ^= 1;
+  EXPECT_TRUE(CheckHeader(p.ba.receive, header, right).ok());
+  EXPECT_EQ(Open(p.ba.receive, header, parts).code(), StatusCode::kDataLoss);
+}
+
 TEST(PeerSeal, OnePartAndEmptyParts) {
   Pair p;
   std::vector<uint8_t> empty;

@@ -29,11 +29,13 @@
 //      to process d through one DEALER socket connected to d's endpoint.
 //   5. Every message is sealed under the sender->receiver key, numbered
 //      1, 2, 3, ... per receiver (taken and sent under one lock, so they
-//      arrive in order): {sender u32, tag u32, counter u64, GCM tag} as the
-//      header frame, then the payload (one frame, or SendFramed's two),
-//      encrypted in place.
+//      arrive in order): {sender u32, tag u32, counter u64, header tag,
+//      payload tag} as the header frame, then the payload (one frame, or
+//      SendFramed's two), encrypted in place.
 //   6. The receiver opens a message with the key of the sender its header
-//      names: a message that fails (an outsider's, a member's naming
+//      names, the header's tag first (a few dozen bytes: a forged message
+//      costs no decryption of its payload): a message that fails (an
+//      outsider's, a member's naming
 //      another process, anything altered or cut on the way) is dropped and
 //      counted, as is one whose counter is not above the last opened from
 //      that sender (a replay) or one in another framing. Only then does it
