@@ -41,7 +41,7 @@ function(cairn_layer name)
     else()
       set(testing_lib "")
     endif()
-    if(test_srcs)
+    if(test_srcs AND CAIRN_BUILD_UNIT_TESTS)
       add_executable(cairn_${name}_test ${test_srcs})
       # Test code at -O1 in Release: the library it tests keeps the build
       # type's -O3. A test file compiles 27% faster (convert_test.cc: 7.4 s
