@@ -189,7 +189,7 @@ class ZmqTransport final : public PeerTransport {
     return d;
   }
 
-  // Seals `parts` in place under the next counter to `dest` (step 6), sends
+  // Seals `parts` in place under the next counter to `dest` (step 5), sends
   // the header frame, then the payload with `send_payload(dealer)` (a
   // zmq_send result: < 0 on failure). The counter is taken and the message
   // sent under one lock, so a peer receives counters in increasing order.
