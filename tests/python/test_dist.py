@@ -188,10 +188,6 @@ def test_detect_without_a_job_is_single(monkeypatch):
     assert (c.process_index, c.process_count) == (0, 1)
 
 
-def _free_port() -> int:
-    return ports.unused_port()
-
-
 # Every process: gathers its index, broadcasts from the last process, runs a
 # barrier and an agreement where process 1 fails, and writes what it saw.
 _WORKER_COMMON = """
@@ -266,7 +262,7 @@ def test_real_jax_distributed_processes(tmp_path):
     n = 3
     script = tmp_path / "jax_worker.py"
     script.write_text(_JAX_WORKER)
-    address = f"localhost:{_free_port()}"
+    address = f"localhost:{ports.unused_port()}"
     procs = []
     for i in range(n):
         log = open(tmp_path / f"p{i}.log", "wb")

@@ -69,17 +69,13 @@ jax.distributed.shutdown()
 """
 
 
-def _free_port():
-    return ports.unused_port()
-
-
 def _run_job(tmp_path, phase, host_dirs, want_step=0):
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     env = dict(os.environ)
     for name in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "XLA_FLAGS"):
         env.pop(name, None)
-    address = f"127.0.0.1:{_free_port()}"
+    address = f"127.0.0.1:{ports.unused_port()}"
     procs = []
     for i in range(4):
         log = open(tmp_path / f"{phase}_{i}.log", "wb")

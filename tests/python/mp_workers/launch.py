@@ -20,10 +20,6 @@ HERE = pathlib.Path(__file__).resolve().parent
 WORKER = HERE / "worker.py"
 
 
-def free_port() -> int:
-    return ports.unused_port()
-
-
 def _tail(path: pathlib.Path, lines: int = 40) -> str:
     try:
         text = path.read_text(errors="replace").splitlines()
@@ -49,7 +45,7 @@ def run(workdir, num_processes: int, jobs: list, *, python: str = sys.executable
     env["JAX_PLATFORMS"] = "cpu"
     env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
-    coordinator = f"127.0.0.1:{free_port()}"
+    coordinator = f"127.0.0.1:{ports.unused_port()}"
     procs, logs = [], []
     tag = f"run{time.monotonic_ns()}"
     for i in range(num_processes):
