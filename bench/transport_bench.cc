@@ -15,6 +15,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <openssl/evp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -54,9 +55,33 @@ double Median(std::vector<double> v) {
   std::exit(1);
 }
 
-// `streams` copies at once of `data` over plain TCP into fresh files
-// <dir>/floor<i>: the floor of any transfer on this machine.
-double PlainTcpFloor(const std::vector<char>& data, const fs::path& dir, int streams) {
+constexpr size_t kChunk = size_t{16} << 20;
+constexpr size_t kTag = 16;
+
+// AES-256-GCM over `n` bytes from `in` to `out` (may be equal) under a fixed
+// key and the nonce `chunk`; seals (writes `tag`) or opens (checks it).
+bool Gcm(bool seal, uint64_t chunk, const uint8_t* in, uint8_t* out, size_t n, uint8_t tag[kTag]) {
+  static const uint8_t key[32] = {7};
+  uint8_t nonce[12] = {};
+  std::memcpy(nonce + 4, &chunk, 8);
+  EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
+  int len = 0;
+  uint8_t tail[16];
+  bool ok = ctx != nullptr && EVP_CipherInit_ex(ctx, EVP_aes_256_gcm(), nullptr, key, nonce, seal ? 1 : 0) == 1 &&
+            EVP_CipherUpdate(ctx, out, &len, in, static_cast<int>(n)) == 1;
+  if (ok && seal) {
+    ok = EVP_CipherFinal_ex(ctx, tail, &len) == 1 && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, kTag, tag) == 1;
+  } else if (ok) {
+    ok = EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, kTag, tag) == 1 && EVP_CipherFinal_ex(ctx, tail, &len) == 1;
+  }
+  EVP_CIPHER_CTX_free(ctx);
+  return ok;
+}
+
+// `streams` copies at once of `data` over TCP into fresh files
+// <dir>/floor<i>, each 16 MiB chunk sealed on the way out and opened on the
+// way in when `sealed`: the floor of any (sealed) transfer on this machine.
+double TcpFloor(const std::vector<char>& data, const fs::path& dir, int streams, bool sealed) {
   std::vector<std::thread> threads;
   std::vector<int> listeners;
   std::vector<sockaddr_in> addrs(streams);
@@ -72,17 +97,26 @@ double PlainTcpFloor(const std::vector<char>& data, const fs::path& dir, int str
     }
     listeners.push_back(l);
   }
+  const size_t framed = sealed ? kChunk + kTag : kChunk;
   const auto t0 = Clock::now();
   for (int i = 0; i < streams; ++i) {
     threads.emplace_back([&, i] {
       const int c = accept(listeners[i], nullptr, nullptr);
       const int out = ::open((dir / ("floor" + std::to_string(i))).c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
-      std::vector<char> buf(16 << 20);
+      std::vector<uint8_t> buf(framed);
       for (off_t at = 0;;) {
-        const ssize_t n = recv(c, buf.data(), buf.size(), MSG_WAITALL);
-        if (n <= 0) break;
-        if (pwrite(out, buf.data(), n, at) != n) Die("writing the floor's file");
-        at += n;
+        const ssize_t got = recv(c, buf.data(), buf.size(), MSG_WAITALL);
+        if (got <= 0) break;
+        size_t n = static_cast<size_t>(got);
+        if (sealed) {
+          if (n <= kTag) Die("a sealed chunk without its tag");
+          n -= kTag;
+          if (!Gcm(false, static_cast<uint64_t>(at) / kChunk, buf.data(), buf.data(), n, buf.data() + n)) {
+            Die("a sealed chunk failed its check");
+          }
+        }
+        if (pwrite(out, buf.data(), n, at) != static_cast<ssize_t>(n)) Die("writing the floor's file");
+        at += static_cast<off_t>(n);
       }
       fsync(out);
       close(out);
@@ -91,9 +125,23 @@ double PlainTcpFloor(const std::vector<char>& data, const fs::path& dir, int str
     threads.emplace_back([&, i] {
       const int s = socket(AF_INET, SOCK_STREAM, 0);
       if (connect(s, reinterpret_cast<const sockaddr*>(&addrs[i]), sizeof addrs[i]) != 0) Die("connecting");
+      std::vector<uint8_t> buf(sealed ? framed : 0);
       for (size_t at = 0; at < data.size();) {
-        const ssize_t n = send(s, data.data() + at, std::min<size_t>(16 << 20, data.size() - at), 0);
-        if (n <= 0) Die("sending");
+        const size_t n = std::min(kChunk, data.size() - at);
+        const uint8_t* from = reinterpret_cast<const uint8_t*>(data.data()) + at;
+        size_t size = n;
+        if (sealed) {
+          // Out of place, from the data into the send buffer: no copy
+          // beyond the cipher's own pass.
+          if (!Gcm(true, at / kChunk, from, buf.data(), n, buf.data() + n)) Die("sealing a chunk");
+          from = buf.data();
+          size = n + kTag;
+        }
+        for (size_t sent = 0; sent < size;) {
+          const ssize_t k = send(s, from + sent, size - sent, 0);
+          if (k <= 0) Die("sending");
+          sent += static_cast<size_t>(k);
+        }
         at += n;
       }
       close(s);
@@ -178,28 +226,37 @@ int main(int argc, char** argv) {
   engine::ByteBudget budget(uint64_t{1} << 30);
   double load0[3] = {};
   getloadavg(load0, 3);
-  std::vector<double> both, both_floor, one, one_floor;
+  // Per case: cairn, the plain floor, the sealed floor (rounds).
+  std::vector<double> both[3], one[3];
   std::printf("%zu MiB per process, %d rounds, in %s\n", bytes >> 20, rounds, dir.c_str());
   for (int r = 0; r < rounds; ++r) {
-    both.push_back(Transfer(t, dir, {0, 1}, 2 * r, budget));
-    both_floor.push_back(PlainTcpFloor(data, dir, 2));
-    one.push_back(Transfer(t, dir, {1}, 2 * r + 1, budget));
-    one_floor.push_back(PlainTcpFloor(data, dir, 1));
-    std::printf("round %d: replication %.2f s (floor %.2f s, %.2fx); fetch %.2f s (floor %.2f s, %.2fx)\n", r,
-                both.back(), both_floor.back(), both.back() / both_floor.back(), one.back(), one_floor.back(),
-                one.back() / one_floor.back());
+    both[0].push_back(Transfer(t, dir, {0, 1}, 2 * r, budget));
+    both[1].push_back(TcpFloor(data, dir, 2, false));
+    both[2].push_back(TcpFloor(data, dir, 2, true));
+    one[0].push_back(Transfer(t, dir, {1}, 2 * r + 1, budget));
+    one[1].push_back(TcpFloor(data, dir, 1, false));
+    one[2].push_back(TcpFloor(data, dir, 1, true));
+    std::printf("round %d: replication %.2f s (floor %.2f s, %.2fx; sealed floor %.2f s, %.2fx); "
+                "fetch %.2f s (floor %.2f s, %.2fx; sealed floor %.2f s, %.2fx)\n",
+                r, both[0].back(), both[1].back(), both[0].back() / both[1].back(), both[2].back(),
+                both[0].back() / both[2].back(), one[0].back(), one[1].back(), one[0].back() / one[1].back(),
+                one[2].back(), one[0].back() / one[2].back());
     std::fflush(stdout);
   }
   double load1[3] = {};
   getloadavg(load1, 3);
   const double gb = static_cast<double>(bytes) / 1e9;
-  std::printf("\ncase | cairn (median) | plain TCP floor (median) | cairn / floor\n");
-  std::printf("-----|----------------|--------------------------|--------------\n");
-  std::printf("replication: 2 processes copy their step to each other at once | %.2f s (%.2f GB/s per process) | "
-              "%.2f s | %.2fx\n",
-              Median(both), gb / Median(both), Median(both_floor), Median(both) / Median(both_floor));
-  std::printf("fetch: 1 process copies its step | %.2f s (%.2f GB/s) | %.2f s | %.2fx\n", Median(one),
-              gb / Median(one), Median(one_floor), Median(one) / Median(one_floor));
+  std::printf("\ncase | cairn (median) | plain TCP floor | sealed TCP floor | cairn / floor | cairn / sealed floor "
+              "| sealed floor / floor\n");
+  std::printf("-----|----------------|-----------------|------------------|---------------|----------------------"
+              "|---------------------\n");
+  auto row = [&](const char* name, const std::vector<double>* v, const char* per) {
+    const double c = Median(v[0]), f = Median(v[1]), sf = Median(v[2]);
+    std::printf("%s | %.2f s (%.2f GB/s%s) | %.2f s | %.2f s | %.2fx | %.2fx | %.2fx\n", name, c, gb / c, per, f, sf,
+                c / f, c / sf, sf / f);
+  };
+  row("replication: 2 processes copy their step to each other at once", both, " per process");
+  row("fetch: 1 process copies its step", one, "");
   std::printf("load average %.1f -> %.1f on %u cores\n", load0[0], load1[0], std::thread::hardware_concurrency());
   t.clear();
   fs::remove_all(dir);

@@ -3,6 +3,7 @@
 #include "cairn/emergency/dir_transfer.h"
 
 #include "cairn/emergency/dir_transfer_frames.h"
+#include "cairn/kvstore/mapped_read.h"
 #include "cairn/layout/orbax/metadata_files.h"
 #include "cairn/util/coding.h"
 #include "cairn/util/crc32c.h"
@@ -100,21 +101,33 @@ Result<uint64_t> SendDirectory(PeerTransport& transport, int dest, int tag, cons
                             : stopped.status();
       }
       const uint64_t n = std::min<uint64_t>(options.piece_bytes, f.size - offset);
-      options.budget->Acquire(2 * n + kFrameBytes);  // the read and the framed piece
+      options.budget->Acquire(2 * n + kFrameBytes);  // the read (or mapping) and the framed piece
       engine::BudgetHold hold(options.budget, 2 * n + kFrameBytes);
-      CAIRN_ASSIGN_OR_RETURN(std::optional<Buffer> data,
-                             src.store->Get(src.Key(f.path), ByteRange::Range(offset, n)));
-      if (!data || data->size() != n) {
+      // On a RAM disk the piece is the file's own pages, mapped: the
+      // transport's cipher pass copies them into the message (SendFramedFrom).
+      // Elsewhere (or off a page boundary) it is read into a buffer the
+      // transport sends as it is (SendFramed).
+      std::shared_ptr<MappedBytes> mapped;
+      if (MappedReadStore* maps = AsMappedReadStore(src.store.get()); maps != nullptr) {
+        CAIRN_ASSIGN_OR_RETURN(mapped, maps->MapRange(src.Key(f.path), offset, n));
+      }
+      std::optional<Buffer> data;
+      if (mapped == nullptr) {
+        CAIRN_ASSIGN_OR_RETURN(data, src.store->Get(src.Key(f.path), ByteRange::Range(offset, n)));
+      }
+      const ByteView bytes = mapped ? ByteView(mapped->data(), mapped->size()) : data ? data->view() : ByteView();
+      if ((!mapped && !data) || bytes.size() != n) {
         return DataLossError(what + ": " + src.store->Describe(src.Key(f.path)) + " changed while sending");
       }
-      // The frame and the bytes as read: ZeroMQ sends them as two parts
-      // without a copy, and its receiver does not join them (ReceiveParts).
+      // The frame and the bytes: ZeroMQ sends them as two parts, and its
+      // receiver does not join them (ReceiveParts).
       uint8_t frame[kFrameBytes] = {};
       StoreLE32(frame, static_cast<uint32_t>(i));
-      StoreLE32(frame + 4, Crc32c(data->view()));
+      StoreLE32(frame + 4, Crc32c(bytes));
       StoreLE64(frame + 8, offset);
-      CAIRN_RETURN_IF_ERROR(transport
-                                .SendFramed(dest, tag, ByteView(frame, kFrameBytes), std::move(*data), options.timeout)
+      const ByteView framing(frame, kFrameBytes);
+      CAIRN_RETURN_IF_ERROR((mapped ? transport.SendFramedFrom(dest, tag, framing, bytes, options.timeout)
+                                    : transport.SendFramed(dest, tag, framing, std::move(*data), options.timeout))
                                 .Annotate(what));
       offset += n;
       sent += n;

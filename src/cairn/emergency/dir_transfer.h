@@ -41,8 +41,11 @@
 //      pieces) and sends, file by file in order, the pieces from there on:
 //      at most `piece_bytes`, each a 20-byte frame (file index u32, crc32c
 //      u32 of the data, offset u64, all little-endian; the length is the
-//      rest) and the data, read into a buffer counted against the budget
-//      and released once sent. Before each piece it looks (without
+//      rest) and the data, counted against the budget and released once
+//      sent: on a RAM disk (MappedReadStore) the file's own pages, mapped,
+//      which the transport's cipher copies into the message
+//      (SendFramedFrom); elsewhere read into a buffer the transport sends
+//      as it is (SendFramed). Before each piece it looks (without
 //      waiting) for an abort from the receiver (step 4). On an abort, here
 //      or in steps 2 and 6, it stops, sends an end frame (file index
 //      0xffffffff, no data) in place of the rest, and fails naming the

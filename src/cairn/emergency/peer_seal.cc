@@ -104,11 +104,12 @@ struct Sizes {
   std::span<const size_t> span() const { return v; }
 };
 
-// AES-256-GCM over `ad` and `parts` (in place; none for the header tag),
-// encrypting or decrypting. Sealing writes the tag into `tag`; opening
-// checks it (false when it fails).
+// AES-256-GCM over `ad` and `parts` (none for the header tag), encrypting
+// or decrypting, from `from` (the same sizes) or, when it is empty, in
+// place. Sealing writes the tag into `tag`; opening checks it (false when
+// it fails).
 Result<bool> Gcm(bool encrypt, const Key& key, uint8_t domain, uint64_t counter, const std::string& ad,
-                 std::span<const MutableByteView> parts, uint8_t tag[kTagBytes]) {
+                 std::span<const MutableByteView> parts, uint8_t tag[kTagBytes], std::span<const ByteView> from = {}) {
   uint8_t nonce[12];
   Nonce(domain, counter, nonce);
   std::unique_ptr<EVP_CIPHER_CTX, CipherCtxFree> ctx(EVP_CIPHER_CTX_new());
@@ -118,8 +119,10 @@ Result<bool> Gcm(bool encrypt, const Key& key, uint8_t domain, uint64_t counter,
                        static_cast<int>(ad.size())) != 1) {
     return OpenSslError("AES-256-GCM");
   }
-  for (const MutableByteView& p : parts) {
-    if (!p.empty() && EVP_CipherUpdate(ctx.get(), p.data(), &n, p.data(), static_cast<int>(p.size())) != 1) {
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const MutableByteView& p = parts[i];
+    const uint8_t* in = from.empty() ? p.data() : from[i].data();
+    if (!p.empty() && EVP_CipherUpdate(ctx.get(), p.data(), &n, in, static_cast<int>(p.size())) != 1) {
       return OpenSslError("AES-256-GCM");
     }
   }
@@ -180,15 +183,25 @@ Result<PairKeys> DerivePairKeys(const KeyPair& self, const Key& peer_public) {
 
 Status Seal(const Key& key, const Header& header, std::span<const MutableByteView> parts,
             std::array<uint8_t, kHeaderBytes>& out) {
+  return SealFrom(key, header, {}, parts, out);
+}
+
+Status SealFrom(const Key& key, const Header& header, std::span<const ByteView> from,
+                std::span<const MutableByteView> parts, std::array<uint8_t, kHeaderBytes>& out) {
   const Sizes sizes(parts);
   CAIRN_RETURN_IF_ERROR(CheckSizes(sizes.span()));
+  if (!from.empty()) {
+    bool same = from.size() == parts.size();
+    for (size_t i = 0; same && i < parts.size(); ++i) same = from[i].size() == parts[i].size();
+    if (!same) return InvalidArgumentError("sealing out of place from sources of other sizes than the parts");
+  }
   if (header.counter == 0) return InvalidArgumentError("a sealed message's counter starts at 1");
   StoreLE32(out.data(), header.sender);
   StoreLE32(out.data() + 4, header.tag);
   StoreLE64(out.data() + 8, header.counter);
   const std::string ad = AssociatedData(out.data(), sizes.span());
   CAIRN_RETURN_IF_ERROR(Gcm(true, key, kHeaderDomain, header.counter, ad, {}, out.data() + kHeaderTagAt).status());
-  return Gcm(true, key, kPayloadDomain, header.counter, ad, parts, out.data() + kPayloadTagAt).status();
+  return Gcm(true, key, kPayloadDomain, header.counter, ad, parts, out.data() + kPayloadTagAt, from).status();
 }
 
 Result<Header> ReadHeader(ByteView bytes) {

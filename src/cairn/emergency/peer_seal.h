@@ -76,6 +76,13 @@ struct Header {
 Status Seal(const Key& key, const Header& header, std::span<const MutableByteView> parts,
             std::array<uint8_t, kHeaderBytes>& out);
 
+// Seal out of place: encrypts `from` into `parts` (the same sizes, part by
+// part; a part may be its own source), in the cipher's one pass over the
+// bytes, so bytes the caller keeps (a mapped file) cost no copy of their
+// own. InvalidArgument as Seal, and for sources of other sizes.
+Status SealFrom(const Key& key, const Header& header, std::span<const ByteView> from,
+                std::span<const MutableByteView> parts, std::array<uint8_t, kHeaderBytes>& out);
+
 // The header's fields, unchecked (which key to open with, whether the
 // counter is new). DataLoss when `bytes` is not kHeaderBytes long.
 Result<Header> ReadHeader(ByteView bytes);

@@ -135,6 +135,36 @@ TEST(PeerSeal, TheSameBytesSealDifferentlyUnderAnotherCounter) {
   EXPECT_FALSE(Open(p.ba.receive, hx, px).ok());
 }
 
+// Sealing out of place gives the very message sealing in place gives, and
+// leaves its source as it was (a mapped file the sender keeps).
+TEST(PeerSeal, SealingOutOfPlaceMatchesInPlaceAndLeavesTheSource) {
+  Pair p;
+  std::vector<uint8_t> source(100000);
+  for (size_t i = 0; i < source.size(); ++i) source[i] = static_cast<uint8_t>(i * 7 + (i >> 9));
+  const std::vector<uint8_t> original = source;
+  std::vector<uint8_t> frame = Bytes("frame"), frame_in_place = frame;
+  std::vector<uint8_t> out(source.size()), in_place = source;
+  std::array<uint8_t, kHeaderBytes> h_out{}, h_in{};
+  const MutableByteView parts[] = {frame, out};
+  const ByteView from[] = {frame, source};  // the frame is its own source
+  ASSERT_TRUE(SealFrom(p.ab.send, {1, 2, 5}, from, parts, h_out).ok());
+  const MutableByteView parts_in[] = {frame_in_place, in_place};
+  ASSERT_TRUE(Seal(p.ab.send, {1, 2, 5}, parts_in, h_in).ok());
+  EXPECT_EQ(source, original);
+  EXPECT_EQ(out, in_place);
+  EXPECT_EQ(frame, frame_in_place);
+  EXPECT_EQ(h_out, h_in);
+  EXPECT_NE(out, original);
+  ASSERT_TRUE(Open(p.ba.receive, h_out, parts).ok());
+  EXPECT_EQ(out, original);
+  EXPECT_EQ(frame, Bytes("frame"));
+  // Sources of other sizes or count than the parts are refused.
+  const ByteView short_source[] = {frame, ByteView(source.data(), source.size() - 1)};
+  EXPECT_EQ(SealFrom(p.ab.send, {1, 2, 6}, short_source, parts, h_out).code(), StatusCode::kInvalidArgument);
+  const ByteView one_source[] = {frame};
+  EXPECT_EQ(SealFrom(p.ab.send, {1, 2, 6}, one_source, parts, h_out).code(), StatusCode::kInvalidArgument);
+}
+
 TEST(PeerSeal, BadArgumentsAndHeaders) {
   Pair p;
   std::vector<uint8_t> a = Bytes("a");

@@ -77,6 +77,13 @@ class PeerTransport {
     std::copy(bytes.data(), bytes.data() + bytes.size(), joined.data() + frame.size());
     return SendOwned(dest, tag, std::move(joined), timeout);
   }
+  // SendFramed of bytes the caller keeps (a file's pages mapped, valid
+  // until this returns), for a transport that passes every byte through a
+  // cipher anyway: ZeroMQ seals them out of place into the message, so they
+  // cost no copy of their own. Default: copied, then SendFramed.
+  virtual Status SendFramedFrom(int dest, int tag, ByteView frame, ByteView bytes, Duration timeout) {
+    return SendFramed(dest, tag, frame, Buffer::CopyOf(bytes), timeout);
+  }
   // This process will receive messages from `source` under `tag` until the
   // result is destroyed (which must happen before the transport goes).
   // Pure, so that a transport wrapping another cannot forget to pass it on;

@@ -93,9 +93,14 @@ class ZmqTransport final : public PeerTransport {
   int process_index() const override { return index_; }
   int process_count() const override { return static_cast<int>(members_.size()); }
 
-  // The bytes are copied (they are sealed in place, and are the caller's).
+  // The bytes are the caller's: sealed out of place into the message.
   Status Send(int dest, int tag, ByteView bytes, Duration timeout) override {
-    return SendOwned(dest, tag, Buffer::CopyOf(bytes), timeout);
+    const size_t n = bytes.size();
+    auto* hold = new Buffer(n);
+    const MutableByteView parts[] = {MutableByteView(hold->data(), n)};
+    const ByteView from[] = {bytes};
+    return SendWith(dest, tag, n, 0, timeout, parts, [&](void* dealer) { return SendZeroCopy(dealer, hold); },
+                    hold, from);
   }
 
   // Zero-copy: `bytes` are sealed in place and become the message's data,
@@ -112,17 +117,13 @@ class ZmqTransport final : public PeerTransport {
   // without a copy (both sealed in place); the receiver keeps them apart
   // (ReceiveParts).
   Status SendFramed(int dest, int tag, ByteView frame, Buffer bytes, Duration timeout) override {
-    const size_t n = bytes.size();
-    auto* hold = new Buffer(std::move(bytes));
-    std::vector<uint8_t> sealed_frame(frame.begin(), frame.end());
-    const MutableByteView parts[] = {MutableByteView(sealed_frame), MutableByteView(hold->data(), n)};
-    return SendWith(dest, tag, n, frame.size(), timeout, parts, [&](void* dealer) {
-      if (zmq_send(dealer, sealed_frame.data(), sealed_frame.size(), ZMQ_SNDMORE) < 0) {
-        delete hold;
-        return -1;
-      }
-      return SendZeroCopy(dealer, hold);
-    }, hold);
+    return SendFramedHeld(dest, tag, frame, new Buffer(std::move(bytes)), nullptr, timeout);
+  }
+
+  // The same, the bytes sealed out of place from the caller's into the
+  // message: the cipher's pass is their only copy.
+  Status SendFramedFrom(int dest, int tag, ByteView frame, ByteView bytes, Duration timeout) override {
+    return SendFramedHeld(dest, tag, frame, new Buffer(bytes.size()), &bytes, timeout);
   }
 
   Expectation Expect(int source, int tag) override {
@@ -174,6 +175,22 @@ class ZmqTransport final : public PeerTransport {
     return rc;
   }
 
+  // SendFramed of `hold` (deleted here or by ZeroMQ), sealed in place, or
+  // out of place from `*source` (its size) when given.
+  Status SendFramedHeld(int dest, int tag, ByteView frame, Buffer* hold, const ByteView* source, Duration timeout) {
+    const size_t n = hold->size();
+    std::vector<uint8_t> sealed_frame(frame.begin(), frame.end());
+    const MutableByteView parts[] = {MutableByteView(sealed_frame), MutableByteView(hold->data(), n)};
+    const ByteView from[] = {ByteView(sealed_frame.data(), sealed_frame.size()), source ? *source : ByteView()};
+    return SendWith(dest, tag, n, frame.size(), timeout, parts, [&](void* dealer) {
+      if (zmq_send(dealer, sealed_frame.data(), sealed_frame.size(), ZMQ_SNDMORE) < 0) {
+        delete hold;
+        return -1;
+      }
+      return SendZeroCopy(dealer, hold);
+    }, hold, source ? std::span<const ByteView>(from) : std::span<const ByteView>());
+  }
+
   // The DEALER to `dest` (step 4), made on first use. Under dealer_locks_[dest].
   Result<void*> Dealer(int dest, const std::string& what) {
     void*& dealer = dealers_[dest];
@@ -189,7 +206,8 @@ class ZmqTransport final : public PeerTransport {
     return d;
   }
 
-  // Seals `parts` in place under the next counter to `dest` (step 5), sends
+  // Seals `parts` (in place, or from `from`: peer_seal::SealFrom) under the
+  // next counter to `dest` (step 5), sends
   // the header frame, then the payload with `send_payload(dealer)` (a
   // zmq_send result: < 0 on failure). The counter is taken and the message
   // sent under one lock, so a peer receives counters in increasing order.
@@ -197,7 +215,7 @@ class ZmqTransport final : public PeerTransport {
   // ZeroMQ.
   Status SendWith(int dest, int tag, size_t size, size_t frame_size, Duration timeout,
                   std::span<const MutableByteView> parts, const std::function<int(void*)>& send_payload,
-                  Buffer* hold) {
+                  Buffer* hold, std::span<const ByteView> from = {}) {
     const std::string what = "ZeroMQ send of " + std::to_string(size + frame_size) + " bytes to process " +
                              std::to_string(dest) + " (tag " + std::to_string(tag) + ")";
     auto refuse = [&](Status s) {
@@ -218,7 +236,7 @@ class ZmqTransport final : public PeerTransport {
     zmq_setsockopt(*dealer, ZMQ_SNDTIMEO, &ms, sizeof ms);
     std::array<uint8_t, peer_seal::kHeaderBytes> header{};
     const peer_seal::Header fields{static_cast<uint32_t>(index_), static_cast<uint32_t>(tag), ++sent_[dest]};
-    if (Status sealed = peer_seal::Seal(pair_keys_[dest].send, fields, parts, header); !sealed.ok()) {
+    if (Status sealed = peer_seal::SealFrom(pair_keys_[dest].send, fields, from, parts, header); !sealed.ok()) {
       return refuse(sealed.Annotate(what));
     }
     if (zmq_send(*dealer, header.data(), header.size(), ZMQ_SNDMORE) < 0) {

@@ -55,12 +55,13 @@
 //     exchange is dropped when its Expect ends. The sockets' small
 //     high-water marks hold back senders while the receiver waits.
 //
-// Copies: a transfer piece goes out without a copy on the sender (sealed in
-// place; its frame and its bytes are two parts of one message, the bytes
-// handed to ZeroMQ with zmq_msg_init_data and freed by its I/O thread once
-// sent), and the receiver opens the parts in place and writes the bytes
-// straight out of them (ReceiveParts). Send (bytes the caller keeps) copies
-// them once to seal them.
+// Copies: the cipher's pass is the only one. A transfer piece's frame and
+// bytes are two parts of one message, the bytes handed to ZeroMQ with
+// zmq_msg_init_data and freed by its I/O thread once sent: a buffer given
+// up (SendOwned, SendFramed) is sealed in place; bytes the caller keeps
+// (Send, SendFramedFrom: a RAM disk's pages, mapped) are sealed out of
+// place from where they lie into the message. The receiver opens the parts
+// in place and writes the bytes straight out of them (ReceiveParts).
 //
 // Unimplemented when cairn was built without ZeroMQ (-DCAIRN_WITH_ZMQ=OFF).
 #pragma once
