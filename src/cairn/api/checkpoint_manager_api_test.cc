@@ -7,18 +7,13 @@
 #include <filesystem>
 
 #include "cairn/checkpoint_manager.h"
+#include "cairn/util/testing/temp_dir.h"
 
 namespace cairn::engine {
 namespace {
 namespace fs = std::filesystem;
 
-std::string TempDir(const std::string& name) {
-  std::string dir = (fs::temp_directory_path() /
-                     ("cairn_manager_test_" + std::to_string(::getpid()) + "_" + name)).string();
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+std::string TempDir(const std::string& name) { return ::cairn::testing::TestDir("cairn_manager_test", name); }
 
 std::vector<float> Values(int64_t step) {
   std::vector<float> v(12);

@@ -13,18 +13,13 @@
 #include "cairn/convert.h"
 #include "cairn/engine.h"
 #include "cairn/inspect.h"
+#include "cairn/util/testing/temp_dir.h"
 
 namespace cairn {
 namespace {
 namespace fs = std::filesystem;
 
-std::string TempDir(const std::string& name) {
-  std::string dir = (fs::temp_directory_path() /
-                     ("cairn_inspect_api_test_" + std::to_string(::getpid()) + "_" + name)).string();
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+std::string TempDir(const std::string& name) { return ::cairn::testing::TestDir("cairn_inspect_api_test", name); }
 
 // An Orbax item with one 4x3 float32 array "params.w" (a file per chunk,
 // chunks 2x3), as SaveCheckpoint writes it.

@@ -16,18 +16,13 @@
 #include "cairn/kvstore/testing/fault_kvstore.h"
 #include "cairn/kvstore/testing/in_place_store.h"
 #include "cairn/layout/orbax/metadata_files.h"
+#include "cairn/util/testing/temp_dir.h"
 
 namespace cairn::engine {
 namespace {
 namespace fs = std::filesystem;
 
-std::string TempDir(const std::string& name) {
-  std::string dir = (fs::temp_directory_path() /
-                     ("cairn_manager_test_" + std::to_string(::getpid()) + "_" + name)).string();
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+std::string TempDir(const std::string& name) { return ::cairn::testing::TestDir("cairn_manager_test", name); }
 
 orbax::Location Loc(const std::string& path) {
   auto loc = orbax::OpenLocation(path);

@@ -13,6 +13,7 @@
 
 #include "cairn/engine/save.h"
 #include "cairn/layout/orbax/location.h"
+#include "cairn/util/testing/temp_dir.h"
 
 namespace cairn::engine::testing {
 
@@ -23,13 +24,7 @@ inline orbax::Location Loc(const std::string& path) {
   return loc.ok() ? *loc : orbax::Location{};
 }
 
-inline std::string TempDir(const std::string& name) {
-  std::string dir = (std::filesystem::temp_directory_path() /
-                     ("cairn_engine_test_" + std::to_string(::getpid()) + "_" + name)).string();
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
+inline std::string TempDir(const std::string& name) { return ::cairn::testing::TestDir("cairn_engine_test", name); }
 
 inline std::vector<float> Iota(size_t n, float start = 0) {
   std::vector<float> v(n);

@@ -15,6 +15,7 @@
 #include "cairn/layout/orbax/py_json.h"
 #include "cairn/layout/orbax/step.h"
 #include "cairn/layout/orbax/tree_metadata.h"
+#include "cairn/util/testing/temp_dir.h"
 
 namespace cairn::orbax {
 namespace {
@@ -44,12 +45,7 @@ Location Loc(const std::string& path) {
   return *loc;
 }
 
-std::string TempDir(const std::string& name) {
-  std::string dir = (fs::temp_directory_path() / ("cairn_orbax_test_" + std::to_string(::getpid()) + "_" + name)).string();
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+std::string TempDir(const std::string& name) { return ::cairn::testing::TestDir("cairn_orbax_test", name); }
 
 TEST(TreeMetadata, ParsesOrbaxFileAndEmitsItBack) {
   auto md = ParseTreeMetadata(kOrbaxMetadata, "_METADATA");
