@@ -15,15 +15,12 @@
 #include "cairn/emergency/retention.h"
 #include "cairn/layout/orbax/save_owner.h"
 #include "cairn/layout/orbax/step.h"
+#include "cairn/util/testing/file_bytes.h"
 
 namespace cairn::emergency {
 namespace {
+using ::cairn::testing::ReadFileBytes;
 namespace fs = std::filesystem;
-
-std::string ReadAll(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 // Forwards to another transport, flipping one byte of message `corrupt_at`
 // or dropping every message from `drop_from` on.
@@ -93,7 +90,7 @@ TEST_P(DirTransfer, CopiesEveryFileExactly) {
   auto got = Copy(net.Endpoint(0), net.Endpoint(1));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(*got, 4u + 1004u);
-  EXPECT_EQ(ReadAll(root_ / "dst" / "7" / "state" / "d" / "data"), std::string(1000, 'x') + "tail");
+  EXPECT_EQ(ReadFileBytes(root_ / "dst" / "7" / "state" / "d" / "data"), std::string(1000, 'x') + "tail");
   EXPECT_TRUE(fs::exists(root_ / "dst" / "7" / "state" / "empty"));
   EXPECT_TRUE(fs::exists(root_ / "dst" / "7" / "commit_success.txt"));
 }
@@ -115,7 +112,7 @@ TEST_P(DirTransfer, AStrayOwnerRecordIsNotSent) {
   EXPECT_EQ(*got, 4u + 1004u);
   EXPECT_FALSE(fs::exists(root_ / "dst" / "7" / std::string(orbax::kOwnerRecordFile)));
   EXPECT_FALSE(fs::exists(root_ / "dst" / "7" / "state" / std::string(orbax::kOwnerRecordFile)));
-  EXPECT_EQ(ReadAll(root_ / "dst" / "7" / "state" / "d" / "data"), std::string(1000, 'x') + "tail");
+  EXPECT_EQ(ReadFileBytes(root_ / "dst" / "7" / "state" / "d" / "data"), std::string(1000, 'x') + "tail");
 }
 
 TEST_P(DirTransfer, CorruptPieceFailsAndLeavesNoStep) {
@@ -154,7 +151,7 @@ TEST_P(DirTransfer, ACorruptPieceLeavesNothingQueuedForTheNextTransfer) {
   EXPECT_NE(sent.status().message().find("crc32c mismatch"), std::string::npos) << sent.status().ToString();
   auto second = Copy(net.Endpoint(0), net.Endpoint(1));
   ASSERT_TRUE(second.ok()) << second.status().ToString();
-  EXPECT_EQ(ReadAll(root_ / "dst" / "7" / "state" / "d" / "data"), std::string(1000, 'x') + "tail");
+  EXPECT_EQ(ReadFileBytes(root_ / "dst" / "7" / "state" / "d" / "data"), std::string(1000, 'x') + "tail");
   EXPECT_EQ(budget.in_use(), 0u);
 }
 
@@ -167,7 +164,7 @@ TEST_P(DirTransfer, InterruptedTransferTimesOutAndTheRetryReplacesIt) {
   InProcessNetwork fresh(2);
   auto retry = Copy(fresh.Endpoint(0), fresh.Endpoint(1));
   ASSERT_TRUE(retry.ok()) << retry.status().ToString();
-  EXPECT_EQ(ReadAll(root_ / "dst" / "7" / "state" / "d" / "data"), std::string(1000, 'x') + "tail");
+  EXPECT_EQ(ReadFileBytes(root_ / "dst" / "7" / "state" / "d" / "data"), std::string(1000, 'x') + "tail");
   for (const auto& e : fs::directory_iterator(root_ / "dst")) EXPECT_EQ(e.path().filename(), "7");
 }
 
@@ -187,7 +184,7 @@ TEST_P(DirTransfer, InterruptedTransferResumesWhereItStopped) {
   auto resumed = Copy(fresh.Endpoint(0), fresh.Endpoint(1));
   ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
   EXPECT_EQ(*resumed, 1004u - 400u);  // only what was missing moved again
-  EXPECT_EQ(ReadAll(root_ / "dst" / "7" / "state" / "d" / "data"), std::string(1000, 'x') + "tail");
+  EXPECT_EQ(ReadFileBytes(root_ / "dst" / "7" / "state" / "d" / "data"), std::string(1000, 'x') + "tail");
   EXPECT_FALSE(fs::exists(root_ / "dst" / "7" / "cairn_transfer.json"));
   EXPECT_FALSE(fs::exists(root_ / "dst" / "7" / "cairn_transfer_parts"));
   for (const auto& e : fs::directory_iterator(root_ / "dst")) EXPECT_EQ(e.path().filename(), "7");
@@ -242,7 +239,7 @@ TEST_P(DirTransfer, AKeptPieceThatNoLongerMatchesItsCrcIsSentAgain) {
   auto resumed = Copy(fresh.Endpoint(0), fresh.Endpoint(1));
   ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
   EXPECT_EQ(*resumed, 1004u - 200u);
-  EXPECT_EQ(ReadAll(root_ / "dst" / "7" / "state" / "d" / "data"), std::string(1000, 'x') + "tail");
+  EXPECT_EQ(ReadFileBytes(root_ / "dst" / "7" / "state" / "d" / "data"), std::string(1000, 'x') + "tail");
 }
 
 // In place, the pieces land in the file itself and the parts are empty
@@ -257,7 +254,7 @@ TEST_P(DirTransferInPlace, AFileAtFullSizeWithoutItsMarkerIsFinishedFromItsCheck
   ASSERT_FALSE(Copy(std::make_shared<FaultyTransport>(net.Endpoint(0), -1, 6), net.Endpoint(1)).ok());
   const fs::path pending = root_ / "dst" / "7.orbax-checkpoint-tmp-resumable";
   const fs::path data = pending / "state" / "d" / "data";
-  EXPECT_EQ(ReadAll(data), std::string(400, 'x'));  // 4 pieces, in place
+  EXPECT_EQ(ReadFileBytes(data), std::string(400, 'x'));  // 4 pieces, in place
   int markers = 0;
   for (const auto& e : fs::directory_iterator(pending / "cairn_transfer_parts" / "1")) {
     EXPECT_EQ(fs::file_size(e.path()), 0u) << e.path();  // no data staged twice
@@ -270,7 +267,7 @@ TEST_P(DirTransferInPlace, AFileAtFullSizeWithoutItsMarkerIsFinishedFromItsCheck
   auto resumed = Copy(fresh.Endpoint(0), fresh.Endpoint(1));
   ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
   EXPECT_EQ(*resumed, 1004u - 400u);
-  EXPECT_EQ(ReadAll(root_ / "dst" / "7" / "state" / "d" / "data"), std::string(1000, 'x') + "tail");
+  EXPECT_EQ(ReadFileBytes(root_ / "dst" / "7" / "state" / "d" / "data"), std::string(1000, 'x') + "tail");
   EXPECT_FALSE(fs::exists(root_ / "dst" / "7" / "cairn_transfer_parts"));
 }
 
@@ -286,7 +283,7 @@ TEST_P(DirTransfer, ARewrittenSourceStartsTheCopyAfresh) {
   auto again = Copy(fresh.Endpoint(0), fresh.Endpoint(1));
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(*again, 4u + 1004u + 27u);
-  EXPECT_EQ(ReadAll(root_ / "dst" / "7" / "state" / "d" / "data"), std::string(1000, 'z') + "tail");
+  EXPECT_EQ(ReadFileBytes(root_ / "dst" / "7" / "state" / "d" / "data"), std::string(1000, 'z') + "tail");
 }
 
 TEST_P(DirTransfer, SenderFailureReachesTheReceiver) {

@@ -19,16 +19,13 @@
 #include "cairn/emergency/zmq_transport.h"
 #include "cairn/engine/testing/thread_coordinator.h"
 #include "cairn/kvstore/mapped_read.h"
+#include "cairn/util/testing/file_bytes.h"
 
 namespace cairn::emergency {
 namespace {
+using ::cairn::testing::ReadFileBytes;
 namespace fs = std::filesystem;
 using std::chrono::seconds;
-
-std::string ReadAll(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 // 1 MiB and 5,000 bytes: 16 whole pieces of 64 KiB and a short last one.
 std::string Values() {
@@ -94,10 +91,10 @@ TEST_P(ZmqTransfer, AStepArrivesBitExactAndTheSourceIsLeftAsItWas) {
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   ASSERT_TRUE(sent.ok()) << sent.status().ToString();
   EXPECT_EQ(*got, values_.size() + 4);
-  EXPECT_TRUE(ReadAll(root_ / "dst" / "4" / "state" / "w") == values_);
+  EXPECT_TRUE(ReadFileBytes(root_ / "dst" / "4" / "state" / "w") == values_);
   EXPECT_TRUE(fs::exists(root_ / "dst" / "4" / "commit_success.txt"));  // the receiver's own commit
   // Sealed out of place: neither the file nor a mapping of it changed.
-  EXPECT_TRUE(ReadAll(root_ / "src" / "4" / "state" / "w") == values_);
+  EXPECT_TRUE(ReadFileBytes(root_ / "src" / "4" / "state" / "w") == values_);
   if (*mapped != nullptr) {
     EXPECT_TRUE(std::equal(values_.begin() + (64 << 10), values_.begin() + (128 << 10),
                            reinterpret_cast<const char*>((*mapped)->data())));

@@ -30,16 +30,13 @@
 #include "cairn/util/crc32c.h"
 #include "cairn/util/hex.h"
 #include "cairn/util/json.h"
+#include "cairn/util/testing/file_bytes.h"
 
 namespace cairn::emergency {
 namespace {
+using ::cairn::testing::ReadFileBytes;
 namespace fs = std::filesystem;
 using std::chrono::seconds;
-
-std::string ReadAll(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 // A /proc/self/status field in bytes (VmRSS, VmSize).
 uint64_t ProcStatus(const std::string& field) {
@@ -427,7 +424,7 @@ TEST_F(ZmqTransportAttacks, AForgedTransferQueuedBeforeARestoreIsNotTaken) {
   auto [sent, got] = Transfer(job, 2, name, seconds(10));
   ASSERT_TRUE(got.ok()) << got.ToString();
   EXPECT_TRUE(sent.ok()) << sent.ToString();
-  EXPECT_EQ(ReadAll(root_ / "dst" / "2" / "state" / "w"), "genuine values");
+  EXPECT_EQ(ReadFileBytes(root_ / "dst" / "2" / "state" / "w"), "genuine values");
 }
 
 // Whether AddressSanitizer keeps freed memory in its quarantine (RSS then
@@ -484,7 +481,7 @@ TEST_F(ZmqTransportAttacks, APeerCannotPinMemoryUnderATagNobodyExpects) {
   const ZmqTransportCounters c = job.Counters(0);
   EXPECT_EQ(c.dropped_unexpected, 16u);
   EXPECT_LE(c.queued_bytes, uint64_t{17} << 20);  // the one kept
-  EXPECT_EQ(ReadAll(root_ / "dst" / "2" / "state" / "w"), "genuine values");
+  EXPECT_EQ(ReadFileBytes(root_ / "dst" / "2" / "state" / "w"), "genuine values");
 }
 
 // A member's keys (played by the test, process 2) with a header naming

@@ -24,20 +24,15 @@
 #include <vector>
 
 #include "cairn/kvstore/drivers.h"
+#include "cairn/util/testing/file_bytes.h"
 
 namespace cairn {
 namespace {
+using ::cairn::testing::ReadFileBytes;
 
 namespace fs = std::filesystem;
 
 const fs::path kSource = CAIRN_SOURCE_DIR;
-
-std::string ReadAll(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 bool IsIdent(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
 
@@ -156,7 +151,7 @@ TEST(DriverNames, OnlyInTheDriversFolderAndTheTable) {
     if (Exempt(rel)) continue;
     ++scanned;
     std::vector<std::string> uses =
-        Uses(StripComments(ReadAll(entry.path())), "src/cairn/" + rel, names, KvstoreFolderOf(rel));
+        Uses(StripComments(ReadFileBytes(entry.path())), "src/cairn/" + rel, names, KvstoreFolderOf(rel));
     violations.insert(violations.end(), uses.begin(), uses.end());
   }
   EXPECT_GT(scanned, 100u);
@@ -170,7 +165,7 @@ TEST(DriverNames, OnlyInTheDriversFolderAndTheTable) {
 
 // The section "## Adding a storage driver" of docs/ARCHITECTURE.md.
 std::string DriverSection() {
-  const std::string doc = ReadAll(kSource / "docs" / "ARCHITECTURE.md");
+  const std::string doc = ReadFileBytes(kSource / "docs" / "ARCHITECTURE.md");
   const std::string title = "## Adding a storage driver";
   const size_t at = doc.find(title);
   if (at == std::string::npos) return "";
@@ -200,7 +195,7 @@ TEST(DriverNames, ArchitectureListsTheFilesADriverTouches) {
   for (const KvStoreDriver& d : KvStoreDrivers()) folders.insert(std::string(d.folder));
   for (const KvStoreAdapter& a : KvStoreAdapters()) folders.insert(std::string(a.folder));
   for (const std::string& f : folders) EXPECT_TRUE(fs::is_directory(kvstore / f)) << f;
-  std::istringstream table(ReadAll(kvstore / "drivers.cc"));
+  std::istringstream table(ReadFileBytes(kvstore / "drivers.cc"));
   for (std::string line; std::getline(table, line);) {
     const std::string head = "#include \"cairn/kvstore/";
     if (line.rfind(head, 0) != 0 || line == head + "drivers.h\"") continue;
@@ -213,9 +208,9 @@ TEST(DriverNames, ArchitectureListsTheFilesADriverTouches) {
   std::vector<fs::path> cmake_files = {kSource / "CMakeLists.txt"};
   for (const auto& e : fs::directory_iterator(kSource / "cmake")) cmake_files.push_back(e.path());
   for (const fs::path& p : cmake_files) {
-    EXPECT_EQ(ReadAll(p).find("src/cairn/kvstore/"), std::string::npos) << p << " lists kvstore sources";
+    EXPECT_EQ(ReadFileBytes(p).find("src/cairn/kvstore/"), std::string::npos) << p << " lists kvstore sources";
   }
-  EXPECT_NE(ReadAll(kSource / "cmake" / "cairn_helpers.cmake").find("GLOB_RECURSE"), std::string::npos);
+  EXPECT_NE(ReadFileBytes(kSource / "cmake" / "cairn_helpers.cmake").find("GLOB_RECURSE"), std::string::npos);
 }
 
 }  // namespace

@@ -14,16 +14,13 @@
 #include <fstream>
 
 #include "cairn/kvstore/file/file_kvstore.h"
+#include "cairn/util/testing/file_bytes.h"
 
 namespace cairn {
 namespace {
+using ::cairn::testing::ReadFileBytes;
 
 namespace fs = std::filesystem;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 void WriteFile(const std::string& path, std::string_view data) {
   std::ofstream(path, std::ios::binary) << data;
@@ -86,7 +83,7 @@ TEST_P(HostileTree, RootMayBeReachedThroughALink) {
       EXPECT_EQ((*r)->ToString(), "inside bytes");
     }
     ASSERT_TRUE(store.Put("real/via_link", AsBytes("v")).ok()) << path;
-    EXPECT_EQ(ReadFile(root_ + "/real/via_link"), "v");
+    EXPECT_EQ(ReadFileBytes(root_ + "/real/via_link"), "v");
     auto missing = store.Get("real/none");
     ASSERT_TRUE(missing.ok());
     EXPECT_FALSE(missing->has_value());
@@ -128,7 +125,7 @@ TEST_P(HostileTree, WritesThroughLinkedDirectoryAreRefused) {
   ExpectLinkError(writer.status(), "link/streamed");
   ExpectLinkError(store_->Delete("link/secret"), "link/secret");
   EXPECT_EQ(OutsideNames(), std::vector<std::string>{"secret"});
-  EXPECT_EQ(ReadFile(outside_ + "/secret"), "outside bytes");
+  EXPECT_EQ(ReadFileBytes(outside_ + "/secret"), "outside bytes");
 }
 
 TEST_P(HostileTree, ListNeitherFollowsNorReportsLinks) {
@@ -168,8 +165,8 @@ TEST_P(HostileTree, LinkAtAKeyIsNotFollowed) {
   EXPECT_FALSE(*absent);
   ASSERT_TRUE(store_->Put("real/key", AsBytes("new")).ok());
   EXPECT_FALSE(fs::is_symlink(root_ + "/real/key"));
-  EXPECT_EQ(ReadFile(root_ + "/real/key"), "new");
-  EXPECT_EQ(ReadFile(outside_ + "/secret"), "outside bytes");
+  EXPECT_EQ(ReadFileBytes(root_ + "/real/key"), "new");
+  EXPECT_EQ(ReadFileBytes(outside_ + "/secret"), "outside bytes");
   // Delete unlinks a link, never its target.
   fs::create_symlink(outside_ + "/secret", root_ + "/real/key2");
   ASSERT_TRUE(store_->Delete("real/key2").ok());
@@ -186,7 +183,7 @@ TEST_P(HostileTree, DeletePrefixRemovesLinksNotTheirTargets) {
   ASSERT_TRUE(store_->DeletePrefix("").ok());
   EXPECT_TRUE(fs::is_empty(root_));
   EXPECT_EQ(OutsideNames(), std::vector<std::string>{"secret"});
-  EXPECT_EQ(ReadFile(outside_ + "/secret"), "outside bytes");
+  EXPECT_EQ(ReadFileBytes(outside_ + "/secret"), "outside bytes");
   // Through a link in the prefix's directory part: nothing is a key there.
   fs::create_directory_symlink(outside_, root_ + "/link2");
   ASSERT_TRUE(store_->DeletePrefix("link2/secret").ok());

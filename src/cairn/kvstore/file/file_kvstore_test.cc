@@ -12,9 +12,11 @@
 #include <fstream>
 
 #include "cairn/kvstore/testing/conformance.h"
+#include "cairn/util/testing/file_bytes.h"
 
 namespace cairn {
 namespace {
+using ::cairn::testing::ReadFileBytes;
 
 // A fresh directory, removed when the last reference goes away.
 std::shared_ptr<std::string> TempDir(const char* base = "/tmp") {
@@ -63,11 +65,6 @@ const bool kRegisteredBuffered = RegisterKvStoreConformanceTests("FileBufferedCo
   return MakeStore(options);
 });
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 TEST(FileKvStoreTest, OneFilePerKeyInSubdirectories) {
   auto dir = TempDir();
   ASSERT_TRUE(dir);
@@ -75,8 +72,8 @@ TEST(FileKvStoreTest, OneFilePerKeyInSubdirectories) {
   EXPECT_EQ(store.url(), "file://" + *dir + "/ckpt/");
   ASSERT_TRUE(store.Put("params.w/c/0/1", AsBytes("chunk")).ok());
   ASSERT_TRUE(store.Put(".zarray", AsBytes("{}")).ok());
-  EXPECT_EQ(ReadFile(*dir + "/ckpt/params.w/c/0/1"), "chunk");
-  EXPECT_EQ(ReadFile(*dir + "/ckpt/.zarray"), "{}");
+  EXPECT_EQ(ReadFileBytes(*dir + "/ckpt/params.w/c/0/1"), "chunk");
+  EXPECT_EQ(ReadFileBytes(*dir + "/ckpt/.zarray"), "{}");
   // No temporary files are left behind.
   int files = 0;
   for (const auto& e : std::filesystem::recursive_directory_iterator(*dir)) {
@@ -101,22 +98,22 @@ TEST(FileKvStoreTest, WritesInPlaceAtOffsetsAndCutsToWhatWasKept) {
     ASSERT_TRUE((*file)->WriteAt(6, AsBytes("world")).ok());
     ASSERT_TRUE((*file)->Sync().ok());
   }
-  EXPECT_EQ(ReadFile(*dir + "/ckpt/a/b/data"), "hello world");
+  EXPECT_EQ(ReadFileBytes(*dir + "/ckpt/a/b/data"), "hello world");
   {
     auto file = positional->OpenPositional("a/b/data", 6);  // keeps "hello "
     ASSERT_TRUE(file.ok()) << file.status().ToString();
-    EXPECT_EQ(ReadFile(*dir + "/ckpt/a/b/data"), "hello ");
+    EXPECT_EQ(ReadFileBytes(*dir + "/ckpt/a/b/data"), "hello ");
     ASSERT_TRUE((*file)->WriteAt(6, AsBytes("there")).ok());
   }
-  EXPECT_EQ(ReadFile(*dir + "/ckpt/a/b/data"), "hello there");
+  EXPECT_EQ(ReadFileBytes(*dir + "/ckpt/a/b/data"), "hello there");
   auto kept = positional->OpenPositional("a/b/data", 100);  // shorter than kept: untouched
   ASSERT_TRUE(kept.ok());
-  EXPECT_EQ(ReadFile(*dir + "/ckpt/a/b/data"), "hello there");
+  EXPECT_EQ(ReadFileBytes(*dir + "/ckpt/a/b/data"), "hello there");
   ASSERT_EQ(::symlink((*dir + "/ckpt/a/b/data").c_str(), (*dir + "/ckpt/a/link").c_str()), 0);
   auto link = positional->OpenPositional("a/link", 0);
   ASSERT_FALSE(link.ok());
   EXPECT_NE(link.status().message().find("a/link"), std::string::npos) << link.status().ToString();
-  EXPECT_EQ(ReadFile(*dir + "/ckpt/a/b/data"), "hello there");
+  EXPECT_EQ(ReadFileBytes(*dir + "/ckpt/a/b/data"), "hello there");
 }
 
 TEST(FileKvStoreTest, ListHidesTemporaryFilesAndReadsExistingFiles) {
@@ -186,7 +183,7 @@ TEST(FileKvStoreTest, MissingRootListsEmpty) {
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(r->has_value());
   ASSERT_TRUE(store.Put("k", AsBytes("v")).ok());  // creates the root
-  EXPECT_EQ(ReadFile(*dir + "/does/not/exist/k"), "v");
+  EXPECT_EQ(ReadFileBytes(*dir + "/does/not/exist/k"), "v");
 }
 
 TEST(FileKvStoreTest, RangeIsCheckedAgainstTheCurrentFileSize) {

@@ -13,27 +13,22 @@
 #include "cairn/kvstore/ocdbt/format/manifest.h"
 #include "cairn/kvstore/ocdbt/io/reader.h"
 #include "cairn/util/testing/testdata.h"
+#include "cairn/util/testing/file_bytes.h"
 
 namespace cairn::ocdbt {
 namespace {
+using ::cairn::testing::ReadFileBytes;
 
 namespace fs = std::filesystem;
 
 using ::cairn::testing::TestdataPathOrFail;
-
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // A ReadObjectFn over a directory of files.
 ReadObjectFn DirReader(fs::path root) {
   return [root](const DataFileId& file, uint64_t offset, uint64_t length) -> Result<Buffer> {
     fs::path p = root / file.FullPath();
     if (!fs::exists(p)) return DataLossError("missing data file " + p.string());
-    std::string all = ReadFile(p);
+    std::string all = ReadFileBytes(p);
     if (offset > all.size() || length > all.size() - offset) {
       return DataLossError("short read of " + p.string());
     }
@@ -42,7 +37,7 @@ ReadObjectFn DirReader(fs::path root) {
 }
 
 Manifest LoadManifest(const fs::path& db) {
-  std::string bytes = ReadFile(db / "manifest.ocdbt");
+  std::string bytes = ReadFileBytes(db / "manifest.ocdbt");
   auto m = DecodeManifest(AsBytes(bytes), (db / "manifest.ocdbt").string());
   EXPECT_TRUE(m.ok()) << m.status().ToString();
   return m.ok() ? std::move(m).value() : Manifest{};
@@ -67,7 +62,7 @@ std::map<std::string, std::string> ListAll(const BtreeGenerationReference& root,
 std::map<std::string, std::string> ExpectedFiles(const fs::path& dir) {
   std::map<std::string, std::string> out;
   for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    if (e.is_regular_file()) out[fs::relative(e.path(), dir).generic_string()] = ReadFile(e.path());
+    if (e.is_regular_file()) out[fs::relative(e.path(), dir).generic_string()] = ReadFileBytes(e.path());
   }
   return out;
 }
