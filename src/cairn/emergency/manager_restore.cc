@@ -284,6 +284,13 @@ Result<RestoreReport> EmergencyCheckpointManager::RestorePersistent(
   r.directory = persistent_.Child(std::to_string(step)).Path();
   r.item_name = "default";
   r.arrays = arrays;
+  // Every process restores the persistent step together (a collective
+  // choice, or the agreed fallback): the replicas of a host then read and
+  // decode each chunk they share once (restore_host_share.h), not once per
+  // replica.
+  r.coordinator = &coordinator_;
+  engine::RestoreStats stats;
+  r.stats = &stats;
   // After a failed local restore: drop what it mapped (the persistent step
   // fills or maps the boxes afresh).
   for (const engine::ArrayToRestore& a : arrays) {
@@ -302,7 +309,10 @@ Result<RestoreReport> EmergencyCheckpointManager::RestorePersistent(
   }
   CAIRN_RETURN_IF_ERROR(AgreeOnStatus(coordinator_, "cairn/emergency/restore/persistent", s, options_.save.timeout));
   report.log.push_back("read step " + std::to_string(step) + " from the persistent tier " + r.directory + " (" +
-                       Bytes(report.bytes_from_persistent) + ")" + took);
+                       Bytes(report.bytes_from_persistent) + ")" + took + "; chunks: " +
+                       std::to_string(stats.chunks_read) + " read for this process alone, " +
+                       std::to_string(stats.chunks_decoded_for_host) + " decoded for this host, " +
+                       std::to_string(stats.chunks_from_host) + " taken from another process's decoding");
   return report;
 }
 
