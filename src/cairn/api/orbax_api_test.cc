@@ -10,18 +10,13 @@
 
 #include "cairn/engine.h"
 #include "cairn/orbax.h"
+#include "cairn/util/testing/temp_dir.h"
 
 namespace cairn {
 namespace {
 namespace fs = std::filesystem;
 
-std::string TempDir(const std::string& name) {
-  std::string dir = (fs::temp_directory_path() /
-                     ("cairn_orbax_api_test_" + std::to_string(::getpid()) + "_" + name)).string();
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+std::string TempDir(const std::string& name) { return ::cairn::testing::TestDir("cairn_orbax_api_test", name); }
 
 // {"params": {"w": float32[4, 3]}, "layers": [int32[2]], "name": "run-7"}
 Status SaveTree(const std::string& dir, std::vector<float>& w, std::vector<int32_t>& l0) {

@@ -16,19 +16,14 @@
 #include "cairn/engine/restore.h"
 #include "cairn/engine/testing/thread_coordinator.h"
 #include "cairn/util/testing/flip_bytes.h"
+#include "cairn/util/testing/temp_dir.h"
 
 namespace cairn::emergency {
 namespace {
 namespace fs = std::filesystem;
 using testing::kProcesses;
 
-std::string TempDir(const std::string& name) {
-  std::string dir = (fs::temp_directory_path() /
-                     ("cairn_emergency_test_" + std::to_string(::getpid()) + "_" + name)).string();
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+std::string TempDir(const std::string& name) { return ::cairn::testing::TestDir("cairn_emergency_test", name); }
 
 // Runs `body(coordinator, transport, p)` on kProcesses threads of a fresh
 // job, with in-process transports or (zmq) ZeroMQ ones on localhost.
