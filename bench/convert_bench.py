@@ -461,6 +461,7 @@ def main():
                           src, out, "--to", "axlearn", "--json", *budget]))
         cpu = {}
         read = {}  # cairn's bytes read per stored byte of its input (its --json summary)
+        written = {}  # the bytes of the output as stored
         stored = stored_bytes(src)
         naive_failed = None
         for name, cmd in jobs:
@@ -497,6 +498,7 @@ def main():
             runs[name] = (seconds, rss)
             cpu[name] = measured.cpu_seconds
             read[name] = read_per_input(stdout, stored)
+            written[name] = stored_bytes(out)
             print(f"  {name}: {seconds:.2f} s, peak RSS {rss:.0f} MiB, CPU {cpu[name]:.1f} s "
                   f"({cpu[name] / seconds / os.cpu_count():.0%} of {os.cpu_count()} cores)"
                   + (f", read {read[name]:.2f}x its stored input" if read[name] else ""), flush=True)
@@ -528,16 +530,23 @@ def main():
                          f"{gbs / bound:.0%}", f"{gbs / cpu_unshared:.0%}",
                          f"{cpu[name] / seconds / os.cpu_count():.0%}", f"{unshared:.2f}",
                          f"{min(unshared, bound) / min(cpu_unshared, bound):.0%}",
-                         f"{read[name]:.2f}x" if read.get(name) else "n/a"])
+                         f"{read[name]:.2f}x" if read.get(name) else "n/a",
+                         # The bytes on the device: the stored input read
+                         # once and the stored output written, at the
+                         # device's own rates, over the wall time (the GB/s
+                         # columns count the arrays' bytes, which zstd
+                         # shrinks on disk).
+                         f"{(stored / rbw + written[name] / wbw) / GB / seconds:.0%}"])
         print(f"\n{nbytes / GIB:.2f} GiB, {len(layout(args.gib))} arrays, Orbax OCDBT+zarr3 -> AXLearn "
-              f"(zarr2+zstd1); device read {rbw:.2f} / write {wbw:.2f} GB/s, r+w bound "
+              f"(zarr2+zstd1), {stored / GIB:.2f} GiB stored; device read {rbw:.2f} / write {wbw:.2f} GB/s, r+w bound "
               f"{bound:.2f} GB/s; CPU bound {cpu_unshared:.2f} GB/s unshared (one zstd thread: "
               f"{cpu_bound:.2f} GB/s now) "
               f"(the {applies} bound applies); "
               f"budget {args.budget}; load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         print_table(["tool", "seconds", "GB/s", "peak RSS MiB", "speed vs naive", "of device r+w bound",
                      "of CPU bound", "CPU busy", "GB/s per CPU time x cores",
-                     "of the bound that applies, unshared", "bytes read per input byte"], rows)
+                     "of the bound that applies, unshared", "bytes read per input byte",
+                     "stored bytes: device time / wall"], rows)
 
         # Peak RSS as the checkpoint grows: each size is its own source
         # (layout(gib): larger arrays for larger checkpoints), same budget.
