@@ -58,10 +58,10 @@ NPROC = 4
 NARRAYS = 16
 
 WORKER = r'''
-import json, os, shutil, sys, time
+import json, os, resource, shutil, sys, time
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
 os.environ["JAX_PLATFORMS"] = "cpu"
-address, pid, local_root, persistent_root, nbytes, narrays, out_path, repeats, settle_s, skip_orbax, xports = sys.argv[1:12]
+address, pid, local_root, persistent_root, nbytes, narrays, out_path, repeats, settle_s, skip_orbax, xports, compression = sys.argv[1:13]
 xports = [int(x) for x in xports.split(",")]  # where each process listens for the transfer floors
 pid, nbytes, narrays, repeats, settle_s, skip_orbax = int(pid), int(nbytes), int(narrays), int(repeats), float(settle_s), skip_orbax == "1"
 import numpy as np
@@ -153,7 +153,8 @@ def local(name):
 def run_saves(name, peer_copies, rnd):
     m = cairn.emergency.CheckpointManager(local(name), os.path.join(persistent_root, name), num_replicas=2,
                                           peer_copies=peer_copies, local_save_interval_steps=1, local_max_to_keep=1,
-                                          persistent_save_interval_steps=2, zmq_host="127.0.0.1", timeout_s=600)
+                                          persistent_save_interval_steps=2, zmq_host="127.0.0.1", timeout_s=600,
+                                          compression=compression)
     barrier(f"{name}_{rnd}_start")
     t0 = time.perf_counter()
     m.save(1, tree)
@@ -225,11 +226,16 @@ def timed_restore(tag, step=None):
     m._native = Timed()
     drop_caches(tag + "_start")
     read0 = device_read_bytes()
+    usage0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
     r = m.restore(step, target=abstract())
     jax.block_until_ready(r)
     seconds = time.perf_counter() - t0
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     report = dict(m.last_restore)
+    # CPU time of all this process's threads, the kernel's work on its
+    # behalf (page faults, I/O submission) included.
+    report["cpu_s"] = (usage.ru_utime - usage0.ru_utime) + (usage.ru_stime - usage0.ru_stime)
     report["device_read_bytes"] = device_read_bytes() - read0
     report["phases"] = {"prepare": phases.get("prepare_restore", 0.0), "read": phases.get("restore", 0.0)}
     report["phases"]["allocate+place"] = seconds - sum(report["phases"].values())
@@ -328,6 +334,7 @@ for rnd in range(repeats):
             out["persistent_tier"], out["persistent_step"] = rep["tier"], rep["step"]
             out["persistent_log"] = rep["log"]
             out.setdefault("persistent_device_read_bytes", []).append(rep["device_read_bytes"])
+        out.setdefault(which + "_cpu_s", []).append(rep["cpu_s"])
         out[which + "_s"].append(s)
         out[which + "_phases"].append(rep["phases"])
         del r
@@ -410,6 +417,8 @@ def main():
     ap.add_argument("--settle", type=float, default=5.0,
                     help="seconds to wait before each timed restore, so freed memory goes back to the host")
     ap.add_argument("--no-orbax", action="store_true", help="skip Orbax's emergency manager")
+    ap.add_argument("--compression", default="default", choices=["default", "none", "auto"],
+                    help="the persistent tier's compression (the local tier is uncompressed)")
     ap.add_argument("--timeout", type=float, default=1800)
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="cairn-emergency-bench-", dir=args.dir)
@@ -428,7 +437,8 @@ def main():
             log = open(os.path.join(work, f"log_{i}.txt"), "wb")
             procs.append((subprocess.Popen([sys.executable, script, address, str(i), local, work, str(args.bytes),
                                             str(NARRAYS), os.path.join(work, f"out_{i}.json"), str(args.repeats),
-                                            str(args.settle), "1" if args.no_orbax else "0", floor_ports],
+                                            str(args.settle), "1" if args.no_orbax else "0", floor_ports,
+                                            args.compression],
                                            env=env, stdout=log, stderr=subprocess.STDOUT), log))
         deadline = time.monotonic() + args.timeout
         for p, log in procs:
@@ -542,7 +552,16 @@ def main():
                      f"the step's {step_bytes / GB:.2f} GB stored over the restore's time: "
                      f"{median(rates) / bw_read:.0%} of the device's read; read from storage "
                      f"(/proc/<pid>/io, all processes): {' '.join(f'{b / GB:.2f}' for b in device_bytes)} GB "
-                     f"per round; page cache dropped before each: {results[0]['caches_dropped']}"])
+                     f"per round; page cache dropped before each: {results[0]['caches_dropped']}; "
+                     f"persistent tier compression: {args.compression}"])
+        # Whether the restores are bound by the CPU: every process's CPU time
+        # (its threads and the kernel's work for it) over the cores' time.
+        for which, label in (("persistent", "persistent restore"), ("recover", "recovery")):
+            busy = [sum(r[which + "_cpu_s"][k] for r in results) / (os.cpu_count() * t)
+                    for k, t in enumerate(job(which))]
+            rows.append([f"CPU busy during the {label} (median)", f"{median(busy):.0%}",
+                         f"all processes' CPU time over {os.cpu_count()} cores x the restore's time; rounds "
+                         + " ".join(f"{b:.0%}" for b in busy)])
         rows.append(["load average", f"{load_before:.1f} -> {load_after:.1f}", f"{os.cpu_count()} cores"])
         print_table(["measure", "value", "note"], rows)
         slowest = max(range(NPROC), key=lambda i: results[i]["recover_s"][-1])
