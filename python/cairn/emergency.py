@@ -238,8 +238,10 @@ class CheckpointManager:
             raise FileNotFoundError("cairn.emergency: nothing to restore: " + "; ".join(log))
         report = {}
         # A local step's chunks on a RAM disk are mapped, not copied, where a
-        # box is one stored chunk (docs/EMERGENCY.md, "Restoring by mapping").
-        maps = tier == "local"
+        # box is one stored chunk (docs/EMERGENCY.md, "Restoring by mapping");
+        # so are a persistent step's chunks that the replicas of a host decode
+        # once into its shared window ("Persistent restore time").
+        maps = tier in ("local", "persistent")
 
         def read(requests):
             report.update(self._native.restore(requests, map_boxes=maps))

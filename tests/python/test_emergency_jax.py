@@ -11,6 +11,7 @@ bit-exact."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -43,7 +44,11 @@ sharding = NamedSharding(mesh, P("data", None))
 
 def state_at(step):
     w = np.random.default_rng(step).standard_normal((8, 6)).astype(np.float32)
-    return {"w": jax.make_array_from_callback(w.shape, sharding, lambda idx: w[idx]), "step": step}
+    # Row blocks of 128 KiB: large enough for a host's replicas to share
+    # their decoding (restore_host_share.h) when restoring the persistent tier.
+    big = np.random.default_rng(100 + step).standard_normal((2048, 64)).astype(np.float32)
+    return {"w": jax.make_array_from_callback(w.shape, sharding, lambda idx: w[idx]),
+            "big": jax.make_array_from_callback(big.shape, sharding, lambda idx: big[idx]), "step": step}
 
 mngr = cairn.emergency.CheckpointManager(
     os.path.join(root, host_dir), os.path.join(root, "persistent"), num_replicas=2,
@@ -54,12 +59,13 @@ if phase == "save":
         assert mngr.save(step, state_at(step))
     mngr.wait_until_finished()
 else:
-    target = {"w": jax.ShapeDtypeStruct((8, 6), np.float32, sharding=sharding), "step": 0}
+    target = {"w": jax.ShapeDtypeStruct((8, 6), np.float32, sharding=sharding),
+              "big": jax.ShapeDtypeStruct((2048, 64), np.float32, sharding=sharding), "step": 0}
     restored = mngr.restore(target=target)
     want = state_at(want_step)
     out["bit_exact"] = all(
         np.asarray(a.data).tobytes() == np.asarray(b.data).tobytes()
-        for a, b in zip(restored["w"].addressable_shards, want["w"].addressable_shards))
+        for k in ("w", "big") for a, b in zip(restored[k].addressable_shards, want[k].addressable_shards))
     out["step_value"] = int(restored["step"])
     out["report"] = {k: v for k, v in mngr.last_restore.items()}
 mngr.close()
@@ -115,6 +121,14 @@ def test_jax_job_restores_a_lost_host_from_its_peer_over_zeromq(tmp_path):
     for r in results:
         assert r["report"]["tier"] == "persistent" and r["report"]["step"] == 5, r
         assert r["bit_exact"] and r["step_value"] == 5, r
+        # Each process's two row blocks of "big" (128 KiB each) are pages its
+        # host decoded once, mapped; "w"'s chunks are too small to share.
+        assert r["report"]["bytes_mapped"] == 2 * 512 * 64 * 4, r["report"]
+        counts = re.search(r"(\d+) decoded for this host, (\d+) taken from another process's decoding, "
+                           r"(\d+) of these two mapped", r["report"]["log"][-1])
+        assert counts, r["report"]["log"]
+        decoded, taken, mapped = (int(x) for x in counts.groups())
+        assert decoded + taken == 2 and mapped == 2, r["report"]["log"]
     # Orbax's reading of this tier is tested in test_emergency.py.
     import cairn
     restored = cairn.restore(tmp_path / "persistent" / "5" / "default")

@@ -304,7 +304,9 @@ Result<RestoreReport> EmergencyCheckpointManager::RestorePersistent(
   for (const engine::ArrayToRestore& a : arrays) {
     if (!a.dtype) continue;
     for (const engine::BoxToRestore& b : a.boxes) {
-      report.bytes_from_persistent += static_cast<uint64_t>(b.box.num_elements()) * DTypeSize(*a.dtype);
+      const uint64_t bytes = static_cast<uint64_t>(b.box.num_elements()) * DTypeSize(*a.dtype);
+      report.bytes_from_persistent += bytes;
+      if (b.mapped != nullptr && *b.mapped != nullptr) report.bytes_mapped += bytes;
     }
   }
   CAIRN_RETURN_IF_ERROR(AgreeOnStatus(coordinator_, "cairn/emergency/restore/persistent", s, options_.save.timeout));
@@ -312,7 +314,9 @@ Result<RestoreReport> EmergencyCheckpointManager::RestorePersistent(
                        Bytes(report.bytes_from_persistent) + ")" + took + "; chunks: " +
                        std::to_string(stats.chunks_read) + " read for this process alone, " +
                        std::to_string(stats.chunks_decoded_for_host) + " decoded for this host, " +
-                       std::to_string(stats.chunks_from_host) + " taken from another process's decoding");
+                       std::to_string(stats.chunks_from_host) + " taken from another process's decoding, " +
+                       std::to_string(stats.chunks_mapped_from_host) +
+                       " of these two mapped from the host's shared file, not copied");
   return report;
 }
 

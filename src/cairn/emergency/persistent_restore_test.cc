@@ -3,9 +3,11 @@
 // holding the same rows. The replicas need the same compressed chunks, so
 // each chunk is decoded once for the host and its other reader copies its
 // part out of the shared window (engine/restore_host_share.h), bit-exact;
-// before, every replica read and decoded the step on its own.
+// before, every replica read and decoded the step on its own. Where the
+// boxes may be mappings, each replica maps the window's pages instead.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <regex>
 #include <string>
@@ -38,8 +40,17 @@ std::vector<int> ChunkCounts(const std::vector<std::string>& log) {
   return {};
 }
 
-TEST(EmergencyPersistentRestore, AHostsReplicasDecodeEachSharedChunkOnce) {
-  const std::string root = ::cairn::testing::TestDir("cairn_emergency_test", "persistent_shared");
+// Saves step 1 to the persistent tier of a fresh job under `name`, removes
+// every local directory, and restores it on every process, each its slot's
+// rows (as a mapping where `maps`): the chunk counts of each process's log
+// and what it restored.
+struct Restored {
+  std::vector<int> counts;  // read alone, decoded for the host, taken
+  uint64_t bytes_mapped = 0;
+};
+
+std::vector<Restored> SaveAndRestorePersistent(const std::string& name, bool maps) {
+  const std::string root = ::cairn::testing::TestDir("cairn_emergency_test", name);
   const std::vector<uint8_t> values = engine::testing::RandomFloatBytes(kRows * kCols, 77);
   auto options = [&](int p) {
     EmergencyOptions o = testing::OptionsFor(root, p);
@@ -63,39 +74,70 @@ TEST(EmergencyPersistentRestore, AHostsReplicasDecodeEachSharedChunkOnce) {
     ASSERT_TRUE((*m)->WaitUntilFinished().ok());
     EXPECT_TRUE((*m)->Close().ok());
   });
-  ASSERT_TRUE(fs::exists(root + "/persistent/1/default/_METADATA"));
+  EXPECT_TRUE(fs::exists(root + "/persistent/1/default/_METADATA"));
   for (int p = 0; p < kProcesses; ++p) fs::remove_all(root + "/local_" + std::to_string(p));
 
-  std::vector<std::vector<int>> counts(kProcesses);
+  std::vector<Restored> out(kProcesses);
   testing::RunThreadJob([&](Coordinator& c, std::shared_ptr<PeerTransport> t, int p) {
     auto m = EmergencyCheckpointManager::Open(options(p), c, t);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
-    std::vector<uint8_t> out(kSlotRows * kCols * 4, 0xEE);
-    std::vector<engine::ArrayToRestore> request = {{"params.w", DType::kFloat32, {{SlotOf(p), out.data(), {}}}, {}}};
+    std::vector<uint8_t> buffer(kSlotRows * kCols * 4, 0xEE);
+    std::shared_ptr<MappedBytes> mapped;
+    engine::BoxToRestore box{SlotOf(p), buffer.data(), {}};
+    if (maps) box.mapped = &mapped;
+    std::vector<engine::ArrayToRestore> request = {{"params.w", DType::kFloat32, {box}, {}}};
     auto report = (*m)->RestoreStep(std::nullopt, request);
     ASSERT_TRUE(report.ok()) << "process " << p << ": " << report.status().ToString();
     std::string log;
     for (const std::string& line : report->log) log += line + "\n";
     EXPECT_EQ(report->tier, StepChoice::Tier::kPersistent) << log;
     EXPECT_EQ(report->step, 1) << log;
-    EXPECT_TRUE(std::equal(out.begin(), out.end(), values.begin() + SlotOf(p).origin[0] * kCols * 4))
+    const uint8_t* got = buffer.data();
+    if (mapped != nullptr) {
+      // Mapped: the buffer is left as it was.
+      EXPECT_TRUE(std::all_of(buffer.begin(), buffer.end(), [](uint8_t b) { return b == 0xEE; })) << p;
+      ASSERT_EQ(mapped->size(), buffer.size()) << p;
+      got = mapped->data();
+    }
+    EXPECT_TRUE(std::equal(got, got + buffer.size(), values.begin() + SlotOf(p).origin[0] * kCols * 4))
         << "process " << p << "\n" << log;
-    counts[p] = ChunkCounts(report->log);
-    EXPECT_EQ(counts[p].size(), 3u) << log;
+    out[p].counts = ChunkCounts(report->log);
+    out[p].bytes_mapped = report->bytes_mapped;
+    EXPECT_EQ(out[p].counts.size(), 3u) << log;
     EXPECT_TRUE((*m)->Close().ok());
   });
-  // Two chunks, each needed by the two replicas of its rows: decoded once
-  // each, and taken once each by the other replica.
+  return out;
+}
+
+// Two chunks, each needed by the two replicas of its rows: decoded once
+// each, and taken once each by the other replica.
+void ExpectEachChunkDecodedOnce(const std::vector<Restored>& out) {
   int alone = 0, decoded = 0, taken = 0;
-  for (const std::vector<int>& c : counts) {
-    if (c.size() != 3) continue;
-    alone += c[0];
-    decoded += c[1];
-    taken += c[2];
+  for (const Restored& r : out) {
+    if (r.counts.size() != 3) continue;
+    alone += r.counts[0];
+    decoded += r.counts[1];
+    taken += r.counts[2];
   }
   EXPECT_EQ(decoded, 2);
   EXPECT_EQ(taken, 2);
   EXPECT_EQ(alone, 0);
+}
+
+TEST(EmergencyPersistentRestore, AHostsReplicasDecodeEachSharedChunkOnce) {
+  const std::vector<Restored> out = SaveAndRestorePersistent("persistent_shared", /*maps=*/false);
+  ExpectEachChunkDecodedOnce(out);
+  for (const Restored& r : out) EXPECT_EQ(r.bytes_mapped, 0u);
+}
+
+// Boxes that may be mappings (as Python asks for): each replica's rows are
+// the pages its host decoded once, mapped, not copied into fresh memory.
+TEST(EmergencyPersistentRestore, ReplicasMapTheChunksTheirHostDecodedOnce) {
+  const std::vector<Restored> out = SaveAndRestorePersistent("persistent_mapped", /*maps=*/true);
+  ExpectEachChunkDecodedOnce(out);
+  for (int p = 0; p < kProcesses; ++p) {
+    EXPECT_EQ(out[p].bytes_mapped, static_cast<uint64_t>(kSlotRows * kCols * 4)) << "process " << p;
+  }
 }
 
 }  // namespace

@@ -60,12 +60,10 @@ using ValueFn = std::function<Status(size_t index, std::optional<ByteView> value
 // shard is one inner chunk with such codecs and the index at the end.
 // nullptr otherwise.
 std::shared_ptr<MappedBytes>* MappableDestination(const ArrayRestorePlan& p, const ChunkToRead& c) {
-  if (c.parts.size() != 1) return nullptr;
-  const Destination& d = p.dests[c.parts[0].dest];
-  if (d.mapped == nullptr || d.box != c.box || c.parts[0].inter != c.box) return nullptr;
-  if (WholeChunkDestination(p, c.parts, c.box).data() != d.data) return nullptr;
+  std::shared_ptr<MappedBytes>* slot = WholeChunkMappedSlot(p, c);
+  if (slot == nullptr) return nullptr;
   if (p.sharding == nullptr) {
-    return p.array->metadata().codecs.ChecksummedIdentityTrailer(p.spec) ? d.mapped : nullptr;
+    return p.array->metadata().codecs.ChecksummedIdentityTrailer(p.spec) ? slot : nullptr;
   }
   const Shape grid = p.sharding->GridShape(p.spec);
   if (!c.whole_shard || p.sharding->index_location() != ShardIndexLocation::kEnd ||
@@ -73,7 +71,7 @@ std::shared_ptr<MappedBytes>* MappableDestination(const ArrayRestorePlan& p, con
       !p.sharding->inner_codecs().ChecksummedIdentityTrailer(p.sharding->InnerSpec(p.spec))) {
     return nullptr;
   }
-  return d.mapped;
+  return slot;
 }
 
 // Maps the elements of chunk `c` (MappableDestination allowed it) once

@@ -63,7 +63,9 @@ struct ArrayToRestore {
 struct RestoreHostShareOptions {
   std::string directory = "/dev/shm";  // of the shared file; empty: never share
   // The shared window per host, reused round after round; also at most
-  // half the free space of `directory`.
+  // half the free space of `directory`. A mapped window (the processes' boxes
+  // become its pages: restore_host_share.h, step 3) is bounded by that free
+  // space alone.
   uint64_t max_bytes = uint64_t{512} << 20;
   Coordinator::Duration timeout = std::chrono::minutes(10);
   // Observer, called on the restoring thread at the named points of
@@ -79,6 +81,8 @@ struct RestoreStats {
   int64_t chunks_decoded_for_host = 0;  // owned: decoded into the host's shared file
   int64_t chunks_from_host = 0;         // copied out of another process's decoding
   int64_t chunks_fallen_back = 0;       // owned by another process that failed: decoded here
+  int64_t chunks_mapped_from_host = 0;  // of those decoded for and from the host: handed out as
+                                        // mappings of the host's file, not copied
 };
 
 struct RestoreRequest {

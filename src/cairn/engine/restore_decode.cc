@@ -44,6 +44,14 @@ MutableByteView WholeChunkDestination(const ArrayRestorePlan& p, const std::vect
   return MutableByteView(out, static_cast<size_t>(box.num_elements()) * elem);
 }
 
+std::shared_ptr<MappedBytes>* WholeChunkMappedSlot(const ArrayRestorePlan& p, const ChunkToRead& c) {
+  if (c.parts.size() != 1) return nullptr;
+  const Destination& d = p.dests[c.parts[0].dest];
+  if (d.mapped == nullptr || d.box != c.box || c.parts[0].inter != c.box) return nullptr;
+  if (WholeChunkDestination(p, c.parts, c.box).data() != d.data) return nullptr;
+  return d.mapped;
+}
+
 namespace {
 
 // Decodes a (inner) chunk of `spec` (its box `box`) into the parts it fills:

@@ -9,6 +9,7 @@
 // calls write the same destination bytes only if their parts overlap.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -30,6 +31,13 @@ void FillParts(const ArrayRestorePlan& p, const std::vector<PartToFill>& parts, 
 // box C-contiguously. Empty otherwise.
 MutableByteView WholeChunkDestination(const ArrayRestorePlan& p, const std::vector<PartToFill>& parts,
                                       const Box& box);
+
+// The slot (BoxToRestore::mapped) of the destination chunk `c` fills, when
+// its one part is its whole box, which is a whole destination that asks for
+// a mapping and holds it C-contiguously: then the chunk's decoded elements,
+// in C order, can be handed out as the destination. Null otherwise. Whether
+// the bytes to hand out are at hand is the caller's question.
+std::shared_ptr<MappedBytes>* WholeChunkMappedSlot(const ArrayRestorePlan& p, const ChunkToRead& c);
 
 // Decodes chunk `c` (its stored value, or nullopt when missing: fill
 // value) into its parts; for a sharded array, its index then the inner

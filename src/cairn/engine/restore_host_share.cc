@@ -12,12 +12,13 @@
 namespace cairn::engine {
 namespace {
 
-constexpr uint64_t kVersion = 2;
+constexpr uint64_t kVersion = 3;
 constexpr uint64_t kPage = 4096;
 
 struct Candidate {
   std::string key;
   uint64_t bytes;
+  bool mappable = false;  // its box is a whole destination that may be a mapping
 };
 
 // One process's step-2 message.
@@ -57,6 +58,7 @@ std::string Encode(const Needs& n) {
   for (const Candidate& c : n.candidates) {
     PutString(&out, c.key);
     AppendVarint64(&out, c.bytes);
+    AppendVarint64(&out, c.mappable ? 1 : 0);
   }
   return std::string(reinterpret_cast<const char*>(out.data()), out.size());
 }
@@ -74,7 +76,11 @@ Needs Decode(std::string_view bytes) {
   }
   for (uint64_t i = 0; i < count; ++i) {
     Candidate c;
-    if (!GetString(r, &c.key) || !r.ReadVarint64(&c.bytes)) return Needs{};
+    uint64_t mappable;
+    if (!GetString(r, &c.key) || !r.ReadVarint64(&c.bytes) || !r.ReadVarint64(&mappable) || mappable > 1) {
+      return Needs{};
+    }
+    c.mappable = mappable == 1;
     n.candidates.push_back(std::move(c));
   }
   n.ok = ok == 1 && r.empty();
@@ -109,6 +115,7 @@ struct Assignment {
 struct GroupPlan {
   uint64_t window = 0;  // the file's size: 0 when the group shares nothing
   int rounds = 0;
+  bool mapped = false;  // one round, every shared chunk handed out as a mapping
 };
 
 // Step 3 for the group of `me`: the processes with the same host, item and
@@ -117,18 +124,20 @@ GroupPlan Assign(const std::vector<Needs>& all, size_t me, std::map<std::string,
   const Needs& mine = all[me];
   if (!mine.ok || mine.shm.empty()) return {};
   std::vector<size_t> group;
-  uint64_t cap = UINT64_MAX;
+  uint64_t cap = UINT64_MAX, free_cap = UINT64_MAX;
   for (size_t i = 0; i < all.size(); ++i) {
     const Needs& n = all[i];
     if (!n.ok || n.host != mine.host || n.item != mine.item || n.shm != mine.shm) continue;
     group.push_back(i);
     cap = std::min({cap, n.max_bytes, n.free / 2});
+    free_cap = std::min(free_cap, n.free / 2);
   }
   cap = cap / kPage * kPage;
   if (group.size() < 2 || cap == 0) return {};
   struct Need {
     uint64_t bytes = 0;
     bool consistent = true;
+    bool mappable = true;  // by every process that needs it
     std::vector<size_t> processes;
   };
   std::map<std::string, Need> needs;  // ordered by key: the same order everywhere
@@ -137,9 +146,24 @@ GroupPlan Assign(const std::vector<Needs>& all, size_t me, std::map<std::string,
       auto [it, added] = needs.try_emplace(c.key);
       if (added) it->second.bytes = c.bytes;
       if (it->second.bytes != c.bytes) it->second.consistent = false;
+      it->second.mappable = it->second.mappable && c.mappable;
       it->second.processes.push_back(i);
     }
   }
+  auto shared = [](const Need& need) { return need.consistent && need.processes.size() >= 2 && need.bytes > 0; };
+  // The mapped window: when every process that needs a shared chunk takes
+  // it as a mapping, the window is those mappings' memory, which the
+  // processes would otherwise allocate for their arrays: it is not reused,
+  // so one round holds every chunk, bounded by the free space alone.
+  uint64_t all_bytes = 0;
+  bool all_mappable = true;
+  for (const auto& [key, need] : needs) {
+    if (!shared(need)) continue;
+    all_mappable = all_mappable && need.mappable;
+    all_bytes += (need.bytes + kPage - 1) / kPage * kPage;
+  }
+  const bool mapped = all_mappable && all_bytes > 0 && all_bytes <= free_cap / kPage * kPage;
+  if (mapped) cap = all_bytes;
   // Bytes owned, in the current round and in all: every round's decoding
   // is spread evenly, since each round waits for its slowest process.
   std::map<size_t, std::pair<uint64_t, uint64_t>> load;
@@ -147,7 +171,7 @@ GroupPlan Assign(const std::vector<Needs>& all, size_t me, std::map<std::string,
   uint64_t end = 0;  // of the current round in the window
   int round = 0;
   for (const auto& [key, need] : needs) {
-    if (!need.consistent || need.processes.size() < 2 || need.bytes == 0 || need.bytes > cap) continue;
+    if (!shared(need) || need.bytes > cap) continue;
     uint64_t offset = (end + kPage - 1) / kPage * kPage;
     if (offset + need.bytes > cap) {
       ++round;
@@ -165,6 +189,7 @@ GroupPlan Assign(const std::vector<Needs>& all, size_t me, std::map<std::string,
     plan.window = std::max(plan.window, (end + kPage - 1) / kPage * kPage);
     plan.rounds = round + 1;
   }
+  plan.mapped = mapped && plan.rounds == 1;
   return plan;
 }
 
@@ -221,7 +246,7 @@ std::unique_ptr<HostShare> HostShare::Start(Coordinator& coordinator, const Rest
         const uint64_t bytes = StoredBytes(plans[a], chunk);
         if (bytes < kMinSharedBytes || !IsCandidate(plans[a], chunk, mapped[a][c])) continue;
         if (!by_key.emplace(chunk.key, std::make_pair(a, c)).second) continue;
-        mine.candidates.push_back({chunk.key, bytes});
+        mine.candidates.push_back({chunk.key, bytes, WholeChunkMappedSlot(plans[a], chunk) != nullptr});
       }
     }
   }
@@ -238,7 +263,9 @@ std::unique_ptr<HostShare> HostShare::Start(Coordinator& coordinator, const Rest
   }
   if (share->rounds_ == 0) return share;
   std::map<std::string, Assignment> assigned;
-  share->size_ = Assign(all, me, &assigned).window;
+  const GroupPlan group = Assign(all, me, &assigned);
+  share->size_ = group.window;
+  share->mapped_ = group.mapped;
   if (share->size_ == 0) return share;
   for (const auto& [key, where] : assigned) {
     auto it = by_key.find(key);
@@ -301,7 +328,7 @@ Status HostShare::DeliverOwned(const ArrayRestorePlan& p, size_t array, size_t c
     owned_failed_ = true;
     return s;
   }
-  FillParts(p, c.parts, region, stored);
+  HandOut(p, array, chunk);
   decoded_for_host_.fetch_add(1, std::memory_order_relaxed);
   return Status::OK();
 }
@@ -398,16 +425,32 @@ HostShare::Outcome HostShare::Run(const Status& before, const std::vector<ArrayR
 }
 
 void HostShare::CopyFromPeer(const ArrayRestorePlan& p, size_t array, size_t chunk) {
+  HandOut(p, array, chunk);
+  from_host_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void HostShare::HandOut(const ArrayRestorePlan& p, size_t array, size_t chunk) {
   const ChunkToRead& c = p.chunks[chunk];
   const uint64_t offset = offsets_[array][chunk];
-  file_->PopulateRead(offset, StoredBytes(p, c));
+  const uint64_t n = StoredBytes(p, c);
+  if (std::shared_ptr<MappedBytes>* slot = mapped_ ? WholeChunkMappedSlot(p, c) : nullptr) {
+    // The window is not reused (a mapped group has one round): the
+    // destination becomes a private mapping of the chunk's pages, shared by
+    // every process of the host that maps them until one writes.
+    if (Result<uint8_t*> m = file_->MapPrivate(offset, n); m.ok()) {
+      *slot = std::make_shared<MappedBytes>(*m, SharedMemoryFile::MappedLength(n), *m, n, n);
+      mapped_from_host_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+  }
+  file_->PopulateRead(offset, n);
   FillParts(p, c.parts, file_->data() + offset, StoredBox(p, c));
-  from_host_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void HostShare::AddStats(RestoreStats* stats) const {
   stats->chunks_decoded_for_host += decoded_for_host_.load();
   stats->chunks_from_host += from_host_.load();
+  stats->chunks_mapped_from_host += mapped_from_host_.load();
   stats->chunks_fallen_back += fallen_back_;
   stats->host_share_rounds += rounds_;
 }

@@ -18,8 +18,10 @@
 //      directory, a random token and the window name it would give (token
 //      and its own owner tag, step 4a), the free bytes of the shared-memory
 //      directory, the window size it allows, whether step 1 succeeded, and
-//      the candidates (key, decoded bytes). A process whose step 1 failed
-//      still takes part, without candidates, and in every collective after.
+//      the candidates (key, decoded bytes, and whether the chunk's box is a
+//      whole destination that may be handed out as a mapping:
+//      BoxToRestore::mapped). A process whose step 1 failed still takes
+//      part, without candidates, and in every collective after.
 //   3. Every process computes the same assignment from the gathered needs:
 //      per host and directory, the candidates two or more of its processes
 //      need, in key order, each given to the needing process with the fewest
@@ -28,6 +30,11 @@
 //      window is at most the smallest size allowed and half the smallest free
 //      space reported; a larger chunk is not shared. The number of rounds is
 //      the largest of any host's. None anywhere: the protocol ends here.
+//      A mapped window: when every process that needs each shared chunk
+//      may take it as a mapping, and all of them fit in half the smallest
+//      free space, the window holds them all in one round (the size
+//      allowed does not apply): it is not reused, because it becomes the
+//      processes' arrays (step 7), memory they would have allocated anyway.
 //   4. (Step 4a runs first, at step 2, in every process that shares.) Open
 //      (creating) and map `<shm dir>/cairn-restore-<token>.owner-
 //      <pid>-<start ticks>-<machine>`, token and owner those of the host's
@@ -53,7 +60,12 @@
 //   7. Copy its parts of the round's chunks owned by others out of the
 //      window; a chunk whose owner failed, or mapped another file than this
 //      process (the name was removed and created again between their
-//      openings), goes to the fallback list.
+//      openings), goes to the fallback list. In a mapped window, a process
+//      maps each chunk's pages privately (copy-on-write) as its destination
+//      instead of copying them, its own chunks too (right after step 5):
+//      the replicas of a shard on one host then hold one copy of its
+//      pages, and nobody fills fresh memory for them. A mapping that fails
+//      is copied instead.
 //   8. Barrier "round r copied" (not after the last round): the window is
 //      overwritten only once everyone has copied.
 // After the rounds, restore.cc reads and decodes every other chunk and the
@@ -131,6 +143,10 @@ class HostShare {
 
  private:
   void CopyFromPeer(const ArrayRestorePlan& p, size_t array, size_t chunk);
+  // Fills this process's parts of a decoded chunk from the window: maps
+  // them in a mapped group where the destination allows (step 7), else
+  // copies them.
+  void HandOut(const ArrayRestorePlan& p, size_t array, size_t chunk);
 
   HostShare() = default;
   Coordinator* coordinator_ = nullptr;
@@ -148,6 +164,8 @@ class HostShare {
   std::atomic<bool> owned_failed_{false};
   std::atomic<int64_t> decoded_for_host_{0};
   std::atomic<int64_t> from_host_{0};
+  std::atomic<int64_t> mapped_from_host_{0};
+  bool mapped_ = false;  // step 3's mapped window
   int64_t fallen_back_ = 0;
 };
 

@@ -174,6 +174,25 @@ void SharedMemoryFile::Populate(uint64_t offset, uint64_t n, int advice) const {
   if (hi > lo) ::madvise(data_ + lo, static_cast<size_t>(hi - lo), advice);
 }
 
+uint64_t SharedMemoryFile::MappedLength(uint64_t n) {
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  return (n + page - 1) / page * page;
+}
+
+Result<uint8_t*> SharedMemoryFile::MapPrivate(uint64_t offset, uint64_t n) const {
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  if (n == 0 || offset % page != 0 || offset > size_ || n > size_ - offset) {
+    return InvalidArgumentError("mapping bytes [" + std::to_string(offset) + ", " + std::to_string(offset + n) +
+                                ") of shared memory file " + path_ + " (" + std::to_string(size_) +
+                                " bytes): not a page-aligned range inside it");
+  }
+  const size_t length = static_cast<size_t>(MappedLength(n));
+  void* p = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd_, static_cast<off_t>(offset));
+  if (p == MAP_FAILED) return Errno("mapping part of shared memory file", path_);
+  ::madvise(p, length, MADV_POPULATE_READ);  // a hint, as Populate
+  return static_cast<uint8_t*>(p);
+}
+
 void SharedMemoryFile::Unlink() {
   if (unlinked_) return;
   unlinked_ = true;

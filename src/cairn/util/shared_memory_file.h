@@ -70,6 +70,15 @@ class SharedMemoryFile {
   void PopulateRead(uint64_t offset, uint64_t n) const;
   void PopulateWrite(uint64_t offset, uint64_t n) const;
 
+  // Maps [offset, offset + n) of the file again, privately (copy-on-write:
+  // the pages are the file's, shared with every process that maps them,
+  // until one writes), read-populated. `offset` must be page-aligned. The
+  // mapping is the caller's to unmap (munmap of the address and
+  // MappedLength(n)); it stays valid after this object and the file's name
+  // are gone. Errors name the path.
+  Result<uint8_t*> MapPrivate(uint64_t offset, uint64_t n) const;
+  static uint64_t MappedLength(uint64_t n);
+
   // Removes the name (idempotent; the mapping stays valid).
   void Unlink();
 

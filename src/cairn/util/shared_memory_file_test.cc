@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,6 +35,30 @@ TEST(SharedMemoryFile, TwoOpeningsOfOneNameShareTheirBytes) {
   (*b)->Unlink();  // already gone: fine
   (*b)->data()[0] = 1;  // the mapping outlives the name
   EXPECT_EQ((*a)->data()[0], 1);
+}
+
+TEST(SharedMemoryFile, APrivateMappingSharesTheFilesPagesUntilWrittenAndOutlivesTheFile) {
+  const std::string path = TestPath("private");
+  auto a = SharedMemoryFile::Open(path, 3 * 4096);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  for (size_t i = 0; i < 3 * 4096; ++i) (*a)->data()[i] = static_cast<uint8_t>(i * 7);
+  auto m = (*a)->MapPrivate(4096, 4096 + 100);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  uint8_t* view = *m;
+  for (size_t i = 0; i < 4096 + 100; ++i) ASSERT_EQ(view[i], static_cast<uint8_t>((4096 + i) * 7)) << i;
+  view[0] = 0xee;  // copy-on-write: the file keeps its byte
+  EXPECT_EQ((*a)->data()[4096], static_cast<uint8_t>(4096 * 7));
+  // Not page-aligned, or past the end: refused, naming the file.
+  auto odd = (*a)->MapPrivate(100, 10);
+  ASSERT_FALSE(odd.ok());
+  EXPECT_NE(odd.status().message().find(path), std::string::npos) << odd.status().ToString();
+  EXPECT_FALSE((*a)->MapPrivate(2 * 4096, 4096 + 1).ok());
+  EXPECT_FALSE((*a)->MapPrivate(0, 0).ok());
+  a->reset();  // unmapped, closed and unlinked: the private mapping stays
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_EQ(view[0], 0xee);
+  EXPECT_EQ(view[4096 + 99], static_cast<uint8_t>((2 * 4096 + 99) * 7));
+  ::munmap(view, SharedMemoryFile::MappedLength(4096 + 100));
 }
 
 TEST(SharedMemoryFile, AnotherSizeIsNotTheSameExchange) {
