@@ -6,7 +6,6 @@
 // processes, a ThreadGroup for their coordinator.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <memory>
 #include <thread>
 
@@ -17,7 +16,6 @@
 
 namespace cairn::engine {
 namespace {
-namespace fs = std::filesystem;
 using namespace testing;  // NOLINT: the save helpers
 
 constexpr Index kRows = 512, kCols = 256, kChunkRows = 64;  // 8 chunks of 64 KiB
@@ -33,16 +31,7 @@ struct Saved {
 Saved SaveByRows(const std::string& name) {
   Saved s{TempDir(name) + "/item", Iota(static_cast<size_t>(kRows * kCols), 0.5f)};
   for (size_t i = 0; i < s.w.size(); i += 5) s.w[i] = -s.w[i];
-  SaveRequest r;
-  r.directory = s.dir;
-  SaveLeaf leaf = ArrayLeaf("w", {kRows, kCols}, {kChunkRows, kCols});
-  for (Index row = 0; row < kRows; row += kChunkRows) {
-    leaf.shards.push_back(Shard(s.w, {kRows, kCols}, Box({row, 0}, {kChunkRows, kCols})));
-  }
-  r.leaves = {leaf};
-  auto coordinator = NewSingleProcessCoordinator();
-  Status st = Save(r, *coordinator);
-  EXPECT_TRUE(st.ok()) << st.ToString();
+  SaveRowChunks(s.dir, s.w, kRows, kCols, kChunkRows);
   return s;
 }
 
@@ -104,12 +93,6 @@ void ExpectEveryChunk(const Saved& s, const Outcome& o, int i) {
       ASSERT_EQ(got[k], s.w[c * kChunkElements + k]) << "process " << i << " chunk " << c << " element " << k;
     }
   }
-}
-
-size_t FilesIn(const std::string& dir) {
-  size_t n = 0;
-  for (const auto& e : fs::directory_iterator(dir)) n += e.is_regular_file() ? 1 : 0;
-  return n;
 }
 
 TEST(RestoreHostShareMapped, ReplicasMapTheChunksTheHostDecodedOnceInOneRoundWhateverTheWindowSize) {

@@ -38,16 +38,7 @@ struct Saved {
 Saved SaveByRows(const std::string& name) {
   Saved s{TempDir(name) + "/item", Iota(static_cast<size_t>(kRows * kCols), 0.25f)};
   for (size_t i = 0; i < s.w.size(); i += 7) s.w[i] = -s.w[i];
-  SaveRequest r;
-  r.directory = s.dir;
-  SaveLeaf leaf = ArrayLeaf("w", {kRows, kCols}, {kChunkRows, kCols});
-  for (Index row = 0; row < kRows; row += kChunkRows) {
-    leaf.shards.push_back(Shard(s.w, {kRows, kCols}, Box({row, 0}, {kChunkRows, kCols})));
-  }
-  r.leaves = {leaf};
-  auto coordinator = NewSingleProcessCoordinator();
-  Status st = Save(r, *coordinator);
-  EXPECT_TRUE(st.ok()) << st.ToString();
+  SaveRowChunks(s.dir, s.w, kRows, kCols, kChunkRows);
   return s;
 }
 
@@ -102,12 +93,6 @@ void ExpectColumns(const Saved& s, const Outcome& o, int i) {
           << "process " << i << " row " << r << " column " << c;
     }
   }
-}
-
-size_t FilesIn(const std::string& dir) {
-  size_t n = 0;
-  for (const auto& e : fs::directory_iterator(dir)) n += e.is_regular_file() ? 1 : 0;
-  return n;
 }
 
 TEST(RestoreHostShare, EachSharedChunkIsDecodedOnceOnTheHost) {

@@ -54,4 +54,28 @@ inline ShardToSave Shard(const std::vector<float>& full, const Shape& shape, Box
   return s;
 }
 
+// Saves `values` ([rows, cols] float32, C order) as `params.w` of a new
+// item at `dir`, from one process, one chunk (and shard) per `chunk_rows`
+// whole rows, with the default compression (zstd).
+inline void SaveRowChunks(const std::string& dir, const std::vector<float>& values, Index rows, Index cols,
+                          Index chunk_rows) {
+  SaveRequest r;
+  r.directory = dir;
+  SaveLeaf leaf = ArrayLeaf("w", {rows, cols}, {chunk_rows, cols});
+  for (Index row = 0; row < rows; row += chunk_rows) {
+    leaf.shards.push_back(Shard(values, {rows, cols}, Box({row, 0}, {chunk_rows, cols})));
+  }
+  r.leaves = {leaf};
+  auto coordinator = NewSingleProcessCoordinator();
+  Status st = Save(r, *coordinator);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+}
+
+// The regular files directly in `dir`.
+inline size_t FilesIn(const std::string& dir) {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) n += e.is_regular_file() ? 1 : 0;
+  return n;
+}
+
 }  // namespace cairn::engine::testing
