@@ -21,7 +21,9 @@ disk). One run measures, per process (the table shows the slowest one):
   the newest local step, the lost host fetching from its peer;
 - the fetch floor: the lost host's bytes sent over one plain TCP connection
   (from memory) straight into a fresh file on its RAM disk, after the same
-  pause; no fetch over this loopback can be faster; and the replication
+  pause; no fetch over this loopback can be faster; the sealed fetch floor,
+  the same with each 16 MiB sealed with AES-256-GCM and opened into the
+  file (what a transport that must encrypt pays at the least); and the replication
   floor: every process's bytes to its peer that way, all at once;
 - restore of everything from the persistent tier (all local directories gone);
   the page cache is dropped before each restore (when run as root), so the
@@ -264,14 +266,33 @@ def timed_floor():
             dsts.append(dst)
     return time.perf_counter() - t
 
-def timed_transfer_floor(name, source_of):
+PIECE = 16 << 20
+
+def pieces():
+    """(shard index, start, length) of the pieces of this process's shards,
+    in order: every process holds shards of the same sizes."""
+    out = []
+    for i, n in enumerate(s.data.nbytes for a in want.values() for s in a.addressable_shards):
+        out += [(i, start, min(PIECE, n - start)) for start in range(0, n, PIECE)]
+    return out
+
+def timed_transfer_floor(name, source_of, sealed=False):
     """The floor of moving a host's bytes on this machine, after the same
     pause: every process `d` in `source_of` receives the bytes it holds from
     process `source_of[d]` over one plain TCP connection (sent from memory:
     no files, framing or checks) straight into a fresh file on its RAM disk
     (`recv_into` a shared mapping of it), all at once. Any transfer over
-    this loopback costs at least this. Returns this process's seconds."""
+    this loopback costs at least this. Returns this process's seconds.
+
+    `sealed`: each 16 MiB piece is sealed with AES-256-GCM on the way out
+    (into one reused buffer) and opened on the way in straight into the
+    file, as a transport that must encrypt does at the least (the
+    `cryptography` package, OpenSSL underneath): what encrypting each byte
+    costs on this machine, whoever does it."""
     import socket, threading
+    if sealed:
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+        aead = AESGCM(bytes(range(32)))
     gc.collect()
     time.sleep(settle_s)
     srv = None
@@ -284,6 +305,15 @@ def timed_transfer_floor(name, source_of):
     t = time.perf_counter()
     def send(dest):
         with socket.create_connection(("127.0.0.1", xports[dest])) as c:
+            if sealed:
+                shards = [memoryview(np.ascontiguousarray(np.asarray(s.data))).cast("B")
+                          for a in want.values() for s in a.addressable_shards]
+                out = bytearray(PIECE + 16)
+                for k, (i, start, n) in enumerate(pieces()):
+                    aead.encrypt_into(k.to_bytes(12, "little"), shards[i][start:start + n], None,
+                                      memoryview(out)[:n + 16])
+                    c.sendall(memoryview(out)[:n + 16])
+                return
             for a in want.values():
                 for s in a.addressable_shards:
                     c.sendall(memoryview(np.ascontiguousarray(np.asarray(s.data))).cast("B"))
@@ -297,6 +327,18 @@ def timed_transfer_floor(name, source_of):
             f.truncate(held)
             mm = mmap.mmap(f.fileno(), held)
             view, got = memoryview(mm), 0
+            if sealed:
+                box = bytearray(PIECE + 16)
+                for k, (_, _, n) in enumerate(pieces()):
+                    part = memoryview(box)[:n + 16]
+                    have = 0
+                    while have < n + 16:
+                        r = conn.recv_into(part[have:], n + 16 - have)
+                        if r == 0:
+                            raise RuntimeError(f"{name}: the sender stopped after {got + have} bytes")
+                        have += r
+                    aead.decrypt_into(k.to_bytes(12, "little"), part, None, view[got:got + n])
+                    got += n
             while got < held:
                 n = conn.recv_into(view[got:], min(held - got, 16 << 20))
                 if n == 0:
@@ -343,6 +385,7 @@ for rnd in range(repeats):
     barrier(f"floor_{rnd}_done")
     # The lost host's fetch: process 1 from process 3, which holds its peer copy.
     out["fetch_floor_s"].append(timed_transfer_floor("fetch_floor", {1: 3}))
+    out.setdefault("sealed_fetch_floor_s", []).append(timed_transfer_floor("sealed_fetch_floor", {1: 3}, sealed=True))
     # Replication: every process sends its bytes to its peer in the other
     # replica and receives its peer's, all at once.
     out["replication_floor_s"].append(timed_transfer_floor("replication_floor", {d: (d + 2) % 4 for d in range(4)}))
@@ -526,7 +569,15 @@ def main():
              f"{median(job('fetch_floor')):.2f} s",
              f"{held / median(job('fetch_floor')) / GB:.2f} GB/s; rounds {' '.join(f'{x:.2f}' for x in job('fetch_floor'))}; "
              f"persistent / fetch floor {median(job('persistent')) / median(job('fetch_floor')):.2f}x "
-             f"(the best ratio a recovery that fetches a host's shards could reach)"],
+             f"(the best ratio a recovery that fetches a host's shards could reach); "
+             f"recovery / fetch floor {median(job('recover')) / median(job('fetch_floor')):.2f}x"],
+            ["sealed fetch floor: the same, each 16 MiB sealed (AES-256-GCM) and opened into the file (median)",
+             f"{median(job('sealed_fetch_floor')):.2f} s",
+             f"{held / median(job('sealed_fetch_floor')) / GB:.2f} GB/s; rounds "
+             f"{' '.join(f'{x:.2f}' for x in job('sealed_fetch_floor'))}; sealed / plain fetch floor "
+             f"{median(job('sealed_fetch_floor')) / median(job('fetch_floor')):.2f}x; recovery / sealed fetch floor "
+             f"{median(job('recover')) / median(job('sealed_fetch_floor')):.2f}x (peer transfers are sealed: "
+             f"docs/PEER_TRANSPORT.md)"],
         ]
         errors = [r["orbax_error"] for r in results if "orbax_error" in r]
         if errors:
