@@ -328,7 +328,7 @@ Status HostShare::DeliverOwned(const ArrayRestorePlan& p, size_t array, size_t c
     owned_failed_ = true;
     return s;
   }
-  HandOut(p, array, chunk);
+  if (!MapOut(p, array, chunk)) FillParts(p, c.parts, region, stored);
   decoded_for_host_.fetch_add(1, std::memory_order_relaxed);
   return Status::OK();
 }
@@ -425,26 +425,28 @@ HostShare::Outcome HostShare::Run(const Status& before, const std::vector<ArrayR
 }
 
 void HostShare::CopyFromPeer(const ArrayRestorePlan& p, size_t array, size_t chunk) {
-  HandOut(p, array, chunk);
+  if (!MapOut(p, array, chunk)) {
+    const ChunkToRead& c = p.chunks[chunk];
+    const uint64_t offset = offsets_[array][chunk];
+    file_->PopulateRead(offset, StoredBytes(p, c));
+    FillParts(p, c.parts, file_->data() + offset, StoredBox(p, c));
+  }
   from_host_.fetch_add(1, std::memory_order_relaxed);
 }
 
-void HostShare::HandOut(const ArrayRestorePlan& p, size_t array, size_t chunk) {
+bool HostShare::MapOut(const ArrayRestorePlan& p, size_t array, size_t chunk) {
   const ChunkToRead& c = p.chunks[chunk];
-  const uint64_t offset = offsets_[array][chunk];
+  std::shared_ptr<MappedBytes>* slot = mapped_ ? WholeChunkMappedSlot(p, c) : nullptr;
+  if (slot == nullptr) return false;
+  // The window is not reused (a mapped group has one round): the
+  // destination becomes a private mapping of the chunk's pages, shared by
+  // every process of the host that maps them until one writes.
   const uint64_t n = StoredBytes(p, c);
-  if (std::shared_ptr<MappedBytes>* slot = mapped_ ? WholeChunkMappedSlot(p, c) : nullptr) {
-    // The window is not reused (a mapped group has one round): the
-    // destination becomes a private mapping of the chunk's pages, shared by
-    // every process of the host that maps them until one writes.
-    if (Result<uint8_t*> m = file_->MapPrivate(offset, n); m.ok()) {
-      *slot = std::make_shared<MappedBytes>(*m, SharedMemoryFile::MappedLength(n), *m, n, n);
-      mapped_from_host_.fetch_add(1, std::memory_order_relaxed);
-      return;
-    }
-  }
-  file_->PopulateRead(offset, n);
-  FillParts(p, c.parts, file_->data() + offset, StoredBox(p, c));
+  Result<uint8_t*> m = file_->MapPrivate(offsets_[array][chunk], n);
+  if (!m.ok()) return false;
+  *slot = std::make_shared<MappedBytes>(*m, SharedMemoryFile::MappedLength(n), *m, n, n);
+  mapped_from_host_.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 void HostShare::AddStats(RestoreStats* stats) const {

@@ -143,10 +143,11 @@ class HostShare {
 
  private:
   void CopyFromPeer(const ArrayRestorePlan& p, size_t array, size_t chunk);
-  // Fills this process's parts of a decoded chunk from the window: maps
-  // them in a mapped group where the destination allows (step 7), else
-  // copies them.
-  void HandOut(const ArrayRestorePlan& p, size_t array, size_t chunk);
+  // In a mapped window (step 7), makes the chunk's destination a private
+  // mapping of its pages in the window; false where it cannot (not a
+  // mapped window, a box that is not one whole destination asking for a
+  // mapping, a failed mapping): the caller copies the parts instead.
+  bool MapOut(const ArrayRestorePlan& p, size_t array, size_t chunk);
 
   HostShare() = default;
   Coordinator* coordinator_ = nullptr;

@@ -55,14 +55,7 @@ class RestoreMapped : public ::testing::Test {
     r.directory = top + "/item";
     r.options.compression = compression;
     r.local_tier.ocdbt_value_alignment = alignment;
-    SaveLeaf leaf = ArrayLeaf("w", {kRows, kCols}, {kChunkRows, kCols});
-    for (Index row = 0; row < kRows; row += kChunkRows) {
-      leaf.shards.push_back(Shard(w_, {kRows, kCols}, Box({row, 0}, {kChunkRows, kCols})));
-    }
-    r.leaves = {leaf};
-    auto coordinator = NewSingleProcessCoordinator();
-    Status s = Save(r, *coordinator);
-    EXPECT_TRUE(s.ok()) << s.ToString();
+    SaveRowChunks(r, w_, kRows, kCols, kChunkRows);
     return r.directory;
   }
 

@@ -55,12 +55,10 @@ inline ShardToSave Shard(const std::vector<float>& full, const Shape& shape, Box
 }
 
 // Saves `values` ([rows, cols] float32, C order) as `params.w` of a new
-// item at `dir`, from one process, one chunk (and shard) per `chunk_rows`
-// whole rows, with the default compression (zstd).
-inline void SaveRowChunks(const std::string& dir, const std::vector<float>& values, Index rows, Index cols,
+// item at `r.directory` (with `r`'s options), from one process, one chunk
+// (and shard) per `chunk_rows` whole rows.
+inline void SaveRowChunks(SaveRequest r, const std::vector<float>& values, Index rows, Index cols,
                           Index chunk_rows) {
-  SaveRequest r;
-  r.directory = dir;
   SaveLeaf leaf = ArrayLeaf("w", {rows, cols}, {chunk_rows, cols});
   for (Index row = 0; row < rows; row += chunk_rows) {
     leaf.shards.push_back(Shard(values, {rows, cols}, Box({row, 0}, {chunk_rows, cols})));
@@ -69,6 +67,14 @@ inline void SaveRowChunks(const std::string& dir, const std::vector<float>& valu
   auto coordinator = NewSingleProcessCoordinator();
   Status st = Save(r, *coordinator);
   EXPECT_TRUE(st.ok()) << st.ToString();
+}
+
+// The same at `dir`, with the default options (zstd).
+inline void SaveRowChunks(const std::string& dir, const std::vector<float>& values, Index rows, Index cols,
+                          Index chunk_rows) {
+  SaveRequest r;
+  r.directory = dir;
+  SaveRowChunks(std::move(r), values, rows, cols, chunk_rows);
 }
 
 // The regular files directly in `dir`.
